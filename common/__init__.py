@@ -1,0 +1,1 @@
+"""What the captioner and the translators share: attention, decoding, text, training, metrics."""

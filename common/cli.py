@@ -1,0 +1,112 @@
+"""What the `captioner` and `seq2seq` command lines share: sub-commands and error handling.
+
+A command line here is thin: it parses arguments and calls one library function. Heavy
+imports (TensorFlow, Keras) happen inside the sub-command's handler, so `--help` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from common.errors import UserError
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """One sub-command: its name, a one-line help, how to add its arguments, how to run it.
+
+    `run(args)` returns an exit status (or None for 0).
+    """
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int | None]
+    description: str | None = None
+
+
+def build_parser(prog: str, description: str, subcommands: Sequence[Subcommand]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    sub.required = True
+    for command in subcommands:
+        p = sub.add_parser(
+            command.name,
+            help=command.help,
+            description=command.description or command.help,
+            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        )
+        command.add_arguments(p)
+        p.set_defaults(_run=command.run)
+    return parser
+
+
+def error(prog: str, message: str) -> int:
+    """Print `message` as one line on stderr and return the usage exit status."""
+    first_line = " ".join(str(message).split())
+    print(f"{prog}: error: {first_line}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
+    """Parse `argv`, run the chosen sub-command, and turn user errors into exit status 2."""
+    args = parser.parse_args(argv)
+    try:
+        status = args._run(args)
+    except UserError as exc:
+        return error(parser.prog, str(exc))
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return 130
+    return EXIT_OK if status is None else int(status)
+
+
+def not_yet(prog: str, command: str, issue: str) -> Callable[[argparse.Namespace], int]:
+    """A handler for a sub-command whose implementation lands with a later issue."""
+
+    def run(args: argparse.Namespace) -> int:
+        print(f"{prog} {command}: not implemented yet ({issue})", file=sys.stderr)
+        return EXIT_FAILURE
+
+    return run
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite float >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite float > 0."""
+    value = non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a number > 0, got 0")
+    return value

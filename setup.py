@@ -1,0 +1,46 @@
+"""Attention models in Keras 3: Show-Attend-Tell captioning and Bahdanau/Transformer translation."""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+
+setup(
+    name="attention-models",
+    version="0.1.0",
+    description=__doc__,
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["common", "common.*", "captioner", "captioner.*",
+                                    "seq2seq", "seq2seq.*"]),
+    package_data={"": ["*.json", "*.txt"]},
+    install_requires=[
+        # The design's own dependencies.
+        "tensorflow>=2.16,<2.22",
+        "keras>=3.5,<4",
+        "keras-hub>=0.20,<1",  # what keras-nlp is now published as
+        "pillow>=10,<14",
+        "pycocotools>=2.0.7,<3",
+        "nltk>=3.8,<4",
+        "numpy>=1.26,<3",
+        # Added: the reference implementations of the scores people quote, rather than our own.
+        "pycocoevalcap>=1.2,<2",  # BLEU/METEOR/ROUGE-L/CIDEr exactly as the COCO server computes
+        "sacrebleu>=2.3,<3",  # translation BLEU/chrF with a reproducible signature
+        "matplotlib>=3.7,<4",  # attention heatmaps and plots
+        "tqdm>=4.60,<5",  # progress bars on long decoding and evaluation loops
+    ],
+    extras_require={
+        "dev": [
+            "pytest>=8,<10",
+            "ruff>=0.5",
+        ],
+    },
+    entry_points={
+        "console_scripts": [
+            "captioner=captioner.cli:main",
+            "seq2seq=seq2seq.cli:main",
+        ],
+    },
+)
