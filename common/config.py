@@ -45,7 +45,7 @@ def from_dict(cls: type[C], data: dict[str, Any]) -> C:
         kind = hints.get(name)
         if dataclasses.is_dataclass(kind) and isinstance(value, dict):
             value = from_dict(kind, value)
-        elif isinstance(value, list) and typing.get_origin(kind) is tuple:
+        elif isinstance(value, list) and (kind is tuple or typing.get_origin(kind) is tuple):
             value = tuple(value)
         kwargs[name] = value
     return cls(**kwargs)

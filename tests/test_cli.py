@@ -1,0 +1,36 @@
+"""The two console scripts: installed, self-explaining, and strict about their input."""
+
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("prog", ["captioner", "seq2seq"])
+def test_help_lists_subcommands(prog):
+    result = run(sys.executable, "-m", prog, "--help")
+    assert result.returncode == 0, result.stderr
+    for command in ["train", "evaluate", "export", "serve"]:
+        assert command in result.stdout
+
+
+@pytest.mark.parametrize("prog", ["captioner", "seq2seq"])
+def test_console_script_is_installed(prog):
+    from shutil import which
+
+    path = which(prog) or str(__import__("pathlib").Path(sys.executable).parent / prog)
+    result = run(path, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "usage:" in result.stdout
+
+
+@pytest.mark.parametrize("prog", ["captioner", "seq2seq"])
+def test_unknown_subcommand_exits_2_without_traceback(prog):
+    result = run(sys.executable, "-m", prog, "frobnicate")
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr
+    assert "Traceback" not in result.stderr
