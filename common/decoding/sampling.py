@@ -1,0 +1,121 @@
+"""Sampling over a step function: temperature and top-k, reproducible with a seed.
+
+Dimensions: `B` batch, `T` steps (`max_length`), `V` vocabulary, `A` attention positions.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import tensorflow as tf
+
+from common.decoding.decoded import Decoded
+from common.decoding.greedy import StepFn, single_path_decode
+from common.decoding.utils import NEG, check_int
+from common.errors import UserError
+
+
+def _check_sampling_args(temperature: Any, top_k: Any, seed: Any) -> None:
+    if (
+        not isinstance(temperature, numbers.Real)
+        or isinstance(temperature, bool)
+        or not temperature > 0
+    ):
+        raise UserError(f"temperature must be a number > 0; got {temperature!r}")
+    check_int("top_k", top_k, 0, allow_tensor=False)
+    if seed is not None:
+        check_int("seed", seed, 0)
+
+
+def _hash32(x: tf.Tensor) -> tf.Tensor:
+    """A 32-bit integer hash (Wellons' "lowbias32"), uint32 -> uint32."""
+    for shift, multiplier in ((16, 0x7FEB352D), (15, 0x846CA68B)):
+        x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, tf.constant(shift, tf.uint32)))
+        x = x * tf.constant(multiplier, tf.uint32)
+    return tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, tf.constant(16, tf.uint32)))
+
+
+def _uniform(shape: tf.Tensor, seed: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
+    """`(N, V)` uniform numbers in (0, 1), a pure function of `(seed, index, row, column)`.
+
+    Integer hashing rather than `tf.random.stateless_*`: XLA's Philox does not draw the same
+    numbers as the plain kernels, and integer arithmetic is exact everywhere, so the samples
+    are the same eagerly, in graphs, under `jit_compile` and on any device.
+    """
+    rows, cols = shape[0], shape[1]
+    counter = tf.range(rows)[:, None] * cols + tf.range(cols)[None, :]
+    key = _hash32(
+        tf.bitwise.bitwise_xor(_hash32(tf.cast(seed, tf.uint32)), tf.cast(index, tf.uint32))
+    )
+    bits = _hash32(tf.bitwise.bitwise_xor(_hash32(tf.cast(counter, tf.uint32)), key))
+    high = tf.bitwise.right_shift(bits, tf.constant(8, tf.uint32))
+    return (tf.cast(high, tf.float32) + 0.5) * (2.0**-24)
+
+
+def sample_decode(
+    step: StepFn,
+    initial_state: Any,
+    batch_size: int | tf.Tensor,
+    start_id: int | tf.Tensor,
+    end_id: int | tf.Tensor,
+    max_length: int | tf.Tensor,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    seed: int | tf.Tensor | None = None,
+    pad_id: int = 0,
+) -> Decoded:
+    """Samples each token from `softmax(logits / temperature)`, optionally among the top k.
+
+    The random numbers are a hash of `(seed, index, row, token)`: the same seed gives the same
+    samples eagerly, inside `tf.function` (with or without XLA) and in an exported SavedModel
+    (up to float rounding of near-ties). Without a seed,
+    one is drawn at random for each call. Each example stops at its own `<end>`.
+
+    Args:
+        step: `step(tokens (B,), state, index) -> (logits (B, V), new_state, attention (B, A))`.
+        initial_state: a nest of tensors, each with leading dimension `B`.
+        batch_size: `B`, an int or a scalar int32 tensor.
+        start_id: the token fed at index 0 (`<start>`).
+        end_id: the token that finishes a hypothesis (`<end>`, compared by id).
+        max_length: `T`, the most tokens generated, `<end>` included.
+        temperature: > 0; below 1 sharpens the distribution, above 1 flattens it.
+        top_k: sample among the `top_k` most probable tokens only; 0 means all of them, and
+            1 is greedy decoding.
+        seed: a non-negative int (or scalar int tensor) for reproducible samples, or None.
+        pad_id: the token written after `<end>`.
+
+    Returns:
+        A `Decoded` with `K = 1`: tokens `(B, 1, T)`, attention `(B, 1, T, A)`, lengths,
+        finished, scores and normalized_scores `(B, 1)`. `scores` is the sum of the model's
+        own log-probabilities (`log_softmax(logits)`, before temperature and top-k), so it is
+        comparable with greedy decoding and beam search.
+
+    Example:
+    >>> # Tokens: 0 <pad>, 1 <start>, 2 <end>, 3 a word; row i: next-token probabilities.
+    >>> table = tf.math.log([[.25] * 4, [.01, .01, .4, .58], [.25] * 4, [.01, .01, .9, .08]])
+    >>> def step(tokens, state, index):
+    ...     return tf.gather(table, tokens), state, tf.zeros([tf.shape(tokens)[0], 0])
+    >>> a = sample_decode(step, {}, 4, start_id=1, end_id=2, max_length=6, seed=7)
+    >>> b = sample_decode(step, {}, 4, start_id=1, end_id=2, max_length=6, seed=7)
+    >>> bool(tf.reduce_all(a.tokens == b.tokens))
+    True
+    """
+    _check_sampling_args(temperature, top_k, seed)
+    if seed is None:
+        seed = tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int32)
+    seed = tf.cast(seed, tf.int32)
+
+    def choose(step_log_probs: tf.Tensor, logits: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
+        logits = logits / temperature
+        vocab = logits.shape[-1]
+        if top_k and (vocab is None or top_k < vocab):
+            kth_best = tf.math.top_k(logits, k=top_k).values[:, -1:]
+            logits = tf.where(logits < kth_best, NEG, logits)
+        # Gumbel-max: argmax(logits + Gumbel noise) is a sample of softmax(logits).
+        gumbel = -tf.math.log(-tf.math.log(_uniform(tf.shape(logits), seed, index)))
+        return tf.argmax(logits + gumbel, axis=-1, output_type=tf.int32)
+
+    return single_path_decode(
+        step, initial_state, batch_size, start_id, end_id, max_length, choose, pad_id=pad_id
+    )

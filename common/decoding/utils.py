@@ -1,0 +1,92 @@
+"""Helpers shared by the decoding loops: argument checks, state nests, step buffers.
+
+Dimensions: `N` rows of a step (`B`, or `B * K` in beam search), `T` steps (`max_length`),
+`A` attention positions, `V` vocabulary.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import tensorflow as tf
+
+from common.errors import UserError
+
+# A log-probability that no real hypothesis reaches, finite so that sums and divisions stay
+# finite (-inf would turn `0 * -inf` or `-inf - -inf` into NaN).
+NEG = -1e9
+
+
+def is_python_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_int(name: str, value: Any, minimum: int, allow_tensor: bool = True) -> None:
+    """Raises `UserError` unless `value` is an int >= `minimum` (or, if allowed, a tensor)."""
+    if is_python_int(value):
+        if value < minimum:
+            raise UserError(f"{name} must be an integer >= {minimum}; got {value}")
+        return
+    if allow_tensor and tf.is_tensor(value):
+        if value.shape.rank not in (None, 0):
+            raise UserError(f"{name} must be a scalar; got a tensor of shape {value.shape}")
+        return
+    expected = "an integer or a scalar tensor" if allow_tensor else "a Python integer"
+    raise UserError(f"{name} must be {expected}; got {value!r}")
+
+
+def check_common_args(
+    batch_size: Any, start_id: Any, end_id: Any, max_length: Any, pad_id: Any
+) -> None:
+    check_int("batch_size", batch_size, 1)
+    check_int("start_id", start_id, 0)
+    check_int("end_id", end_id, 0)
+    check_int("max_length", max_length, 1)
+    check_int("pad_id", pad_id, 0)
+
+
+def to_state(initial_state: Any) -> Any:
+    """Converts every leaf of a state nest to a tensor."""
+    return tf.nest.map_structure(tf.convert_to_tensor, initial_state)
+
+
+def state_invariants(state: Any) -> Any:
+    """Shape invariants for a state nest: the leading dimension `N` may change, nothing else."""
+    return tf.nest.map_structure(
+        lambda x: tf.TensorShape([None]).concatenate(x.shape[1:]) if x.shape.rank else x.shape,
+        state,
+    )
+
+
+def log_probs(logits: tf.Tensor) -> tf.Tensor:
+    """`(N, V)` logits of any float dtype -> `(N, V)` float32 log-probabilities."""
+    return tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+
+
+def as_attention(attention: tf.Tensor) -> tf.Tensor:
+    """The step's attention `(N, A)` as float32, checked to be rank 2."""
+    attention = tf.cast(tf.convert_to_tensor(attention), tf.float32)
+    if attention.shape.rank is not None and attention.shape.rank != 2:
+        raise ValueError(f"step must return attention of shape (N, A); got shape {attention.shape}")
+    return attention
+
+
+def write_step(buffer: tf.Tensor, index: tf.Tensor, values: tf.Tensor) -> tf.Tensor:
+    """Writes `values` `(N, ...)` at step `index` of `buffer` `(N, T, ...)`.
+
+    A `tf.where` over a one-hot mask rather than a scatter: it keeps every shape static, so it
+    compiles under XLA.
+    """
+    mask = tf.one_hot(index, tf.shape(buffer)[1], on_value=True, off_value=False, dtype=tf.bool)
+    extra = buffer.shape.rank - 2
+    mask = tf.reshape(mask, [1, -1] + [1] * extra)
+    return tf.where(mask, tf.expand_dims(values, 1), buffer)
+
+
+def gnmt_length_penalty(lengths: tf.Tensor, alpha: float) -> tf.Tensor:
+    """The GNMT length penalty `((5 + n) / 6) ** alpha` (Wu et al., 2016), float32."""
+    lengths = tf.cast(lengths, tf.float32)
+    if alpha == 0:
+        return tf.ones_like(lengths)
+    return tf.pow((5.0 + lengths) / 6.0, alpha)

@@ -1,0 +1,161 @@
+"""Toy step functions for the decoding tests, each with an independent NumPy reference.
+
+Tokens: 0 `<pad>`, 1 `<start>`, 2 `<end>`, the rest words. Two toys:
+
+- `MarkovToy`: logits = W[example, previous token] + E[index]. The next-token distribution
+  depends only on the previous token and the position, so every sequence's score can be
+  computed in NumPy and the best ones found by brute force.
+- `HistoryToy`: the state is a nested dict `{"history": (N, T), "inner": {"hash": (N,)}}`.
+  Logits depend on a hash of the whole path, and the step returns the token history itself as
+  its attention, so a state that is not re-ordered with its hypothesis changes the scores, and
+  the returned attention must spell out the returned tokens.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+PAD, START, END = 0, 1, 2
+PRIME = 97
+
+
+def np_log_softmax(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, np.float64)
+    x = x - x.max(axis=-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+def gnmt_penalty(length: int, alpha: float) -> float:
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+class MarkovToy:
+    """logits (N, V) = W[example, previous token] + E[index] + bias[example]."""
+
+    def __init__(
+        self,
+        vocab: int,
+        max_length: int,
+        examples: int = 1,
+        seed: int = 0,
+        scale: float = 1.5,
+        bias: np.ndarray | None = None,
+    ):
+        rng = np.random.default_rng(seed)
+        self.vocab, self.max_length, self.examples = vocab, max_length, examples
+        self.W = (rng.normal(size=(examples, vocab, vocab)) * scale).astype(np.float32)
+        self.E = (rng.normal(size=(max_length, vocab)) * 0.5).astype(np.float32)
+        self.bias = np.zeros((examples, vocab), np.float32) if bias is None else bias
+
+    def initial_state(self) -> dict:
+        return {"example": tf.range(self.examples, dtype=tf.int32), "bias": tf.constant(self.bias)}
+
+    def step(self, tokens, state, index):
+        logits = tf.gather_nd(self.W, tf.stack([state["example"], tokens], axis=1))
+        logits = logits + tf.gather(self.E, index)[None] + state["bias"]
+        return logits, state, tf.zeros([tf.shape(tokens)[0], 0])
+
+    def log_probs(self, example: int, previous: int, index: int) -> np.ndarray:
+        return np_log_softmax(self.W[example, previous] + self.E[index] + self.bias[example])
+
+    def greedy(self, example: int) -> tuple[list[int], float, bool]:
+        """A plain Python greedy loop: (tokens, score, finished)."""
+        tokens, score, previous = [], 0.0, START
+        for index in range(self.max_length):
+            lp = self.log_probs(example, previous, index)
+            previous = int(np.argmax(lp))
+            tokens.append(previous)
+            score += lp[previous]
+            if previous == END:
+                return tokens, score, True
+        return tokens, score, False
+
+    def all_sequences(self, example: int, alpha: float) -> list[tuple]:
+        """Every hypothesis up to max_length, best first: (normalized, score, tokens, finished)."""
+        found = []
+        for length in range(1, self.max_length + 1):
+            for seq in itertools.product(range(self.vocab), repeat=length):
+                if END in seq[:-1]:
+                    continue
+                finished = seq[-1] == END
+                if not finished and length < self.max_length:
+                    continue
+                score, previous = 0.0, START
+                for index, token in enumerate(seq):
+                    score += self.log_probs(example, previous, index)[token]
+                    previous = token
+                found.append((score / gnmt_penalty(length, alpha), score, list(seq), finished))
+        return sorted(found, key=lambda item: -item[0])
+
+
+class HistoryToy:
+    """State `{"history": (N, T) int32, "inner": {"hash": (N,) int32}}`; attention = history."""
+
+    def __init__(self, vocab: int, max_length: int, examples: int = 1, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        self.vocab, self.max_length, self.examples = vocab, max_length, examples
+        self.W = (rng.normal(size=(PRIME, vocab)) * 2.0).astype(np.float32)
+
+    def initial_state(self) -> dict:
+        return {
+            "history": tf.zeros([self.examples, self.max_length], tf.int32),
+            "inner": {"hash": tf.range(self.examples, dtype=tf.int32) * 13 + 5},
+        }
+
+    def step(self, tokens, state, index):
+        new_hash = (state["inner"]["hash"] * 31 + tokens + 7) % PRIME
+        column = tf.one_hot(index, self.max_length, dtype=tf.int32)[None]
+        history = state["history"] * (1 - column) + tokens[:, None] * column
+        logits = tf.gather(self.W, new_hash)
+        new_state = {"history": history, "inner": {"hash": new_hash}}
+        return logits, new_state, tf.cast(history, tf.float32)
+
+    def replay(self, example: int, tokens: np.ndarray, length: int) -> tuple[float, np.ndarray]:
+        """Runs the toy in NumPy along `tokens[:length]`: (score, attention (T, T))."""
+        hash_, history, previous, score = example * 13 + 5, np.zeros(self.max_length), START, 0.0
+        attention = np.zeros((self.max_length, self.max_length), np.float32)
+        for index in range(length):
+            hash_ = (hash_ * 31 + previous + 7) % PRIME
+            history[index] = previous
+            attention[index] = history
+            score += np_log_softmax(self.W[hash_])[tokens[index]]
+            previous = tokens[index]
+        return score, attention
+
+
+def check_against_replay(toy: HistoryToy, out) -> None:
+    """Every returned hypothesis: score, attention and padding agree with a NumPy replay."""
+    tokens, lengths = out.tokens.numpy(), out.lengths.numpy()
+    for b in range(tokens.shape[0]):
+        for k in range(tokens.shape[1]):
+            length = lengths[b, k]
+            assert length >= 1
+            score, attention = toy.replay(b, tokens[b, k], length)
+            np.testing.assert_allclose(out.scores.numpy()[b, k], score, rtol=1e-4, atol=1e-4)
+            np.testing.assert_array_equal(out.attention.numpy()[b, k], attention)
+            assert (tokens[b, k, length:] == PAD).all()
+            assert out.finished.numpy()[b, k] == (tokens[b, k, length - 1] == END)
+            assert END not in tokens[b, k, : length - 1]
+
+
+@pytest.fixture
+def toys():
+    """The toy classes and helpers, for tests (conftest modules are not importable)."""
+    return type(
+        "Toys",
+        (),
+        {
+            "MarkovToy": MarkovToy,
+            "HistoryToy": HistoryToy,
+            "check_against_replay": staticmethod(check_against_replay),
+            "gnmt_penalty": staticmethod(gnmt_penalty),
+            "np_log_softmax": staticmethod(np_log_softmax),
+            "PAD": PAD,
+            "START": START,
+            "END": END,
+        },
+    )

@@ -1,0 +1,78 @@
+"""Greedy decoding against a plain NumPy greedy loop and a NumPy replay of the path."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from common.decoding import Decoded, greedy_decode
+from common.errors import UserError
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_greedy_matches_numpy_greedy_loop(toys, seed):
+    toy = toys.MarkovToy(vocab=7, max_length=6, examples=4, seed=seed)
+    out = greedy_decode(toy.step, toy.initial_state(), 4, toys.START, toys.END, 6)
+    assert isinstance(out, Decoded)
+    assert out.tokens.shape == (4, 1, 6) and out.attention.shape == (4, 1, 6, 0)
+    for b in range(4):
+        tokens, score, finished = toy.greedy(b)
+        length = len(tokens)
+        np.testing.assert_array_equal(out.tokens[b, 0, :length], tokens)
+        assert (out.tokens.numpy()[b, 0, length:] == toys.PAD).all()
+        assert out.lengths[b, 0] == length
+        assert bool(out.finished[b, 0]) == finished
+        np.testing.assert_allclose(out.scores[b, 0], score, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(out.normalized_scores, out.scores)
+
+
+def test_greedy_reorders_nothing_and_attention_matches_replay(toys):
+    toy = toys.HistoryToy(vocab=6, max_length=7, examples=5, seed=3)
+    out = greedy_decode(toy.step, toy.initial_state(), 5, toys.START, toys.END, 7)
+    toys.check_against_replay(toy, out)
+
+
+def test_greedy_never_ending_returns_full_length_unfinished(toys):
+    bias = np.zeros((2, 5), np.float32)
+    bias[:, toys.END] = -1e9
+    toy = toys.MarkovToy(vocab=5, max_length=4, examples=2, bias=bias)
+    out = greedy_decode(toy.step, toy.initial_state(), 2, toys.START, toys.END, 4)
+    np.testing.assert_array_equal(out.lengths, [[4], [4]])
+    np.testing.assert_array_equal(out.finished, [[False], [False]])
+    assert (out.tokens.numpy() != toys.END).all()
+    assert np.isfinite(out.scores.numpy()).all()
+
+
+def test_greedy_some_examples_finish_early(toys):
+    bias = np.zeros((3, 5), np.float32)
+    bias[0, toys.END] = 50.0  # ends at once
+    bias[1, toys.END] = -1e9  # never ends
+    toy = toys.MarkovToy(vocab=5, max_length=5, examples=3, bias=bias)
+    out = greedy_decode(toy.step, toy.initial_state(), 3, toys.START, toys.END, 5)
+    np.testing.assert_array_equal(out.tokens[0, 0], [toys.END, 0, 0, 0, 0])
+    assert out.lengths[0, 0] == 1 and out.lengths[1, 0] == 5
+    for b in range(3):
+        tokens, score, _ = toy.greedy(b)
+        np.testing.assert_array_equal(out.tokens[b, 0, : len(tokens)], tokens)
+        np.testing.assert_allclose(out.scores[b, 0], score, rtol=1e-5, atol=1e-5)
+
+
+def test_greedy_accepts_low_precision_logits(toys):
+    toy = toys.MarkovToy(vocab=5, max_length=4, examples=2)
+
+    def step(tokens, state, index):
+        logits, state, attention = toy.step(tokens, state, index)
+        return tf.cast(logits, tf.float16), state, attention
+
+    out = greedy_decode(step, toy.initial_state(), 2, toys.START, toys.END, 4)
+    assert out.scores.dtype == tf.float32 and out.tokens.dtype == tf.int32
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"max_length": 0}, {"batch_size": 0}, {"end_id": -1}, {"max_length": 2.5}],
+)
+def test_greedy_rejects_bad_arguments(toys, kwargs):
+    toy = toys.MarkovToy(vocab=5, max_length=4)
+    args = {"batch_size": 1, "start_id": 1, "end_id": 2, "max_length": 4, **kwargs}
+    with pytest.raises(UserError):
+        greedy_decode(toy.step, toy.initial_state(), **args)

@@ -1,0 +1,64 @@
+"""Sampling: reproducible with a seed, top_k=1 is greedy, frequencies match the softmax."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from common.decoding import greedy_decode, sample_decode
+from common.errors import UserError
+
+
+def test_same_seed_same_samples_other_seed_other_samples(toys):
+    toy = toys.MarkovToy(vocab=8, max_length=6, examples=16, seed=1, scale=0.5)
+    args = (toy.step, toy.initial_state(), 16, toys.START, toys.END, 6)
+    first = sample_decode(*args, seed=123)
+    again = sample_decode(*args, seed=123)
+    other = sample_decode(*args, seed=124)
+    np.testing.assert_array_equal(first.tokens, again.tokens)
+    np.testing.assert_array_equal(first.scores, again.scores)
+    assert (first.tokens.numpy() != other.tokens.numpy()).any()
+    graph = tf.function(lambda: sample_decode(*args, seed=123))()
+    np.testing.assert_array_equal(first.tokens, graph.tokens)
+
+
+def test_top_k_one_is_greedy(toys):
+    toy = toys.MarkovToy(vocab=8, max_length=6, examples=8, seed=2)
+    args = (toy.step, toy.initial_state(), 8, toys.START, toys.END, 6)
+    greedy = greedy_decode(*args)
+    sampled = sample_decode(*args, temperature=3.0, top_k=1, seed=5)
+    np.testing.assert_array_equal(sampled.tokens, greedy.tokens)
+    np.testing.assert_array_equal(sampled.scores, greedy.scores)
+
+
+def test_scores_and_attention_follow_the_sampled_path(toys):
+    toy = toys.HistoryToy(vocab=6, max_length=6, examples=8, seed=3)
+    out = sample_decode(
+        toy.step, toy.initial_state(), 8, toys.START, toys.END, 6, temperature=1.5, top_k=4, seed=9
+    )
+    toys.check_against_replay(toy, out)
+
+
+@pytest.mark.parametrize("temperature, top_k", [(1.0, 0), (0.7, 0), (1.3, 3)])
+def test_first_token_frequencies_match_softmax(toys, temperature, top_k):
+    n = 20000
+    toy = toys.MarkovToy(vocab=6, max_length=1, examples=1, seed=4, scale=1.0)
+    state = {key: tf.repeat(value, n, axis=0) for key, value in toy.initial_state().items()}
+    out = sample_decode(
+        toy.step, state, n, toys.START, toys.END, 1, temperature=temperature, top_k=top_k, seed=11
+    )
+    logits = (toy.W[0, toys.START] + toy.E[0]).astype(np.float64) / temperature
+    if top_k:
+        logits[np.argsort(logits)[:-top_k]] = -np.inf
+    expected = np.exp(toys.np_log_softmax(logits))
+    observed = np.bincount(out.tokens.numpy()[:, 0, 0], minlength=6) / n
+    tolerance = 4 * np.sqrt(expected * (1 - expected) / n) + 1e-4
+    assert (np.abs(observed - expected) <= tolerance).all(), (observed, expected)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"temperature": 0.0}, {"temperature": -1.0}, {"top_k": -1}, {"seed": -3}]
+)
+def test_sampling_rejects_bad_arguments(toys, kwargs):
+    toy = toys.MarkovToy(vocab=5, max_length=4)
+    with pytest.raises(UserError):
+        sample_decode(toy.step, toy.initial_state(), 1, 1, 2, 4, **kwargs)
