@@ -1,0 +1,95 @@
+"""`TrainingConfig`: how a model is trained, saved beside every checkpoint.
+
+The same config drives both families (captioner and translators). It is a frozen dataclass,
+so `common.config.to_dict` / `from_dict` round-trip it through `RUN_DIR/config.json`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from common.errors import UserError
+
+DISTRIBUTE_CHOICES = ("none", "mirrored", "multi-worker", "auto")
+PRECISION_CHOICES = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """How to train: epochs, batch, optimizer settings, checkpoints, logging, devices.
+
+    Args:
+        epochs: number of passes to train for, counted from the start of the run (a resumed
+            run with a larger `epochs` continues up to it).
+        steps_per_epoch: optimizer steps per epoch; `None` means one pass over the data that
+            `make_dataset` returns for the epoch.
+        batch_size: the global batch size, split evenly over the replicas; it must be a
+            multiple of the number of replicas.
+        learning_rate: the learning rate of the default Adam optimizer.
+        clip_norm: clip the gradient to this global norm (`None` disables clipping). Under
+            several replicas the norm is the norm of the cross-replica summed gradient.
+        checkpoint_every: also save a checkpoint every this many steps (0: only at epoch ends).
+        keep_checkpoints: how many checkpoints `RUN_DIR/checkpoints` keeps.
+        log_every: write TensorBoard scalars and a `history.jsonl` line every this many steps.
+        seed: the seed given to `keras.utils.set_random_seed` before the model is built.
+        jit_compile: compile the training step with XLA.
+        distribute: "none", "mirrored", "multi-worker" or "auto" (see `make_strategy`).
+        logical_cpus: split the CPU into this many logical devices for "mirrored"
+            (0 leaves the devices alone).
+        precision: "float32", "mixed_float16" (with loss scaling) or "mixed_bfloat16".
+
+    Example:
+    >>> TrainingConfig(epochs=2, batch_size=32).steps_per_epoch is None
+    True
+    """
+
+    epochs: int = 10
+    steps_per_epoch: int | None = None
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    clip_norm: float | None = None
+    checkpoint_every: int = 1000
+    keep_checkpoints: int = 3
+    log_every: int = 100
+    seed: int = 1234
+    jit_compile: bool = False
+    distribute: str = "none"
+    logical_cpus: int = 0
+    precision: str = "float32"
+
+    def __post_init__(self) -> None:
+        _check_int("epochs", self.epochs, minimum=1)
+        if self.steps_per_epoch is not None:
+            _check_int("steps_per_epoch", self.steps_per_epoch, minimum=1)
+        _check_int("batch_size", self.batch_size, minimum=1)
+        _check_positive("learning_rate", self.learning_rate)
+        if self.clip_norm is not None:
+            _check_positive("clip_norm", self.clip_norm)
+        _check_int("checkpoint_every", self.checkpoint_every, minimum=0)
+        _check_int("keep_checkpoints", self.keep_checkpoints, minimum=1)
+        _check_int("log_every", self.log_every, minimum=1)
+        _check_int("seed", self.seed, minimum=0)
+        _check_int("logical_cpus", self.logical_cpus, minimum=0)
+        if not isinstance(self.jit_compile, bool):
+            raise UserError(f"jit_compile must be true or false, got {self.jit_compile!r}")
+        if self.distribute not in DISTRIBUTE_CHOICES:
+            raise UserError(
+                f"Unknown distribute {self.distribute!r}; "
+                f"choose one of: {', '.join(DISTRIBUTE_CHOICES)}"
+            )
+        if self.precision not in PRECISION_CHOICES:
+            raise UserError(
+                f"Unknown precision {self.precision!r}; "
+                f"choose one of: {', '.join(PRECISION_CHOICES)}"
+            )
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UserError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_positive(name: str, value: object) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not 0 < value < float("inf"):
+        raise UserError(f"{name} must be a finite number > 0, got {value!r}")

@@ -1,0 +1,129 @@
+"""The run directory: who owns it, its status file and its history.
+
+Layout written by the trainer (the families add `config.json` and `vocab*.txt`):
+
+```
+RUN_DIR/checkpoints/   tf.train.CheckpointManager checkpoints
+RUN_DIR/logs/          TensorBoard event files
+RUN_DIR/history.jsonl  one JSON object per line: {"kind": "step" | "epoch", "epoch", "step", ...}
+RUN_DIR/status.json    {"state": "training" | "finished" | "failed", "epoch", "step", ...}
+```
+
+A directory "holds a run" when it has any of the trainer's entries (a non-empty
+`checkpoints/` or `logs/`, `history.jsonl`, `status.json`). Starting a new run there without
+`resume` is refused, so nobody's run is overwritten; the families' own files (`config.json`,
+vocabularies) written just before training do not count.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from common.config import atomic_write_text, save_json
+from common.errors import UserError
+
+STATES = ("training", "finished", "failed")
+
+
+class RunDir:
+    """Paths and small files of one run directory.
+
+    Args:
+        path: the run directory; created when missing.
+
+    Example:
+    >>> run = RunDir("/tmp/example-run")            # doctest: +SKIP
+    >>> run.write_status("training", epoch=0, step=0)  # doctest: +SKIP
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def logs(self) -> Path:
+        return self.path / "logs"
+
+    @property
+    def history(self) -> Path:
+        return self.path / "history.jsonl"
+
+    @property
+    def status(self) -> Path:
+        return self.path / "status.json"
+
+    def run_entries(self) -> list[str]:
+        """The trainer's entries present in the directory (empty: it holds no run)."""
+        found = []
+        for entry in (self.checkpoints, self.logs):
+            if entry.is_dir() and any(entry.iterdir()):
+                found.append(entry.name + "/")
+        for entry in (self.history, self.status):
+            if entry.exists():
+                found.append(entry.name)
+        return found
+
+    def claim(self, resume: bool) -> None:
+        """Make sure this run may write here, creating the directory.
+
+        Raises:
+            UserError: the path is a file, or it holds another run and `resume` is false.
+        """
+        if self.path.exists() and not self.path.is_dir():
+            raise UserError(f"run directory {self.path} is a file; expected a directory")
+        entries = self.run_entries()
+        if entries and not resume:
+            raise UserError(
+                f"run directory {self.path} already holds a run ({', '.join(entries)}); "
+                "resume it (--resume) or choose another directory"
+            )
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def read_status(self) -> dict[str, Any] | None:
+        """The contents of `status.json`, or None when there is none."""
+        try:
+            with open(self.status, encoding="utf-8") as f:
+                return json.load(f)
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def write_status(self, state: str, **fields: Any) -> None:
+        """Atomically write `status.json` as `{"state": state, **fields, "updated": ...}`."""
+        if state not in STATES:
+            raise ValueError(f"unknown run state {state!r}; expected one of {STATES}")
+        data = {"state": state, **fields, "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        save_json(self.status, data)
+
+    def append_history(self, record: dict[str, Any]) -> None:
+        """Append one JSON line to `history.jsonl`."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.history, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def read_history(self) -> list[dict[str, Any]]:
+        """All records of `history.jsonl` (an unreadable last line, from a crash, is skipped)."""
+        if not self.history.exists():
+            return []
+        records = []
+        with open(self.history, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+        return records
+
+    def truncate_history(self, step: int) -> None:
+        """Keep only the records up to global `step`: the steps after it will be run again."""
+        if not self.history.exists():
+            return
+        kept = [r for r in self.read_history() if int(r.get("step", 0)) <= step]
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept)
+        atomic_write_text(self.history, text)

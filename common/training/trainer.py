@@ -1,0 +1,320 @@
+"""`Trainer`: the one training loop of both families.
+
+A family supplies a model with `loss_terms(batch, training) -> {"loss_sum", "count", ...}` (see
+`common.training.step`) and a function `make_dataset(epoch, input_context) -> tf.data.Dataset`;
+the trainer does the rest: strategy, mixed precision, a custom step through `strategy.run`
+(which, unlike `model.fit`, works under `MultiWorkerMirroredStrategy` on TF 2.21 / Keras 3.15),
+checkpoints, resume, logging and a progress bar.
+
+`make_dataset(epoch, input_context)` is called through
+`strategy.distribute_datasets_from_function`. It must:
+- yield batches of `input_context.get_per_replica_batch_size(config.batch_size)` examples,
+  sharded with `input_context.input_pipeline_id` / `num_input_pipelines` when there are
+  several workers (with one pipeline the trainer hands consecutive batches to the replicas);
+- be deterministic given the epoch (shuffle with `seed + epoch`), so that a resumed run can
+  skip the batches of the interrupted epoch already trained on;
+- repeat when `steps_per_epoch` is set and one pass is shorter than that (an epoch whose data
+  runs out early simply ends early).
+It is also called once with a default `tf.distribute.InputContext()` (one replica) for a batch
+on which the model's variables are built (`Trainer.build`), before the first step or a restore.
+
+Epochs are numbered from 0 in the API, `history.jsonl` and `validate(model, epoch)`; the
+progress bar shows them from 1. `fit` returns one record per epoch it ran: the count-weighted
+means of the step metrics (`loss` and the model's extra terms), `val_*` entries from
+`validate`, `examples_per_s` and `time_s`; the same record is the epoch's line in
+`history.jsonl`. On resume the record of the interrupted epoch covers the steps run after the
+restart.
+
+Only the chief writes into the run directory; every worker must call `fit` (the steps and
+checkpoint saves are collective). `validate` runs on every worker. The Keras dtype policy is
+set globally from `config.precision` before the model is built.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+import keras
+import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
+
+from common.errors import UserError
+from common.training.checkpoints import CheckpointKeeper, TrainingState, make_checkpoint
+from common.training.config import TrainingConfig
+from common.training.distribute import is_chief, make_strategy
+from common.training.progress import EpochProgress, RunningMeans
+from common.training.run_dir import RunDir
+from common.training.step import make_train_step
+
+DatasetFn = Callable[[int, tf.distribute.InputContext], tf.data.Dataset]
+ValidateFn = Callable[[keras.Model, int], dict[str, float]]
+
+# `tf.summary.scalar` needs the tensorboard package; this writes the same event (a float32
+# tensor tagged for TensorBoard's "scalars" plugin) with core TensorFlow only.
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+)
+
+
+class TrainingDiverged(UserError):
+    """The loss became NaN or infinite; training stopped without saving the bad state."""
+
+
+class Trainer:
+    """Trains a model that implements `loss_terms`, under any `tf.distribute` strategy.
+
+    Args:
+        run_dir: the run directory (see `common.training.run_dir`).
+        config: a `TrainingConfig`.
+        build_model: `() -> keras.Model`, called inside the strategy's scope after the seed
+            and dtype policy are set. The model must implement `loss_terms`.
+        build_optimizer: `(config) -> keras.optimizers.Optimizer`, called inside the scope;
+            default `keras.optimizers.Adam(config.learning_rate)`. Leave clipping to
+            `config.clip_norm` (an optimizer's own `global_clipnorm` would clip per replica).
+            Under "mixed_float16" it is wrapped in a `keras.optimizers.LossScaleOptimizer`.
+        strategy: a `tf.distribute.Strategy`; default `make_strategy(config.distribute,
+            config.logical_cpus)`.
+
+    Example:
+    >>> trainer = Trainer("runs/demo", TrainingConfig(epochs=2), build_model)  # doctest: +SKIP
+    >>> history = trainer.fit(make_dataset, validate=lambda model, epoch: {"bleu": 0.3})
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike,
+        config: TrainingConfig,
+        build_model: Callable[[], keras.Model],
+        build_optimizer: Callable[[TrainingConfig], keras.optimizers.Optimizer] | None = None,
+        strategy: tf.distribute.Strategy | None = None,
+    ):
+        self.config = config
+        self.run_dir = RunDir(run_dir)
+        self.strategy = strategy or make_strategy(config.distribute, config.logical_cpus)
+        replicas = self.strategy.num_replicas_in_sync
+        if config.batch_size % replicas:
+            raise UserError(
+                f"batch_size {config.batch_size} does not split over {replicas} replicas; "
+                f"expected a multiple of {replicas}"
+            )
+        self.chief = is_chief(self.strategy)
+        keras.mixed_precision.set_dtype_policy(config.precision)
+        keras.utils.set_random_seed(config.seed)
+        with self.strategy.scope():
+            self.model = build_model()
+            if build_optimizer is None:
+                optimizer = keras.optimizers.Adam(config.learning_rate)
+            else:
+                optimizer = build_optimizer(config)
+            if config.precision == "mixed_float16" and not isinstance(
+                optimizer, keras.optimizers.LossScaleOptimizer
+            ):
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            self.optimizer = optimizer
+        if not callable(getattr(self.model, "loss_terms", None)):
+            raise TypeError(
+                f"{type(self.model).__name__} has no loss_terms(batch, training) method"
+            )
+        self.state = TrainingState()
+        self._keeper: CheckpointKeeper | None = None
+        self._step_fn = None
+        self._pass_steps: int | None = None  # steps of one pass, for the progress bar
+
+    # -- building --------------------------------------------------------------------------
+
+    def build(self, make_dataset: DatasetFn) -> None:
+        """Create the model's and optimizer's variables with one forward pass on a batch.
+
+        `fit` calls it; call it yourself before `restore` or to read the initial weights.
+        """
+        if self._keeper is not None:
+            return
+        dataset = make_dataset(int(self.state.epoch.numpy()), tf.distribute.InputContext())
+        batch = next(iter(dataset), None)
+        if batch is None:
+            raise UserError("make_dataset returned an empty dataset; expected some batches")
+        with self.strategy.scope():
+            self.model.loss_terms(batch, training=False)
+            self.optimizer.build(self.model.trainable_variables)
+        cardinality = int(dataset.cardinality().numpy())
+        if cardinality > 0 and self.strategy.num_replicas_in_sync == 1:
+            self._pass_steps = cardinality
+        checkpoint = make_checkpoint(self.model, self.optimizer, self.state)
+        self._keeper = CheckpointKeeper(
+            checkpoint, self.run_dir.checkpoints, self.config.keep_checkpoints, self.chief
+        )
+        self._step_fn = make_train_step(
+            self.model, self.optimizer, self.strategy,
+            clip_norm=self.config.clip_norm, jit_compile=self.config.jit_compile,
+        )
+
+    def restore(self, checkpoint: str | None = None) -> str | None:
+        """Restore `checkpoint` (default: the run's latest) into the model and optimizer.
+
+        Returns the checkpoint restored, or None when the run has none. Call `build` first.
+        """
+        if self._keeper is None:
+            raise RuntimeError("Trainer.restore needs the variables: call build(make_dataset)")
+        return self._keeper.restore(checkpoint)
+
+    @property
+    def latest_checkpoint(self) -> str | None:
+        """The newest checkpoint in `RUN_DIR/checkpoints`, or None."""
+        return tf.train.latest_checkpoint(str(self.run_dir.checkpoints))
+
+    # -- training --------------------------------------------------------------------------
+
+    def fit(
+        self,
+        make_dataset: DatasetFn,
+        resume: bool = False,
+        validate: ValidateFn | None = None,
+        verbose: int = 1,
+    ) -> list[dict[str, Any]]:
+        """Train up to `config.epochs` epochs; returns one record per epoch run.
+
+        Args:
+            make_dataset: `(epoch, input_context) -> tf.data.Dataset` (see the module doc).
+            resume: continue from the latest checkpoint of the run directory (from scratch
+                when it has none). Without it a directory holding a run is refused.
+            validate: `(model, epoch) -> dict of numbers`, called after each epoch; its
+                numbers are logged as `val_<name>`.
+            verbose: 0 silent, 1 a live progress bar, 2 one line per epoch.
+
+        Returns:
+            The epoch records (also written to `history.jsonl`).
+
+        Raises:
+            UserError: the run directory holds another run and `resume` is false.
+            TrainingDiverged: the loss became NaN or infinite; the model and optimizer are
+                put back to the last good checkpoint, and nothing bad is saved.
+        """
+        if self.chief:
+            self.run_dir.claim(resume)
+        self.build(make_dataset)
+        if resume and self._keeper.restore():
+            if verbose:
+                print(f"Resuming from {self._keeper.latest} at {self.state.as_dict()}")
+        elif resume and verbose:
+            print(f"No checkpoint in {self.run_dir.checkpoints}; starting from scratch")
+        if self.chief:
+            self.run_dir.truncate_history(self.state.as_dict()["step"])
+        position = self.state.as_dict()
+        if position["epoch"] >= self.config.epochs:
+            self._write_status("finished")
+            return []
+        self._write_status("training")
+        writer = (tf.summary.create_file_writer(str(self.run_dir.logs)) if self.chief
+                  else tf.summary.create_noop_writer())
+        records = []
+        try:
+            with writer.as_default():
+                skip = position["step_in_epoch"]
+                for epoch in range(position["epoch"], self.config.epochs):
+                    records.append(self._run_epoch(epoch, skip, make_dataset, validate, verbose))
+                    skip = 0
+        except BaseException as exc:
+            reason = " ".join(str(exc).split())[:500] or type(exc).__name__
+            self._write_status("failed", error=f"{type(exc).__name__}: {reason}")
+            raise
+        finally:
+            writer.close()
+        self._write_status("finished", checkpoint=self._keeper.latest)
+        return records
+
+    def _run_epoch(self, epoch, skip, make_dataset, validate, verbose) -> dict[str, Any]:
+        steps = self.config.steps_per_epoch
+        step = int(self.state.step.numpy())
+
+        def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+            dataset = make_dataset(epoch, context)
+            if skip:
+                per_pipeline = context.num_replicas_in_sync // context.num_input_pipelines
+                dataset = dataset.skip(skip * per_pipeline)
+            return dataset
+
+        progress = EpochProgress(epoch, self.config.epochs, steps or self._pass_steps, skip,
+                                 verbose)
+        window = RunningMeans()
+        step_in_epoch = skip
+        save_pending = False
+        if steps is None or skip < steps:
+            for batch in self.strategy.distribute_datasets_from_function(dataset_fn):
+                if save_pending:
+                    # Saved once the next batch exists, so an epoch's last step is saved
+                    # once, by the epoch-end checkpoint.
+                    self._save()
+                    save_pending = False
+                metrics = {k: float(v) for k, v in self._step_fn(batch).items()}
+                if not math.isfinite(metrics["loss"]):
+                    self._diverged(metrics["loss"], epoch, step + 1)
+                step += 1
+                step_in_epoch += 1
+                self.state.set(step, epoch, step_in_epoch)
+                progress.update(metrics)
+                window.add(metrics)
+                if step % self.config.log_every == 0:
+                    self._log({"kind": "step", "epoch": epoch, "step": step,
+                               **window.result(), "learning_rate": self._learning_rate()})
+                    window.reset()
+                if steps is not None and step_in_epoch >= steps:
+                    break
+                every = self.config.checkpoint_every
+                save_pending = bool(every) and step % every == 0
+        if step_in_epoch == 0:
+            raise UserError(f"make_dataset({epoch}, ...) gave no batches; expected at least one")
+        if steps is None and skip == 0:
+            self._pass_steps = step_in_epoch
+        progress.finish()
+        self.state.set(step, epoch + 1, 0)
+        self._save()
+        record = {"kind": "epoch", "epoch": epoch, "step": step, **progress.means.result(),
+                  "examples_per_s": progress.examples_per_second, "time_s": progress.elapsed}
+        if validate is not None:
+            for name, value in (validate(self.model, epoch) or {}).items():
+                record[f"val_{name}"] = float(value)
+            if verbose:
+                shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k[:4] == "val_")
+                print(f"Epoch {epoch + 1}: {shown}", flush=True)
+        self._log(record)
+        return record
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _diverged(self, loss: float, epoch: int, step: int) -> None:
+        restored = self._keeper.restore() if self._keeper.latest else None
+        raise TrainingDiverged(
+            f"training diverged: the loss was {loss} at step {step} (epoch {epoch}); stopped "
+            f"without saving. Last good checkpoint: {restored or 'none yet'}; expected a "
+            "finite loss, try a lower learning_rate or set clip_norm"
+        )
+
+    def _save(self) -> None:
+        path = self._keeper.save()
+        if path is not None:
+            self._write_status("training", checkpoint=path)
+
+    def _learning_rate(self) -> float:
+        try:
+            return float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
+        except (TypeError, ValueError):
+            return float("nan")
+
+    def _log(self, record: dict[str, Any]) -> None:
+        if not self.chief:
+            return
+        self.run_dir.append_history(record)
+        prefix = "epoch" if record["kind"] == "epoch" else "train"
+        for name, value in record.items():
+            if name not in ("kind", "epoch", "step") and isinstance(value, (int, float)):
+                tf.summary.write(f"{prefix}/{name}", tf.constant(value, tf.float32),
+                                 step=record["step"], metadata=_SCALAR_METADATA)
+        tf.summary.flush()
+
+    def _write_status(self, state: str, **fields: Any) -> None:
+        if self.chief:
+            self.run_dir.write_status(state, **self.state.as_dict(),
+                                      epochs=self.config.epochs, **fields)

@@ -1,0 +1,236 @@
+"""The trainer on one device: learning, NumPy-exact steps, checkpoints, resume, divergence."""
+
+from __future__ import annotations
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from common.errors import UserError
+from common.training import Trainer, TrainingConfig, TrainingDiverged, restore_model
+
+from .conftest import TinyRegressor, dataset_maker, regression_data
+
+
+def sgd(config):
+    return keras.optimizers.SGD(config.learning_rate)
+
+
+def weights(model):
+    return [np.array(v) for v in model.weights]
+
+
+def optimizer_state(optimizer):
+    return [np.array(v) for v in optimizer.variables]
+
+
+def fit(run_dir, resume=False, dropout=0.0, make_dataset=None, **overrides):
+    settings = dict(epochs=2, batch_size=8, learning_rate=0.05, checkpoint_every=2, log_every=2)
+    config = TrainingConfig(**{**settings, **overrides})
+    trainer = Trainer(run_dir, config, lambda: TinyRegressor(dropout=dropout))
+    history = trainer.fit(make_dataset or dataset_maker(8), resume=resume, verbose=0)
+    return trainer, history
+
+
+def test_loss_decreases(run_dir):
+    _, history = fit(run_dir, epochs=6)
+    assert [r["epoch"] for r in history] == list(range(6))
+    assert history[-1]["loss"] < 0.3 * history[0]["loss"]
+    assert all(np.isfinite(r["abs_error"]) for r in history)
+
+
+@pytest.mark.parametrize("clip_norm", [None, 0.5])
+def test_steps_match_numpy_sgd(run_dir, clip_norm):
+    config = TrainingConfig(epochs=1, batch_size=8, learning_rate=0.1, clip_norm=clip_norm)
+    trainer = Trainer(run_dir, config, TinyRegressor, build_optimizer=sgd)
+    make_dataset = dataset_maker(8, shuffle=False)
+    trainer.build(make_dataset)
+    kernel, bias = (np.array(v, dtype="float64") for v in trainer.model.dense.weights)
+    history = trainer.fit(make_dataset, verbose=0)
+
+    x, y = regression_data()
+    losses, counts = [], []
+    for start in range(0, len(x), 8):
+        xb, yb = x[start:start + 8], y[start:start + 8]
+        error = xb @ kernel + bias - yb
+        losses.append(np.sum(error**2) / len(xb))
+        counts.append(len(xb))
+        grad_kernel = 2 * xb.T @ error / len(xb)
+        grad_bias = 2 * error.sum(axis=0) / len(xb)
+        if clip_norm is not None:
+            norm = np.sqrt(np.sum(grad_kernel**2) + np.sum(grad_bias**2))
+            scale = clip_norm / max(norm, clip_norm)
+            assert scale < 1  # the clipping case really clips
+            grad_kernel, grad_bias = grad_kernel * scale, grad_bias * scale
+        kernel -= 0.1 * grad_kernel
+        bias -= 0.1 * grad_bias
+
+    np.testing.assert_allclose(trainer.model.dense.kernel, kernel, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(trainer.model.dense.bias, bias, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(history[0]["loss"], np.average(losses, weights=counts), rtol=1e-4)
+    assert history[0]["step"] == len(losses)
+
+
+def test_resume_after_an_epoch_matches_uninterrupted_run(tmp_path):
+    straight, straight_history = fit(tmp_path / "a", epochs=2, dropout=0.3)
+
+    first, _ = fit(tmp_path / "b", epochs=1, dropout=0.3)
+    assert json.loads((tmp_path / "b" / "status.json").read_text())["state"] == "finished"
+    resumed, resumed_history = fit(tmp_path / "b", resume=True, epochs=2, dropout=0.3)
+
+    assert [r["epoch"] for r in resumed_history] == [1]
+    for got, want in zip(weights(resumed.model), weights(straight.model)):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    for got, want in zip(optimizer_state(resumed.optimizer), optimizer_state(straight.optimizer)):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(resumed_history[0]["loss"], straight_history[1]["loss"], rtol=1e-6)
+    assert resumed.state.as_dict() == {"step": 8, "epoch": 2, "step_in_epoch": 0}
+
+
+def crash_in_epoch_1_at_batch_3(make_dataset):
+    def crashing(epoch, context):
+        dataset = make_dataset(epoch, context)
+        if epoch != 1:
+            return dataset
+
+        def check(index, batch):
+            with tf.control_dependencies([tf.debugging.assert_less(index, tf.constant(3, "int64"))]):
+                return tf.nest.map_structure(tf.identity, batch)
+
+        return dataset.enumerate().map(check)
+
+    return crashing
+
+
+def test_resume_mid_epoch_after_a_crash_matches_uninterrupted_run(tmp_path):
+    straight, _ = fit(tmp_path / "a", epochs=2)
+    run = tmp_path / "b"
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        fit(run, epochs=2, make_dataset=crash_in_epoch_1_at_batch_3(dataset_maker(8)))
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "failed" and "InvalidArgumentError" in status["error"]
+    # Checkpoint every 2 steps: the last one before the crash is at step 6 = epoch 1, 2 steps in.
+    assert (status["step"], status["epoch"]) == (7, 1)
+    resumed, _ = fit(run, resume=True, epochs=2)
+    for got, want in zip(weights(resumed.model), weights(straight.model)):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    steps = [r["step"] for r in map(json.loads, (run / "history.jsonl").read_text().splitlines())
+             if r["kind"] == "step"]
+    assert steps == [2, 4, 6, 8]  # the lines of the lost step 7 were not duplicated
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(run_dir):
+    config = TrainingConfig(epochs=3, batch_size=8, checkpoint_every=2, log_every=1)
+    trainer = Trainer(run_dir, config, lambda: TinyRegressor(poison_step=5))
+    with pytest.raises(TrainingDiverged, match=r"diverged.*nan.*step 6") as caught:
+        trainer.fit(dataset_maker(8), verbose=0)
+    assert isinstance(caught.value, UserError)
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "failed" and "TrainingDiverged" in status["error"]
+    assert trainer.state.as_dict() == {"step": 4, "epoch": 1, "step_in_epoch": 0}
+    # The trainer's model is back at the last good state; a fresh model restores the same.
+    assert all(np.all(np.isfinite(w)) for w in weights(trainer.model))
+    fresh = TinyRegressor()
+    fresh.loss_terms(next(iter(dataset_maker(8)(0, tf.distribute.InputContext()))), False)
+    restore_model(fresh, run_dir)
+    for got, want in zip(weights(fresh), weights(trainer.model)):
+        np.testing.assert_array_equal(got, want)
+    history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    assert all(np.isfinite(r["loss"]) for r in history)
+
+
+def test_status_history_and_tensorboard(run_dir):
+    trainer, history = fit(run_dir, epochs=2, log_every=3, checkpoint_every=0)
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "finished"
+    assert (status["epoch"], status["step"], status["epochs"]) == (2, 8, 2)
+    lines = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    assert [(r["kind"], r["step"]) for r in lines] == [
+        ("step", 3), ("epoch", 4), ("step", 6), ("epoch", 8)
+    ]
+    assert lines[1] == history[0] and lines[3] == history[1]
+    assert {"loss", "abs_error", "learning_rate"} <= set(lines[0])
+    # checkpoint_every=0: only the two epoch-end checkpoints.
+    assert trainer.latest_checkpoint.endswith("ckpt-2")
+    tags = set()
+    for event_file in (run_dir / "logs").iterdir():
+        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+            tags.update(value.tag for value in event.summary.value)
+    assert {"train/loss", "train/abs_error", "epoch/loss", "epoch/examples_per_s"} <= tags
+
+
+def test_validate_numbers_are_logged(run_dir):
+    seen = []
+
+    def validate(model, epoch):
+        seen.append((type(model).__name__, epoch))
+        return {"score": 10.0 + epoch}
+
+    config = TrainingConfig(epochs=2, batch_size=16)
+    history = Trainer(run_dir, config, TinyRegressor).fit(
+        dataset_maker(16), validate=validate, verbose=0
+    )
+    assert seen == [("TinyRegressor", 0), ("TinyRegressor", 1)]
+    assert [r["val_score"] for r in history] == [10.0, 11.0]
+
+
+def test_refuses_a_directory_holding_another_run(run_dir):
+    fit(run_dir, epochs=1)
+    with pytest.raises(UserError, match="already holds a run"):
+        fit(run_dir, epochs=1)
+    # A finished run resumed with the same number of epochs has nothing to do.
+    _, history = fit(run_dir, resume=True, epochs=1)
+    assert history == []
+
+
+def test_accepts_a_directory_with_only_the_family_files(run_dir):
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text("{}")
+    (run_dir / "vocab.txt").write_text("<pad>\n")
+    _, history = fit(run_dir, epochs=1)
+    assert len(history) == 1
+
+
+def test_checkpoint_holds_model_variables_optimizer_and_position(run_dir):
+    trainer, _ = fit(run_dir, epochs=1, dropout=0.2)
+    names = {name for name, _ in tf.train.list_variables(trainer.latest_checkpoint)}
+    assert any(name.startswith("model/baseline") for name in names)  # a tf.Variable attribute
+    assert any(name.startswith("model/dense") for name in names)
+    assert any(name.startswith("optimizer/") for name in names)
+    assert any(name.startswith("rng/") for name in names)  # the dropout seed generator
+    assert {"step/.ATTRIBUTES/VARIABLE_VALUE", "epoch/.ATTRIBUTES/VARIABLE_VALUE"} <= names
+
+
+def test_jit_compiled_step_matches_plain_step(tmp_path):
+    plain, plain_history = fit(tmp_path / "a", epochs=1)
+    jitted, jit_history = fit(tmp_path / "b", epochs=1, jit_compile=True)
+    for got, want in zip(weights(jitted.model), weights(plain.model)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(jit_history[0]["loss"], plain_history[0]["loss"], rtol=1e-4)
+
+
+@pytest.mark.parametrize("precision", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_trains(run_dir, precision):
+    try:
+        trainer, history = fit(run_dir, epochs=3, precision=precision)
+    finally:
+        keras.mixed_precision.set_dtype_policy("float32")
+    is_scaled = isinstance(trainer.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert is_scaled == (precision == "mixed_float16")
+    assert trainer.model.dense.compute_dtype == precision.removeprefix("mixed_")
+    assert trainer.model.dense.kernel.dtype == "float32"
+    assert history[-1]["loss"] < history[0]["loss"]
+
+
+def test_steps_per_epoch_bounds_each_epoch(run_dir):
+    repeated = dataset_maker(8)
+
+    def make_dataset(epoch, context):
+        return repeated(epoch, context).repeat()
+
+    trainer, history = fit(run_dir, epochs=2, steps_per_epoch=6, make_dataset=make_dataset)
+    assert [r["step"] for r in history] == [6, 12]
+    assert trainer.state.as_dict() == {"step": 12, "epoch": 2, "step_in_epoch": 0}
