@@ -1,1 +1,40 @@
+"""The attention family: scores, soft and hard attention, multi-head attention, masks.
 
+Importing this package registers every score in `SCORES`.
+"""
+
+from common.layers.additive_score import AdditiveScore
+from common.layers.attention import Attention
+from common.layers.cosine_score import CosineScore
+from common.layers.dot_score import DotScore
+from common.layers.general_score import GeneralScore
+from common.layers.hard_attention import HardAttention
+from common.layers.location_score import LocationScore
+from common.layers.masking import (
+    causal_mask,
+    expand_key_mask,
+    masked_log_softmax,
+    masked_softmax,
+)
+from common.layers.multi_head_attention import MultiHeadAttention
+from common.layers.scaled_dot_score import ScaledDotScore
+from common.layers.score import SCORES, Score, get_score
+
+__all__ = [
+    "SCORES",
+    "AdditiveScore",
+    "Attention",
+    "CosineScore",
+    "DotScore",
+    "GeneralScore",
+    "HardAttention",
+    "LocationScore",
+    "MultiHeadAttention",
+    "ScaledDotScore",
+    "Score",
+    "causal_mask",
+    "expand_key_mask",
+    "get_score",
+    "masked_log_softmax",
+    "masked_softmax",
+]

@@ -1,0 +1,195 @@
+"""Multi-head attention that returns per-head weights, takes a key padding mask, and caches.
+
+Dimensions: `B` batch, `T` target (query) steps, `S` source (key) steps, `S_max` cache length,
+`H` heads, `D` features, `K` `key_dim`.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from common.layers.masking import causal_mask, expand_key_mask
+
+
+@keras.saving.register_keras_serializable(package="common")
+class MultiHeadAttention(keras.layers.MultiHeadAttention):
+    """`keras.layers.MultiHeadAttention` with weights, key padding masks and a key/value cache.
+
+    From "Attention Is All You Need" (Vaswani et al., 2017). The same weights and arguments as
+    `keras.layers.MultiHeadAttention`; the call differs:
+    - it always returns the per-head attention weights `(B, H, T, S)`;
+    - `mask` is a `(B, S)` key padding mask, combined (logical and) with an optional
+      `(B, T, S)` `attention_mask` and the causal mask of `use_causal_mask`;
+    - a query row whose keys are all masked gets zero weights (not uniform ones), so its
+      output is the output projection's bias;
+    - it reads and writes a key/value cache laid out as keras-hub's `CachedMultiHeadAttention`,
+      `(B, 2, S_max, H, K)` with keys at `[:, 0]` and values at `[:, 1]` (so `value_dim` must
+      equal `key_dim`).
+
+    With `cache` and `cache_update_index`, the `T` new keys/values computed from `key`/`value`
+    are written into the cache at `cache_update_index` and attention is over the whole cache;
+    `use_causal_mask=True` then lets query `t` see cache positions `<= cache_update_index + t`,
+    which also hides positions not yet written (otherwise pass a mask that hides them). With
+    `cache` and no index the cache is used as it is, e.g. cross-attention over a source whose
+    keys and values were computed once with `compute_cache`. Implicit Keras masks
+    (`_keras_mask`) are not read: pass `mask` explicitly.
+
+    Args:
+        num_heads: `H`.
+        key_dim: `K`, the size of each head's queries and keys.
+        **kwargs: the other arguments of `keras.layers.MultiHeadAttention` (`value_dim`,
+            `dropout`, `use_bias`, `output_shape`, initializers, ...) and base layer arguments.
+
+    Call arguments:
+        query: `(B, T, D)` queries.
+        value: `(B, S, D)` values (with a cache: the `T` new steps, or ignored when the
+            cache is used as it is).
+        key: `(B, S, D)` keys; defaults to `value`.
+        mask: `(B, S)` bool key padding mask (`(B, S_max)` with a cache), true for real keys.
+        attention_mask: `(B, T, S)` bool, true where query `t` may attend key `s`.
+        use_causal_mask: apply a causal mask (offset by `cache_update_index`).
+        cache: `(B, 2, S_max, H, K)` key/value cache, or None.
+        cache_update_index: int or scalar int tensor, where the new steps are written.
+        training: Keras training flag (dropout on the weights).
+
+    Returns:
+        output: `(B, T, D)`.
+        weights: `(B, H, T, S)` (`(B, H, T, S_max)` with a cache).
+        cache: the updated `(B, 2, S_max, H, K)` cache, only when `cache` is given.
+
+    Example:
+    >>> attention = MultiHeadAttention(num_heads=2, key_dim=4)
+    >>> x = np.ones((2, 3, 8))
+    >>> output, weights = attention(x, x, mask=np.ones((2, 3), bool), use_causal_mask=True)
+    >>> output.shape, weights.shape
+    ((2, 3, 8), (2, 2, 3, 3))
+    """
+
+    def __init__(self, num_heads: int, key_dim: int, **kwargs):
+        if kwargs.get("attention_axes") not in (None, 1, (1,), [1]):
+            raise ValueError("common.layers.MultiHeadAttention attends over axis 1 only")
+        super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
+        if self._sliding_window is not None:
+            raise ValueError("common.layers.MultiHeadAttention does not support sliding_window")
+        if self._flash_attention:
+            raise ValueError(
+                "common.layers.MultiHeadAttention returns attention weights, which flash "
+                "attention does not compute; pass flash_attention=False"
+            )
+
+    def compute_cache(self, value, key=None):
+        """Keys and values of a source, projected once: `(B, 2, S, H, K)`.
+
+        For cross-attention while decoding: pass the result as `cache` (with no
+        `cache_update_index`) at every step.
+        """
+        if not self.built:
+            raise ValueError(
+                "compute_cache needs a built layer: call it once or call "
+                "build(query_shape, value_shape) first"
+            )
+        key = value if key is None else key
+        return ops.stack((self._key_dense(key), self._value_dense(value)), axis=1)
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        cache=None,
+        cache_update_index=None,
+        training=None,
+    ):
+        key = value if key is None else key
+        if cache is not None:
+            key_cache, value_cache = cache[:, 0, ...], cache[:, 1, ...]
+            if cache_update_index is None:
+                key, value = key_cache, value_cache
+            else:
+                start = [0, cache_update_index, 0, 0]
+                key = ops.slice_update(key_cache, start, self._key_dense(key))
+                value = ops.slice_update(value_cache, start, self._value_dense(value))
+                cache = ops.stack((key, value), axis=1)
+        else:
+            if cache_update_index is not None:
+                raise ValueError(
+                    "cache_update_index is set but cache is None; pass the cache to update"
+                )
+            key, value = self._key_dense(key), self._value_dense(value)
+
+        combined = self._combined_mask(
+            ops.shape(query)[1],
+            ops.shape(key)[1],
+            mask,
+            attention_mask,
+            use_causal_mask,
+            0 if cache_update_index is None else cache_update_index,
+        )
+        gate = self._gate_dense(query) if self._use_gate else None
+        output, weights = self._compute_attention(
+            self._query_dense(query), key, value, combined, training, True
+        )
+        if gate is not None:
+            output = ops.multiply(output, gate)
+        output = self._output_dense(output)
+        if cache is not None:
+            return output, weights, cache
+        return output, weights
+
+    def compute_mask(self, inputs, previous_mask=None):
+        # `mask` is a key padding mask over S, not a mask of the (B, T, D) output.
+        return None
+
+    def _combined_mask(self, query_length, key_length, mask, attention_mask, causal, offset):
+        """The `(B or 1, T, S)` bool mask of every constraint given, or None."""
+        combined = None
+        for part in (
+            None if mask is None else expand_key_mask(mask, 3),
+            None if attention_mask is None else ops.cast(attention_mask, "bool"),
+            causal_mask(query_length, key_length, offset) if causal else None,
+        ):
+            if part is not None:
+                combined = part if combined is None else ops.logical_and(combined, part)
+        return combined
+
+    def _masked_softmax(self, attention_scores, attention_mask=None):
+        weights = super()._masked_softmax(attention_scores, attention_mask)
+        if attention_mask is None:
+            return weights
+        # Keras gives a fully masked row uniform weights; give it zeros instead.
+        mask = ops.cast(attention_mask, "bool")
+        while len(mask.shape) < len(weights.shape):
+            mask = ops.expand_dims(mask, -3)  # the head axis
+        has_key = ops.any(mask, axis=-1, keepdims=True)
+        return ops.where(has_key, weights, ops.zeros_like(weights))
+
+    def compute_output_spec(
+        self,
+        query,
+        value,
+        key=None,
+        mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        cache=None,
+        cache_update_index=None,
+        training=None,
+    ):
+        output_dim = self._output_shape if self._output_shape else query.shape[-1]
+        if isinstance(output_dim, int):
+            output_dim = (output_dim,)
+        source_length = value.shape[1] if cache is None else cache.shape[2]
+        output = keras.KerasTensor(
+            tuple(query.shape[:-1]) + tuple(output_dim), dtype=self.compute_dtype
+        )
+        weights = keras.KerasTensor(
+            (query.shape[0], self._num_heads, query.shape[1], source_length),
+            dtype=self.compute_dtype,
+        )
+        if cache is not None:
+            return output, weights, keras.KerasTensor(cache.shape, dtype=self.compute_dtype)
+        return output, weights

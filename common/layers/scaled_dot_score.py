@@ -1,0 +1,47 @@
+"""Scaled dot-product attention score (Vaswani et al., 2017): `score(s, h) = sᵀ h / √D`.
+
+Dimensions: `B` batch, `T` target steps, `S` source steps, `D` features.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from common.layers.score import SCORES, Score
+
+
+@SCORES.register("scaled_dot")
+@keras.saving.register_keras_serializable(package="common")
+class ScaledDotScore(Score):
+    """Scaled dot-product score `sᵀ h / √D`, with no weights.
+
+    From "Attention Is All You Need" (Vaswani et al., 2017): scaling by `1/√D` keeps the
+    logits' variance near 1 whatever the key size.
+
+    Args:
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        query: `(B, T, D)` queries.
+        keys: `(B, S, D)` keys, the same size `D` as the queries.
+
+    Returns:
+        logits: `(B, T, S)`.
+
+    Example:
+    >>> ScaledDotScore()(np.ones((2, 3, 4)), np.ones((2, 5, 4))).shape
+    (2, 3, 5)
+    """
+
+    def build(self, query_shape, keys_shape):
+        self._check_same_size(query_shape, keys_shape)
+        self.built = True
+
+    def score(self, query, projected_keys):
+        self._build_on_first_use(query, projected_keys)
+        key_dim = projected_keys.shape[-1]
+        if key_dim is None:
+            key_dim = ops.shape(projected_keys)[-1]
+        logits = ops.matmul(query, ops.swapaxes(projected_keys, -1, -2))
+        return logits / ops.sqrt(ops.cast(key_dim, logits.dtype))

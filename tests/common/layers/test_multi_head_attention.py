@@ -1,0 +1,168 @@
+"""Multi-head attention: the NumPy formula with masks, the key/value cache, the layer checks."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from common.layers import MultiHeadAttention
+from common.testing import run_layer_test
+
+B, T, S, D, H, K = 2, 5, 4, 8, 2, 3
+# Right padding: row 0 has 5 real positions, row 1 has 3.
+SELF_MASK = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=bool)
+SOURCE_MASK = np.array([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=bool)
+
+
+def _x(*shape, seed=0):
+    return np.random.default_rng(seed).normal(size=shape).astype("float32")
+
+
+def _numpy_mha(layer, query, value, allowed):
+    """Reference multi-head attention from the layer's weights; `allowed` is (B, T, S) bool."""
+
+    def dense(sublayer, x, equation):
+        return np.einsum(equation, x, np.asarray(sublayer.kernel)) + np.asarray(sublayer.bias)
+
+    q = dense(layer._query_dense, query, "btd,dhk->bthk")
+    k = dense(layer._key_dense, value, "bsd,dhk->bshk")
+    v = dense(layer._value_dense, value, "bsd,dhk->bshk")
+    logits = np.einsum("bthk,bshk->bhts", q, k) / np.sqrt(K)
+    allowed = np.broadcast_to(allowed[:, None], logits.shape)
+    logits = np.where(allowed, logits, -np.inf)
+    peak = np.max(np.where(allowed, logits, -1e30), axis=-1, keepdims=True)
+    e = np.where(allowed, np.exp(logits - peak), 0.0)
+    total = e.sum(-1, keepdims=True)
+    weights = np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)
+    context = np.einsum("bhts,bshk->bthk", weights, v)
+    output = np.einsum("bthk,hkd->btd", context, np.asarray(layer._output_dense.kernel))
+    return output + np.asarray(layer._output_dense.bias), weights
+
+
+def test_matches_numpy_with_padding_attention_mask_and_causal_mask():
+    x = _x(B, T, D)
+    attention_mask = _x(B, T, T, seed=1) > -0.5
+    layer = MultiHeadAttention(num_heads=H, key_dim=K)
+    output, weights = layer(
+        x, x, mask=SELF_MASK, attention_mask=attention_mask, use_causal_mask=True
+    )
+    assert output.shape == (B, T, D) and weights.shape == (B, H, T, T)
+    causal = np.tril(np.ones((T, T), bool))[None]
+    allowed = SELF_MASK[:, None, :] & attention_mask & causal
+    expected_output, expected_weights = _numpy_mha(layer, x, x, allowed)
+    np.testing.assert_allclose(np.asarray(weights), expected_weights, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(output), expected_output, atol=1e-5)
+    assert np.all(np.asarray(weights)[~np.broadcast_to(allowed[:, None], weights.shape)] == 0.0)
+
+
+def test_fully_masked_query_row_gets_zero_weights_not_nan():
+    x, source = _x(B, T, D), _x(B, S, D, seed=2)
+    layer = MultiHeadAttention(num_heads=H, key_dim=K)
+    no_keys = np.zeros((B, S), bool)
+    no_keys[0] = True
+    output, weights = layer(x, source, mask=no_keys)
+    assert np.all(np.isfinite(np.asarray(output)))
+    assert np.all(np.asarray(weights)[1] == 0.0)
+    np.testing.assert_allclose(np.asarray(weights)[0].sum(-1), 1.0, rtol=1e-6)
+
+
+def test_cached_decoding_matches_full_pass():
+    x = _x(B, T, D)
+    layer = MultiHeadAttention(num_heads=H, key_dim=K)
+    full_output, full_weights = layer(x, x, mask=SELF_MASK, use_causal_mask=True)
+    cache = np.zeros((B, 2, T, H, K), "float32")
+    # A prefix of 2 steps at once, then one step at a time.
+    output, weights, cache = layer(
+        x[:, :2],
+        x[:, :2],
+        mask=SELF_MASK,
+        use_causal_mask=True,
+        cache=cache,
+        cache_update_index=0,
+    )
+    outputs, step_weights = [output], [weights]
+    for i in range(2, T):
+        output, weights, cache = layer(
+            x[:, i : i + 1],
+            x[:, i : i + 1],
+            mask=SELF_MASK,
+            use_causal_mask=True,
+            cache=cache,
+            cache_update_index=i,
+        )
+        outputs.append(output)
+        step_weights.append(weights)
+    np.testing.assert_allclose(np.concatenate(outputs, 1), full_output, atol=1e-5)
+    np.testing.assert_allclose(np.concatenate(step_weights, 2), full_weights, atol=1e-6)
+    # The final cache holds every step's keys and values.
+    np.testing.assert_allclose(np.asarray(cache), layer.compute_cache(x), atol=1e-5)
+
+
+def test_cached_step_in_tf_function_with_tensor_index():
+    x = _x(B, T, D)
+    layer = MultiHeadAttention(num_heads=H, key_dim=K)
+    full_output, _ = layer(x, x, use_causal_mask=True)
+
+    @tf.function
+    def decode(x):
+        cache = tf.zeros((B, 2, T, H, K))
+        outputs = tf.TensorArray(tf.float32, size=T)
+        for i in tf.range(T):
+            step = x[:, i : i + 1]
+            output, _, cache = layer(
+                step, step, use_causal_mask=True, cache=cache, cache_update_index=i
+            )
+            outputs = outputs.write(i, output[:, 0])
+        return tf.transpose(outputs.stack(), [1, 0, 2])
+
+    np.testing.assert_allclose(decode(tf.constant(x)), full_output, atol=1e-5)
+
+
+def test_cross_attention_with_precomputed_cache_equals_uncached_call():
+    query, source = _x(B, T, D), _x(B, S, D, seed=3)
+    layer = MultiHeadAttention(num_heads=H, key_dim=K)
+    output, weights = layer(query, source, mask=SOURCE_MASK)
+    cache = layer.compute_cache(source)
+    assert cache.shape == (B, 2, S, H, K)
+    cached_output, cached_weights, same_cache = layer(
+        query[:, 1:2], source, mask=SOURCE_MASK, cache=cache
+    )
+    np.testing.assert_allclose(cached_output, np.asarray(output)[:, 1:2], atol=1e-5)
+    np.testing.assert_allclose(cached_weights, np.asarray(weights)[:, :, 1:2], atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(same_cache), np.asarray(cache))
+
+
+def test_cache_update_index_without_cache_is_an_error():
+    x = _x(B, T, D)
+    with pytest.raises(ValueError, match="cache_update_index"):
+        MultiHeadAttention(num_heads=H, key_dim=K)(x, x, cache_update_index=0)
+
+
+def test_compute_cache_after_build_without_a_call():
+    layer = MultiHeadAttention(num_heads=H, key_dim=K)
+    source = _x(B, S, D)
+    with pytest.raises(ValueError, match="build"):
+        layer.compute_cache(source)
+    layer.build((B, T, D), (B, S, D))
+    assert layer.compute_cache(source).shape == (B, 2, S, H, K)
+
+
+def test_run_layer_test_self_attention():
+    x = _x(B, T, D)
+    run_layer_test(
+        MultiHeadAttention,
+        {"num_heads": H, "key_dim": K},
+        {"query": x, "value": x, "mask": SELF_MASK},
+        expected_output_shape=((B, T, D), (B, H, T, T)),
+        call_kwargs={"use_causal_mask": True},
+        expected_num_trainable_weights=8,
+    )
+
+
+def test_run_layer_test_cross_attention_with_dropout():
+    run_layer_test(
+        MultiHeadAttention,
+        {"num_heads": H, "key_dim": K, "dropout": 0.1, "output_shape": 6},
+        {"query": _x(B, T, D), "value": _x(B, S, D, seed=4), "mask": SOURCE_MASK},
+        expected_output_shape=((B, T, 6), (B, H, T, S)),
+        atol=1e-5,
+    )
