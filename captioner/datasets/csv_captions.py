@@ -1,0 +1,68 @@
+"""`csv`: captions listed in a CSV (or TSV) file, one (image path, caption) row each.
+
+Rows that share an image give that image several captions; images keep the order in which
+they first appear. Paths are relative to `images_dir` (default: the CSV file's folder).
+
+Example `train.csv`:
+```
+image,caption
+photos/dog.jpg,A dog runs on the grass.
+photos/dog.jpg,A brown dog playing outside.
+photos/cat.jpg,A cat sleeps on a sofa.
+```
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from captioner.datasets.records import CaptionSplit, file_records, register_loader, require_file
+from common.errors import DataError
+
+
+@register_loader("csv")
+def load_csv(split: str, data_dir: Path, file: str | None = None, image_column: str = "image",
+             caption_column: str = "caption", images_dir: str | None = None,
+             delimiter: str | None = None, check_images: bool = True) -> CaptionSplit:
+    """Load one split from a CSV file of image paths and captions.
+
+    Args:
+        split: `"train"`, `"valid"` or `"test"`.
+        data_dir: the folder of the CSV files.
+        file: the CSV file, relative to `data_dir` (default `f"{split}.csv"`, else
+            `f"{split}.tsv"`).
+        image_column: the column with image paths.
+        caption_column: the column with captions.
+        images_dir: the folder image paths are relative to (default: the CSV's folder).
+        delimiter: the field separator (default: tab for `.tsv`, else comma).
+        check_images: skip images that PIL cannot read (counted in `skipped`).
+
+    Returns:
+        A `CaptionSplit` of file images without objects.
+    """
+    if file is None:
+        file = f"{split}.csv" if not (data_dir / f"{split}.tsv").is_file() else f"{split}.tsv"
+    path = require_file(data_dir / file, f"the {split} captions CSV")
+    if delimiter is None:
+        delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    root = Path(images_dir) if images_dir is not None else path.parent
+
+    captions: dict[str, list[str]] = {}
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f, delimiter=delimiter)
+        header = reader.fieldnames or []
+        for column in (image_column, caption_column):
+            if column not in header:
+                raise DataError(f"{path}: no column {column!r}; the columns are "
+                                f"{', '.join(map(repr, header)) or 'none'}")
+        for line, row in enumerate(reader, start=2):
+            image, caption = row[image_column], row[caption_column]
+            if not image or caption is None or not caption.strip():
+                raise DataError(f"{path}:{line}: expected an image path and a caption, got "
+                                f"{image!r}, {caption!r}")
+            captions.setdefault(image, []).append(caption.strip())
+    if not captions:
+        raise DataError(f"{path}: no caption rows")
+    items = ((image, root / image, caps, None) for image, caps in captions.items())
+    return file_records("csv", split, items, check_images=check_images)

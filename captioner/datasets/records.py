@@ -1,0 +1,230 @@
+"""The in-memory form of a caption dataset: per-image records, a split, and the registry.
+
+Every loader (`shapes`, `coco`, `karpathy`, `flickr8k`, `csv`) returns a `CaptionSplit`:
+a list of `ImageRecord`s, each an image (an array in memory or a file path), its captions
+and, when the dataset has them, its objects (a category, a box and maybe a mask). The
+tf.data pipeline (`captioner.datasets.pipeline`) and the metrics read only this form.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from common.errors import DataError, UserError
+from common.registry import Registry
+
+logger = logging.getLogger(__name__)
+
+DATASETS = Registry("dataset")
+SPLITS = ("train", "valid", "test")
+_SPLIT_ALIASES = {"val": "valid", "validation": "valid", "dev": "valid"}
+
+Box = tuple[float, float, float, float]
+
+
+@dataclass(frozen=True)
+class ObjectAnnotation:
+    """One object in an image.
+
+    Args:
+        category: what the object is, as words: `"red circle"` (shapes), `"dog"` (COCO).
+        box: `(x0, y0, x1, y1)` in pixels of the original image; `x1`, `y1` exclusive.
+        mask: `(H, W)` bool array of the object's pixels, or None when unknown.
+        attributes: extra labels; shapes gives `{"shape", "colour", "size"}`.
+    """
+
+    category: str
+    box: Box
+    mask: np.ndarray | None = field(default=None, compare=False, repr=False)
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    """One image and its captions; exactly one of `image` and `path` is set.
+
+    Args:
+        image_id: the dataset's id for the image.
+        captions: its reference captions.
+        height, width: the original image size in pixels.
+        image: `(H, W, 3)` uint8 pixels held in memory (shapes).
+        path: the image file (real data).
+        objects: the annotated objects, empty when the dataset has none.
+    """
+
+    image_id: str | int
+    captions: tuple[str, ...]
+    height: int
+    width: int
+    image: np.ndarray | None = field(default=None, compare=False, repr=False)
+    path: str | None = None
+    objects: tuple[ObjectAnnotation, ...] = ()
+
+
+@dataclass
+class CaptionSplit:
+    """One split of a caption dataset: a list of `ImageRecord`s.
+
+    Args:
+        name: the dataset's registry name.
+        split: `"train"`, `"valid"` or `"test"`.
+        records: the images, in a fixed order.
+        skipped: images left out because they could not be read.
+    """
+
+    name: str
+    split: str
+    records: list[ImageRecord]
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: int) -> ImageRecord:
+        return self.records[index]
+
+    def __iter__(self) -> Iterator[ImageRecord]:
+        return iter(self.records)
+
+    @property
+    def num_captions(self) -> int:
+        return sum(len(r.captions) for r in self.records)
+
+    @property
+    def in_memory(self) -> bool:
+        """True when every record holds its pixels (shapes), False when they are files."""
+        return bool(self.records) and all(r.image is not None for r in self.records)
+
+    def references(self) -> dict[str | int, list[str]]:
+        """`{image_id: [caption, ...]}`, the form `common.metrics.caption_scores` takes."""
+        return {r.image_id: list(r.captions) for r in self.records}
+
+    def by_id(self, image_id: str | int) -> ImageRecord:
+        if not hasattr(self, "_index"):
+            self._index = {r.image_id: i for i, r in enumerate(self.records)}
+        try:
+            return self.records[self._index[image_id]]
+        except KeyError:
+            raise UserError(f"no image {image_id!r} in {self.name}/{self.split}") from None
+
+    def __repr__(self) -> str:
+        return (f"CaptionSplit({self.name!r}, {self.split!r}, images={len(self)}, "
+                f"captions={self.num_captions}, skipped={self.skipped})")
+
+
+def normalize_split(split: str) -> str:
+    """`"val"`, `"validation"`, `"dev"` -> `"valid"`; anything outside `SPLITS` is an error."""
+    name = _SPLIT_ALIASES.get(split, split)
+    if name not in SPLITS:
+        raise UserError(f"Unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+    return name
+
+
+def load_split(name: str, split: str, data_dir: str | os.PathLike | None = None,
+               **options: Any) -> CaptionSplit:
+    """Load one split of the dataset registered as `name`.
+
+    Args:
+        name: a name in `DATASETS` (`shapes`, `coco`, `karpathy`, `flickr8k`, `csv`).
+        split: `"train"`, `"valid"` (or `"val"`, `"dev"`) or `"test"`.
+        data_dir: the dataset's folder; not used by `shapes`.
+        **options: the loader's own options (see each loader).
+
+    Returns:
+        A `CaptionSplit`.
+
+    Example:
+    >>> split = load_split("shapes", "valid", num_images=10)
+    >>> len(split), split[0].image.shape
+    (10, (64, 64, 3))
+    """
+    loader = DATASETS.get(name)
+    split = normalize_split(split)
+    if loader.needs_data_dir:
+        if data_dir is None:
+            raise UserError(f"dataset {name!r} needs a data directory; got none")
+        data_dir = Path(data_dir)
+        if not data_dir.is_dir():
+            raise DataError(f"{data_dir}: no such data directory for dataset {name!r}")
+    return loader(split, data_dir, **options)
+
+
+def require_file(path: Path, what: str) -> Path:
+    """`path` if it is a file, else a DataError naming it and what it should hold."""
+    if not path.is_file():
+        raise DataError(f"{path}: no such file ({what})")
+    return path
+
+
+def require_dir(path: Path, what: str) -> Path:
+    if not path.is_dir():
+        raise DataError(f"{path}: no such directory ({what})")
+    return path
+
+
+def image_size_or_none(path: str | os.PathLike) -> tuple[int, int] | None:
+    """`(height, width)` of an image file, or None when PIL cannot read it.
+
+    Cheap: reads the header and verifies the file's structure without decoding pixels.
+    """
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            width, height = image.size
+            image.verify()
+    except Exception:  # PIL raises many kinds for broken files
+        return None
+    return height, width
+
+
+def file_records(name: str, split: str, items: Iterable[tuple[Any, Path, list[str], Any]],
+                 check_images: bool = True) -> CaptionSplit:
+    """Build a split of file images, skipping (and counting) those that cannot be read.
+
+    Args:
+        items: `(image_id, path, captions, objects_or_None)`; the objects, if any, are a
+            callable `(height, width) -> tuple[ObjectAnnotation, ...]` or a tuple.
+        check_images: open each image's header with PIL; off, sizes are reported as 0.
+    """
+    records, skipped, missing = [], 0, 0
+    for image_id, path, captions, objects in items:
+        if check_images:
+            size = image_size_or_none(path)
+            if size is None:
+                skipped += 1
+                missing += not Path(path).exists()
+                logger.warning("skipping %s: %s", path,
+                               "no such file" if not Path(path).exists() else "not an image")
+                continue
+        else:
+            size = (0, 0)
+        if callable(objects):
+            objects = objects(*size)
+        records.append(ImageRecord(image_id=image_id, captions=tuple(captions), height=size[0],
+                                   width=size[1], path=str(path), objects=tuple(objects or ())))
+    if skipped:
+        logger.warning("%s/%s: skipped %d unreadable image(s) of %d%s", name, split, skipped,
+                       skipped + len(records),
+                       f" ({missing} missing)" if missing else "")
+    if not records:
+        raise DataError(f"{name}/{split}: no readable images (skipped {skipped})")
+    return CaptionSplit(name=name, split=split, records=records, skipped=skipped)
+
+
+def register_loader(name: str, needs_data_dir: bool = True):
+    """Register `fn(split, data_dir, **options) -> CaptionSplit` in `DATASETS` as `name`."""
+
+    def decorator(fn):
+        fn.needs_data_dir = needs_data_dir
+        DATASETS.add(name, fn)
+        return fn
+
+    return decorator

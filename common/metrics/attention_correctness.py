@@ -1,0 +1,302 @@
+"""Attention correctness (Liu et al. 2017, "Attention Correctness in Neural Image Captioning").
+
+For each generated word that names an object present in the image, attention correctness is
+the attention mass that the step generating that word puts inside the object's box; the
+score is the mean over all such words. The uniform-attention baseline for the same words is
+the box's share of the image (box area / image area), which is what a map spreading its
+mass evenly would score.
+
+Upsampling: an attention map of `h x w` cells covers the image as a grid of equal
+rectangles, cell `(i, j)` spanning `[j W / w, (j + 1) W / w) x [i H / h, (i + 1) H / h)`,
+its weight spread evenly over that rectangle (nearest-neighbour upsampling, taken to the
+limit of continuous area). The mass inside a region is then
+`sum_ij alpha_ij * area(cell_ij & region) / area(cell_ij)`, computed exactly. A word matching
+several objects (two dogs for "dogs") uses the union of their boxes.
+
+Dimensions: `T` generated steps, `L = h * w` image regions, `H`, `W` image height and width.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from common.errors import UserError
+
+Box = tuple[float, float, float, float]
+# words -> objects -> for each word, the indices of the objects it names ([] for none).
+Matcher = Callable[[Sequence[str], Sequence[Any]], list[list[int]]]
+
+
+# Colour words that, before a shape word, name which object is meant.
+COLOUR_WORDS = frozenset({"red", "green", "blue", "yellow", "purple", "white", "black",
+                          "orange", "pink", "brown", "grey", "gray", "cyan"})
+
+# Caption words -> COCO category names (plurals are handled by `coco_category`). The 80
+# category names themselves (one-word ones, or the word that names a two-word one) and the
+# common words captions use for them.
+_COCO_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "person": ("person", "people", "man", "men", "woman", "women", "boy", "girl", "child",
+               "children", "kid", "guy", "lady", "ladies", "player", "skier", "surfer",
+               "skateboarder", "snowboarder", "baby", "toddler", "rider", "adult", "crowd",
+               "someone", "gentleman", "teenager", "cyclist", "catcher", "batter", "pitcher"),
+    "bicycle": ("bicycle", "bike", "cycle"),
+    "car": ("car", "taxi", "suv", "sedan"),
+    "motorcycle": ("motorcycle", "motorbike", "scooter", "moped"),
+    "airplane": ("airplane", "plane", "jet", "aircraft", "airliner", "aeroplane"),
+    "bus": ("bus",),
+    "train": ("train", "locomotive"),
+    "truck": ("truck", "pickup"),
+    "boat": ("boat", "ship", "sailboat", "canoe", "kayak", "yacht"),
+    "traffic light": ("stoplight",),
+    "fire hydrant": ("hydrant",),
+    "parking meter": ("meter",),
+    "bench": ("bench",),
+    "bird": ("bird", "pigeon", "seagull", "gull", "duck", "parrot"),
+    "cat": ("cat", "kitten", "kitty"),
+    "dog": ("dog", "puppy", "pup"),
+    "horse": ("horse", "pony"),
+    "sheep": ("sheep", "lamb"),
+    "cow": ("cow", "cattle", "bull", "calf"),
+    "elephant": ("elephant",),
+    "bear": ("bear",),
+    "zebra": ("zebra",),
+    "giraffe": ("giraffe",),
+    "backpack": ("backpack",),
+    "umbrella": ("umbrella",),
+    "handbag": ("handbag", "purse"),
+    "tie": ("tie", "necktie"),
+    "suitcase": ("suitcase", "luggage"),
+    "frisbee": ("frisbee",),
+    "skis": ("skis", "ski"),
+    "snowboard": ("snowboard",),
+    "sports ball": ("ball", "football", "soccer"),
+    "kite": ("kite",),
+    "baseball bat": ("bat",),
+    "baseball glove": ("glove", "mitt"),
+    "skateboard": ("skateboard",),
+    "surfboard": ("surfboard",),
+    "tennis racket": ("racket", "racquet"),
+    "bottle": ("bottle",),
+    "wine glass": ("glass",),
+    "cup": ("cup", "mug"),
+    "fork": ("fork",),
+    "knife": ("knife", "knives"),
+    "spoon": ("spoon",),
+    "bowl": ("bowl",),
+    "banana": ("banana",),
+    "apple": ("apple",),
+    "sandwich": ("sandwich",),
+    "orange": ("orange",),
+    "broccoli": ("broccoli",),
+    "carrot": ("carrot",),
+    "hot dog": ("hotdog",),
+    "pizza": ("pizza",),
+    "donut": ("donut", "doughnut"),
+    "cake": ("cake",),
+    "chair": ("chair",),
+    "couch": ("couch", "sofa"),
+    "potted plant": ("plant",),
+    "bed": ("bed",),
+    "dining table": ("table",),
+    "toilet": ("toilet",),
+    "tv": ("tv", "television"),
+    "laptop": ("laptop",),
+    "mouse": ("mouse",),
+    "remote": ("remote",),
+    "keyboard": ("keyboard",),
+    "cell phone": ("phone", "cellphone"),
+    "microwave": ("microwave",),
+    "oven": ("oven", "stove"),
+    "toaster": ("toaster",),
+    "sink": ("sink",),
+    "refrigerator": ("refrigerator", "fridge"),
+    "book": ("book",),
+    "clock": ("clock",),
+    "vase": ("vase",),
+    "scissors": ("scissors",),
+    "teddy bear": ("teddy",),
+    "hair drier": ("drier", "dryer", "hairdryer"),
+    "toothbrush": ("toothbrush",),
+}
+COCO_WORDS: dict[str, str] = {w: c for c, words in _COCO_SYNONYMS.items() for w in words}
+
+
+def coco_category(word: str) -> str | None:
+    """The COCO category a caption word names ("men" -> "person"), or None.
+
+    Example:
+    >>> coco_category("puppies"), coco_category("Dogs"), coco_category("grass")
+    ('dog', 'dog', None)
+    """
+    word = word.lower()
+    for candidate in (word, word[:-1] if word.endswith("s") else None,
+                      word[:-2] if word.endswith("es") else None,
+                      word[:-3] + "y" if word.endswith("ies") else None):
+        if candidate and candidate in COCO_WORDS:
+            return COCO_WORDS[candidate]
+    return None
+
+
+@dataclass(frozen=True)
+class AttentionCorrectness:
+    """Mean attention mass inside the named objects' boxes, the uniform baseline for the same
+    words, and how many words were scored (the means are nan when none were)."""
+
+    correctness: float
+    baseline: float
+    count: int
+
+
+def region_fractions(boxes: Sequence[Box], image_size: tuple[int, int],
+                     grid: tuple[int, int]) -> np.ndarray:
+    """For each attention cell, the fraction of its area inside the union of `boxes`.
+
+    Args:
+        boxes: `(x0, y0, x1, y1)` in image pixels; parts outside the image are ignored.
+        image_size: `(H, W)`.
+        grid: `(h, w)` attention cells.
+
+    Returns:
+        `(h, w)` float64 in [0, 1].
+    """
+    height, width = (float(s) for s in image_size)
+    rows, cols = grid
+    x_edges = np.linspace(0.0, width, cols + 1)
+    y_edges = np.linspace(0.0, height, rows + 1)
+    clipped = [(max(0.0, x0), max(0.0, y0), min(width, x1), min(height, y1))
+               for x0, y0, x1, y1 in boxes]
+    clipped = [b for b in clipped if b[0] < b[2] and b[1] < b[3]]
+    if not clipped:
+        return np.zeros((rows, cols))
+    # Cut the image along every cell and box edge: each piece is wholly inside one cell and
+    # wholly inside or outside the union of boxes.
+    xs = np.unique(np.concatenate([x_edges, [v for b in clipped for v in (b[0], b[2])]]))
+    ys = np.unique(np.concatenate([y_edges, [v for b in clipped for v in (b[1], b[3])]]))
+    cx, cy = (xs[:-1] + xs[1:]) / 2, (ys[:-1] + ys[1:]) / 2
+    inside = np.zeros((len(cy), len(cx)), bool)
+    for x0, y0, x1, y1 in clipped:
+        inside |= ((cy > y0) & (cy < y1))[:, None] & ((cx > x0) & (cx < x1))[None, :]
+    area = np.outer(np.diff(ys), np.diff(xs)) * inside
+    col = np.clip(np.searchsorted(x_edges, cx, side="right") - 1, 0, cols - 1)
+    row = np.clip(np.searchsorted(y_edges, cy, side="right") - 1, 0, rows - 1)
+    covered = np.zeros((rows, cols))
+    np.add.at(covered, (row[:, None], col[None, :]), area)
+    return covered / ((height / rows) * (width / cols))
+
+
+def _grid_of(attention: np.ndarray, grid: tuple[int, int] | None) -> tuple[np.ndarray, tuple]:
+    """Attention as `(T, h, w)` and its grid."""
+    attention = np.asarray(attention, np.float64)
+    if attention.ndim == 3:
+        return attention, attention.shape[1:]
+    if attention.ndim != 2:
+        raise UserError(f"attention must be (T, L) or (T, h, w), got shape {attention.shape}")
+    regions = attention.shape[1]
+    if grid is None:
+        side = math.isqrt(regions)
+        if side * side != regions:
+            raise UserError(f"attention has L={regions} regions, not a square grid; pass grid")
+        grid = (side, side)
+    if grid[0] * grid[1] != regions:
+        raise UserError(f"grid {grid} has {grid[0] * grid[1]} cells; attention has {regions}")
+    return attention.reshape(len(attention), *grid), tuple(grid)
+
+
+def attention_correctness(words: Sequence[str], attention: np.ndarray, objects: Sequence[Any],
+                          image_size: tuple[int, int], matcher: str | Matcher = "shapes",
+                          grid: tuple[int, int] | None = None) -> AttentionCorrectness:
+    """Attention correctness of one generated caption.
+
+    Args:
+        words: the generated words, without `<start>`; `<end>` and later are ignored.
+        attention: the step-by-step maps, `(T, L)` (a square grid unless `grid` is given) or
+            `(T, h, w)`; step `t` generated `words[t]`. Rows should sum to 1.
+        objects: the image's objects, each with a `box` `(x0, y0, x1, y1)` in pixels (e.g.
+            `captioner.datasets.ObjectAnnotation`).
+        image_size: `(H, W)` of the image the boxes refer to.
+        matcher: `"shapes"`, `"coco"`, or `fn(words, objects) -> [[object index, ...], ...]`.
+        grid: `(h, w)` when `attention` is `(T, L)` with a non-square grid.
+
+    Returns:
+        An `AttentionCorrectness` (sums over words, so `corpus_attention_correctness` can
+        pool captions).
+
+    Example:
+    >>> circle = ObjectAnnotation("red circle", (0, 0, 32, 32),
+    ...                           attributes={"colour": "red", "shape": "circle"})
+    >>> alpha = np.full((3, 4, 4), 1 / 16)  # uniform maps over a 4 x 4 grid
+    >>> attention_correctness(["a", "red", "circle"], alpha, [circle], (64, 64))
+    AttentionCorrectness(correctness=0.25, baseline=0.25, count=1)
+    """
+    return corpus_attention_correctness([(words, attention, objects, image_size)], matcher, grid)
+
+
+def corpus_attention_correctness(
+        items: Iterable[tuple[Sequence[str], np.ndarray, Sequence[Any], tuple[int, int]]],
+        matcher: str | Matcher = "shapes",
+        grid: tuple[int, int] | None = None) -> AttentionCorrectness:
+    """Attention correctness over many captions: the mean over all their matched words.
+
+    Args:
+        items: `(words, attention, objects, image_size)` per caption, as for
+            `attention_correctness`.
+        matcher, grid: as for `attention_correctness`.
+    """
+    match = MATCHERS.get(matcher, matcher) if isinstance(matcher, str) else matcher
+    if not callable(match):
+        raise UserError(f"Unknown word matcher {matcher!r}; choose one of: "
+                        f"{', '.join(MATCHERS)} or pass a function")
+    mass = base = 0.0
+    count = 0
+    for words, attention, objects, image_size in items:
+        maps, cells = _grid_of(attention, grid)
+        words = list(words)
+        if "<end>" in words:
+            words = words[: words.index("<end>")]
+        words = words[: len(maps)]
+        for t, indices in enumerate(match(words, objects)):
+            if not indices:
+                continue
+            fractions = region_fractions([objects[i].box for i in indices], image_size, cells)
+            mass += float((maps[t] * fractions).sum())
+            base += float(fractions.mean())
+            count += 1
+    if not count:
+        return AttentionCorrectness(math.nan, math.nan, 0)
+    return AttentionCorrectness(mass / count, base / count, count)
+
+
+def match_shapes_words(words: Sequence[str], objects: Sequence[Any]) -> list[list[int]]:
+    """For each word, the shapes object it names: a shape word, told apart by the colour word
+    before it ("red circle"); a bare shape word counts only when one object has that shape.
+    A named object not in the image matches nothing."""
+    matches: list[list[int]] = []
+    for t, word in enumerate(words):
+        same_shape = [i for i, o in enumerate(objects) if o.attributes.get("shape") == word]
+        colour = words[t - 1] if t > 0 else None
+        coloured = [i for i in same_shape if objects[i].attributes.get("colour") == colour]
+        if coloured:
+            matches.append(coloured[:1])
+        elif len(same_shape) == 1 and colour not in COLOUR_WORDS:
+            matches.append(same_shape)
+        else:
+            matches.append([])
+    return matches
+
+
+def match_coco_words(words: Sequence[str], objects: Sequence[Any]) -> list[list[int]]:
+    """For each word, the COCO objects of the category it names ("man" -> every person box;
+    see `common.metrics.coco_words`); none when the image has no such object."""
+    matches = []
+    for word in words:
+        category = coco_category(word)
+        matches.append([i for i, o in enumerate(objects) if category and o.category == category])
+    return matches
+
+
+MATCHERS: dict[str, Matcher] = {"shapes": match_shapes_words, "coco": match_coco_words}

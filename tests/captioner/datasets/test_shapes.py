@@ -1,0 +1,168 @@
+"""The shapes dataset: determinism, disjoint splits, annotations that match the pixels, and
+captions that the grammar reads back to the true objects and relations."""
+
+import math
+
+import numpy as np
+import pytest
+
+from captioner.datasets import DATASETS, load_split
+from captioner.datasets.shapes import COLOURS, INVERSE, RELATION_PHRASES, spatial_relation
+from captioner.datasets.shapes_metrics import (
+    object_accuracy,
+    parse_caption,
+    relation_accuracy,
+    shapes_scores,
+)
+from common.errors import UserError
+from common.registry import UnknownNameError
+
+
+@pytest.fixture(scope="module")
+def train():
+    return load_split("shapes", "train", num_images=300, seed=3)
+
+
+def test_same_seed_gives_identical_images_and_captions(train):
+    from captioner.datasets.shapes import _generate
+
+    _generate.cache_clear()  # really generate again, not from the cache
+    again = load_split("shapes", "train", num_images=300, seed=3)
+    for a, b in zip(train, again):
+        assert a.image_id == b.image_id
+        np.testing.assert_array_equal(a.image, b.image)
+        assert a.captions == b.captions
+        assert [o.box for o in a.objects] == [o.box for o in b.objects]
+
+
+def test_splits_are_prefix_stable_and_seeds_differ(train):
+    small = load_split("shapes", "train", num_images=20, seed=3)
+    for a, b in zip(small, train):
+        np.testing.assert_array_equal(a.image, b.image)
+    other_seed = load_split("shapes", "train", num_images=20, seed=4)
+    assert not any(np.array_equal(a.image, b.image) for a, b in zip(small, other_seed))
+
+
+def test_splits_are_disjoint(train):
+    valid = load_split("shapes", "valid", num_images=100, seed=3)
+    test = load_split("shapes", "test", num_images=100, seed=3)
+    hashes = {split.split: {r.image.tobytes() for r in split} for split in (train, valid, test)}
+    assert not hashes["train"] & hashes["valid"]
+    assert not hashes["train"] & hashes["test"]
+    assert not hashes["valid"] & hashes["test"]
+    ids = [r.image_id for s in (train, valid, test) for r in s]
+    assert len(set(ids)) == len(ids)
+
+
+def test_default_sizes_and_image_format():
+    split = load_split("shapes", "valid")
+    assert len(split) == 500
+    record = split[0]
+    assert record.image.dtype == np.uint8 and record.image.shape == (64, 64, 3)
+    assert (record.height, record.width) == (64, 64) and record.path is None
+    big = load_split("shapes", "test", num_images=3, image_size=96)
+    assert big[0].image.shape == (96, 96, 3)
+
+
+def test_objects_counts_captions_and_distinct_kinds(train):
+    counts = {len(r.objects) for r in train}
+    assert counts == {1, 2, 3}
+    for record in train:
+        assert 3 <= len(record.captions) <= 5
+        assert len(set(record.captions)) == len(record.captions)
+        kinds = [o.category for o in record.objects]
+        assert len(set(kinds)) == len(kinds)
+
+
+def test_boxes_and_masks_match_the_pixels(train):
+    for record in train[:100]:
+        taken = np.zeros(record.image.shape[:2], bool)
+        for obj in record.objects:
+            x0, y0, x1, y1 = (int(v) for v in obj.box)
+            mask = obj.mask
+            ys, xs = np.nonzero(mask)
+            # The box is the tight box of the mask, and masks never overlap.
+            assert (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1) == (x0, y0, x1, y1)
+            assert not (taken & mask).any()
+            taken |= mask
+            # The object's colour is what the pixels inside its mask show.
+            mean = record.image[mask].astype(float).mean(axis=0)
+            nearest = min(COLOURS, key=lambda c: np.abs(np.array(COLOURS[c]) - mean).sum())
+            assert nearest == obj.attributes["colour"]
+            assert obj.category == f"{obj.attributes['colour']} {obj.attributes['shape']}"
+        # The background (outside every mask) is dark and grey.
+        assert record.image[~taken].mean() < 110
+
+
+def test_pairs_are_clearly_related_both_ways(train):
+    for record in train:
+        for a in record.objects:
+            for b in record.objects:
+                if a is not b:
+                    assert spatial_relation(a, b) == INVERSE[spatial_relation(b, a)]
+
+
+def test_ground_truth_captions_parse_back_to_the_true_objects(train):
+    captions = [c for r in train for c in r.captions]
+    objects = [r.objects for r in train for _ in r.captions]
+    assert object_accuracy(captions, objects) == 1.0
+    assert relation_accuracy(captions, objects) == 1.0
+    stated = sum(len(parse_caption(c).relations) for c in captions)
+    assert stated > len(train)  # many captions do state relations
+
+
+def _flip(caption: str) -> str:
+    for relation, phrase in RELATION_PHRASES.items():
+        if phrase in caption:
+            return caption.replace(phrase, "@").replace("@", RELATION_PHRASES[INVERSE[relation]])
+    return caption
+
+
+def test_flipped_relations_are_all_wrong(train):
+    pairs = [(c, r.objects) for r in train for c in r.captions
+             if len(parse_caption(c).relations) == 1]
+    flipped = [_flip(c) for c, _ in pairs]
+    assert all(f != c for f, (c, _) in zip(flipped, pairs))
+    assert relation_accuracy(flipped, [o for _, o in pairs]) == 0.0
+
+
+def test_parse_caption_reads_sizes_and_relation_words():
+    parsed = parse_caption("The small red circle is under a large blue square, and a green diamond")
+    assert [(o.size, o.colour, o.shape) for o in parsed.objects] == [
+        ("small", "red", "circle"), ("large", "blue", "square"), (None, "green", "diamond")]
+    assert parsed.relations == ((0, "below", 1),)
+    assert parse_caption("a red").objects == ()
+
+
+def test_accuracies_catch_wrong_objects_and_sizes(train):
+    record = next(r for r in train if len(r.objects) == 2)
+    a, b = record.objects
+    wrong_size = {"small": "large", "large": "small"}[a.attributes["size"]]
+    good = f"a {a.category} and a {b.category}"
+    assert object_accuracy([good], [record.objects]) == 1.0
+    assert object_accuracy([f"a {a.category}"], [record.objects]) == 0.0  # one missing
+    assert object_accuracy([f"a {wrong_size} {a.category} and a {b.category}"],
+                           [record.objects]) == 0.0
+    assert math.isnan(relation_accuracy([good], [record.objects]))
+    scores = shapes_scores({record.image_id: good}, train)
+    assert scores["object_accuracy"] == 100.0 and scores["relations_stated"] == 0.0
+
+
+def test_bad_options_are_user_errors():
+    with pytest.raises(UserError, match="num_images"):
+        load_split("shapes", "train", num_images=0)
+    with pytest.raises(UserError, match="split"):
+        load_split("shapes", "training")
+    with pytest.raises(UnknownNameError, match="shapes"):
+        load_split("shapez", "train")
+    assert "shapes" in DATASETS
+
+
+def test_generating_the_default_train_split_is_fast():
+    import time
+
+    from captioner.datasets.shapes import _generate
+
+    start = time.perf_counter()
+    _generate("train", 2000, 64, 123, True)
+    assert time.perf_counter() - start < 10  # ~1 s on one slow core; 8000 images take ~4 s
