@@ -1,1 +1,42 @@
+"""Attention you can see: overlays, heatmaps and an HTML viewer, independent of any model.
 
+- `render_caption_overlay` / `render_caption_gif`: the Show-Attend-Tell figure, one panel (or
+  GIF frame) per word with its attention map over the image.
+- `render_alignment_heatmap` / `render_head_grid`: translation attention as heatmaps, one
+  matrix or every head of a layer.
+- `write_html_viewer`: one self-contained HTML page; hover a word to see its attention.
+
+Everything takes plain arrays (NumPy or nested lists) and token lists, so the command lines
+pass what decoding returned and nothing here imports TensorFlow or Keras.
+"""
+
+from common.viz.heatmap import (
+    alignment_figure,
+    head_grid_figure,
+    render_alignment_heatmap,
+    render_head_grid,
+)
+from common.viz.html_viewer import ITEM_KINDS, write_html_viewer
+from common.viz.overlay import (
+    SMOOTHING,
+    blend_attention,
+    default_label_height,
+    render_caption_gif,
+    render_caption_overlay,
+    upsample_attention,
+)
+
+__all__ = [
+    "ITEM_KINDS",
+    "SMOOTHING",
+    "alignment_figure",
+    "blend_attention",
+    "default_label_height",
+    "head_grid_figure",
+    "render_alignment_heatmap",
+    "render_caption_gif",
+    "render_caption_overlay",
+    "render_head_grid",
+    "upsample_attention",
+    "write_html_viewer",
+]

@@ -1,0 +1,309 @@
+"""Caption attention drawn over the image: the Show-Attend-Tell figure, as a PNG or a GIF.
+
+Xu et al. 2015, "Show, Attend and Tell: Neural Image Caption Generation with Visual
+Attention", figures 2-3: the image, then one panel per generated word with that step's
+attention map upsampled to the image and laid over it, the word underneath.
+
+The image is resized to a `panel_size x panel_size` square (as the encoder sees it), and an
+attention grid of `h x w` cells covers it as equal rectangles, cell `(i, j)` being the flat
+region index `i * w + j` (row-major, the order an encoder's `(h, w, D)` features flatten to).
+Each map is divided by its maximum (so every panel uses the full range), upsampled smoothly,
+and blended towards a highlight colour: `out = image + alpha * m * (color - image)`. Where the
+weight is zero the image is unchanged.
+
+Dimensions: `T` words, `h x w` the attention grid (`L = h * w` regions), `Hi x Wi` the image.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+from common.errors import UserError
+from common.registry import Registry
+from common.viz.inputs import as_attention_maps, as_hard_indices, as_rgb_image, as_tokens
+
+Color = tuple[int, int, int]
+
+SMOOTHING = Registry("attention smoothing")
+
+# The Gaussian's standard deviation, in attention cells.
+GAUSSIAN_SIGMA_CELLS = 0.6
+
+
+@SMOOTHING.register("nearest")
+def _nearest(attention_map: np.ndarray, height: int, width: int) -> np.ndarray:
+    return _pil_resize(attention_map, height, width, Image.Resampling.NEAREST)
+
+
+@SMOOTHING.register("bilinear")
+def _bilinear(attention_map: np.ndarray, height: int, width: int) -> np.ndarray:
+    return _pil_resize(attention_map, height, width, Image.Resampling.BILINEAR)
+
+
+@SMOOTHING.register("gaussian")
+def _gaussian(attention_map: np.ndarray, height: int, width: int) -> np.ndarray:
+    blocks = _nearest(attention_map, height, width)
+    rows, cols = attention_map.shape
+    blur_y = _gaussian_matrix(height, GAUSSIAN_SIGMA_CELLS * height / rows)
+    blur_x = _gaussian_matrix(width, GAUSSIAN_SIGMA_CELLS * width / cols)
+    return (blur_y @ blocks @ blur_x.T).astype(np.float32)
+
+
+def upsample_attention(
+    attention_map: Any, size: tuple[int, int], smooth: str = "bilinear"
+) -> np.ndarray:
+    """Upsample one attention map to an image size.
+
+    Args:
+        attention_map: `(h, w)` weights.
+        size: `(height, width)` of the result.
+        smooth: `"bilinear"` (PIL resize), `"gaussian"` (blocks blurred with a Gaussian of
+            `GAUSSIAN_SIGMA_CELLS` cells) or `"nearest"` (the raw cells).
+
+    Returns:
+        A float32 array `(height, width)`, within the range of the input.
+    """
+    resize = SMOOTHING.get(smooth)
+    values = np.asarray(attention_map, dtype=np.float32)
+    if values.ndim != 2:
+        raise UserError(f"expected one attention map of shape (h, w), got shape {values.shape}")
+    return resize(values, int(size[0]), int(size[1]))
+
+
+def blend_attention(
+    image: np.ndarray, weights: np.ndarray, alpha: float = 0.6, color: Color = (255, 255, 255)
+) -> np.ndarray:
+    """Blend an image towards `color` in proportion to per-pixel weights in `[0, 1]`.
+
+    Args:
+        image: `(Hi, Wi, 3)` uint8.
+        weights: `(Hi, Wi)` floats in `[0, 1]`; zero leaves a pixel unchanged.
+        alpha: the blend at weight 1.
+        color: the highlight colour, RGB.
+
+    Returns:
+        A `(Hi, Wi, 3)` uint8 array.
+    """
+    base = image.astype(np.float32)
+    mix = alpha * np.clip(weights, 0.0, 1.0)[:, :, None]
+    out = base + mix * (np.asarray(color, dtype=np.float32) - base)
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
+def default_label_height(panel_size: int) -> int:
+    """The height in pixels of the strip under each panel that holds its word."""
+    return max(14, panel_size // 7)
+
+
+def render_caption_overlay(
+    image: Any,
+    words: Sequence[str],
+    attention: Any,
+    out_path: str | Path | None = None,
+    *,
+    hard_indices: Any = None,
+    columns: int = 5,
+    panel_size: int = 224,
+    smooth: str = "bilinear",
+    alpha: float = 0.6,
+    color: Color = (255, 255, 255),
+    mark_color: Color = (255, 40, 0),
+    label_height: int | None = None,
+) -> Image.Image:
+    """Draw the Show-Attend-Tell figure: the image, then one attended panel per word.
+
+    Panels are `panel_size` square with a `label_height` strip underneath for the word, laid
+    out left to right in rows of `columns`; the first panel is the plain image. The figure is
+    `min(columns, T + 1) * panel_size` wide and `rows * (panel_size + label_height)` high.
+
+    Args:
+        image: `(Hi, Wi, 3)` uint8 array, PIL image or image file bytes.
+        words: the `T` generated words.
+        attention: `(T, h, w)` weights (or `(T, L)`, `L` a square number), one map per word.
+        out_path: where to save the figure as PNG (parent folders are created); None to only
+            return it.
+        hard_indices: `(T,)` ints, the region each step of hard attention picked (flat
+            row-major into `h x w`); a rectangle marks it on top of the blend.
+        columns: panels per row.
+        panel_size: side of each square panel, in pixels.
+        smooth: `"bilinear"`, `"gaussian"` or `"nearest"` upsampling of the maps.
+        alpha: blend at the highest weight of each map (0 shows the plain image).
+        color: highlight colour, RGB.
+        mark_color: colour of the hard-attention rectangle.
+        label_height: height of the word strip; default `default_label_height(panel_size)`.
+
+    Returns:
+        The figure as an RGB `PIL.Image.Image`.
+
+    Example:
+    >>> image = np.zeros((32, 48, 3), np.uint8)
+    >>> figure = render_caption_overlay(image, ["a", "cat"], np.random.rand(2, 4, 4),
+    ...                                 columns=2, panel_size=64, label_height=16)
+    >>> figure.size
+    (128, 160)
+    """
+    panels = _caption_panels(image, words, attention, hard_indices, panel_size, smooth, alpha,
+                             color, mark_color, label_height)
+    columns = _positive_int(columns, "columns")
+    cols = min(columns, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    cell_w, cell_h = panels[0].size
+    figure = Image.new("RGB", (cols * cell_w, rows * cell_h), "white")
+    for k, panel in enumerate(panels):
+        figure.paste(panel, ((k % cols) * cell_w, (k // cols) * cell_h))
+    if out_path is not None:
+        path = Path(out_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.save(path, format="PNG")
+    return figure
+
+
+def render_caption_gif(
+    image: Any,
+    words: Sequence[str],
+    attention: Any,
+    out_path: str | Path,
+    *,
+    hard_indices: Any = None,
+    panel_size: int = 224,
+    smooth: str = "bilinear",
+    alpha: float = 0.6,
+    color: Color = (255, 255, 255),
+    mark_color: Color = (255, 40, 0),
+    label_height: int | None = None,
+    duration_ms: int = 800,
+) -> list[Image.Image]:
+    """Save an animated GIF: the plain image under the whole caption, then one frame per word.
+
+    Each word's frame is labelled `word (t/T)`, so no two frames are alike and none is merged
+    away: the GIF has exactly `T + 1` frames of `panel_size x (panel_size + label_height)`.
+
+    Args:
+        image, words, attention, hard_indices, panel_size, smooth, alpha, color, mark_color,
+        label_height: as for `render_caption_overlay`.
+        out_path: where to save the GIF (parent folders are created).
+        duration_ms: how long each frame shows; the animation loops forever.
+
+    Returns:
+        The `T + 1` frames, RGB `PIL.Image.Image`s.
+    """
+    words = as_tokens(words, "words")
+    duration_ms = _positive_int(duration_ms, "duration_ms")
+    frames = _caption_panels(image, words, attention, hard_indices, panel_size, smooth, alpha,
+                             color, mark_color, label_height,
+                             labels=[" ".join(words)] +
+                             [f"{word} ({t + 1}/{len(words)})" for t, word in enumerate(words)])
+    path = Path(out_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frames[0].save(path, format="GIF", save_all=True, append_images=frames[1:],
+                   duration=duration_ms, loop=0)
+    return frames
+
+
+def _caption_panels(
+    image: Any,
+    words: Sequence[str],
+    attention: Any,
+    hard_indices: Any,
+    panel_size: int,
+    smooth: str,
+    alpha: float,
+    color: Color,
+    mark_color: Color,
+    label_height: int | None,
+    labels: Sequence[str] | None = None,
+) -> list[Image.Image]:
+    """The plain-image panel followed by one attended panel per word, each with its label."""
+    words = as_tokens(words, "words")
+    maps = as_attention_maps(attention, len(words))
+    SMOOTHING.get(smooth)  # fail on a wrong name before any drawing
+    panel_size = _positive_int(panel_size, "panel_size")
+    if panel_size < 8:
+        raise UserError(f"expected panel_size >= 8 pixels, got {panel_size}")
+    if not 0.0 <= float(alpha) <= 1.0:
+        raise UserError(f"expected alpha in [0, 1], got {alpha}")
+    strip = default_label_height(panel_size) if label_height is None else int(label_height)
+    if strip < 0:
+        raise UserError(f"expected label_height >= 0, got {label_height}")
+    grid = maps.shape[1:]
+    picks = None if hard_indices is None else as_hard_indices(hard_indices, len(words), grid)
+    base = np.asarray(as_rgb_image(image).resize((panel_size, panel_size),
+                                                 Image.Resampling.BILINEAR))
+    labels = ["", *words] if labels is None else list(labels)
+    font = _font(strip)
+
+    panels = [_with_label(Image.fromarray(base), labels[0], strip, font)]
+    for t in range(len(words)):
+        peak = float(maps[t].max())
+        scaled = maps[t] / peak if peak > 1e-12 else np.zeros_like(maps[t])
+        weights = upsample_attention(scaled, (panel_size, panel_size), smooth)
+        picture = Image.fromarray(blend_attention(base, weights, float(alpha), color))
+        if picks is not None:
+            _mark_cell(picture, int(picks[t]), grid, mark_color)
+        panels.append(_with_label(picture, labels[t + 1], strip, font))
+    return panels
+
+
+def _mark_cell(picture: Image.Image, index: int, grid: tuple[int, int], color: Color) -> None:
+    rows, cols = grid
+    row, col = divmod(index, cols)
+    width, height = picture.size
+    x0, x1 = col * width / cols, (col + 1) * width / cols
+    y0, y1 = row * height / rows, (row + 1) * height / rows
+    line = max(2, width // 112)
+    ImageDraw.Draw(picture).rectangle(
+        [round(x0), round(y0), round(x1) - 1, round(y1) - 1], outline=color, width=line
+    )
+
+
+def _with_label(picture: Image.Image, text: str, strip: int, font: Any) -> Image.Image:
+    if strip == 0:
+        return picture
+    width, height = picture.size
+    panel = Image.new("RGB", (width, height + strip), "white")
+    panel.paste(picture, (0, 0))
+    draw = ImageDraw.Draw(panel)
+    text = _fit_text(draw, text, font, width - 4)
+    text_width = draw.textlength(text, font=font)
+    draw.text(((width - text_width) / 2, height + strip / 2), text, fill="black", font=font,
+              anchor="lm")
+    return panel
+
+
+def _fit_text(draw: ImageDraw.ImageDraw, text: str, font: Any, max_width: float) -> str:
+    """`text`, cut with an ellipsis where it is wider than `max_width`."""
+    if draw.textlength(text, font=font) <= max_width:
+        return text
+    while text and draw.textlength(text + "…", font=font) > max_width:
+        text = text[:-1]
+    return text + "…"
+
+
+def _font(strip: int) -> Any:
+    return ImageFont.load_default(size=max(8, int(strip * 0.6)))
+
+
+def _pil_resize(values: np.ndarray, height: int, width: int, method: Any) -> np.ndarray:
+    resized = Image.fromarray(np.ascontiguousarray(values, dtype=np.float32)).resize(
+        (width, height), method
+    )
+    return np.asarray(resized, dtype=np.float32)
+
+
+def _gaussian_matrix(size: int, sigma: float) -> np.ndarray:
+    """`(size, size)` rows of a Gaussian blur, each renormalized to sum 1 at the edges."""
+    positions = np.arange(size, dtype=np.float64)
+    kernel = np.exp(-0.5 * ((positions[:, None] - positions[None, :]) / max(sigma, 1e-6)) ** 2)
+    return kernel / kernel.sum(axis=1, keepdims=True)
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise UserError(f"expected {name} as an integer >= 1, got {value!r}")
+    return int(value)

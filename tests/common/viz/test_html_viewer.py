@@ -1,0 +1,219 @@
+"""The HTML viewer: one self-contained file, and hovering words works in a real browser."""
+
+import base64
+import io
+import json
+import os
+import re
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from common.errors import DataError, UserError
+from common.registry import UnknownNameError
+from common.viz import write_html_viewer
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+SOURCE, TARGET = ["la", "casa", "verde", "."], ["the", "green", "house", "."]
+ALIGNMENT = np.array([[0.9, 0.05, 0.03, 0.02],
+                      [0.05, 0.1, 0.8, 0.05],
+                      [0.1, 0.7, 0.1, 0.1],
+                      [0.0, 0.0, 0.1, 0.9]])
+
+
+def _caption_item(image=None):
+    maps = np.zeros((3, 4, 4))
+    maps[0, 0, 0] = 1.0  # "a": top-left
+    maps[1, 3, 3] = 1.0  # "dog": bottom-right
+    maps[2] = 1 / 16  # "<end>": everywhere
+    if image is None:
+        image = (np.random.default_rng(0).random((60, 90, 3)) * 120).astype(np.uint8)
+    return {"kind": "caption", "image_png": image, "words": ["a", "dog", "<end>"],
+            "attention": maps, "title": "a dog", "hard_indices": [0, 15, 5]}
+
+
+def _items():
+    heads = np.stack([ALIGNMENT, ALIGNMENT[:, ::-1]])
+    return [
+        _caption_item(),
+        {"kind": "translation", "source_tokens": SOURCE, "target_tokens": TARGET,
+         "weights": ALIGNMENT, "title": "es -> en"},
+        {"kind": "translation", "source_tokens": SOURCE, "target_tokens": TARGET,
+         "weights": heads},
+    ]
+
+
+class _Collector(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def _parse(path):
+    collector = _Collector()
+    collector.feed(path.read_text(encoding="utf-8"))
+    return collector.tags
+
+
+def _data(text):
+    match = re.search(r'<script type="application/json" id="viz-data">(.*?)</script>', text,
+                      re.S)
+    return json.loads(match.group(1))
+
+
+def test_viewer_is_one_self_contained_file(tmp_path):
+    path = write_html_viewer(_items(), tmp_path / "out" / "viewer.html")
+    text = path.read_text(encoding="utf-8")
+    assert "http://" not in text and "https://" not in text
+    tags = _parse(path)
+    assert not [tag for tag, attrs in tags if tag == "link"]
+    assert not [attrs for tag, attrs in tags if tag == "script" and "src" in attrs]
+    sources = [attrs["src"] for tag, attrs in tags if "src" in attrs]
+    assert sources and all(src.startswith("data:image/png;base64,") for src in sources)
+    words = [attrs for tag, attrs in tags if "viz-word" in attrs.get("class", "").split()]
+    assert [(w["data-item"], w["data-step"]) for w in words] == [("0", "0"), ("0", "1"),
+                                                                 ("0", "2")]
+    for kind, count in [("viz-src", 8), ("viz-tgt", 8), ("viz-overlay", 1), ("viz-head", 1)]:
+        assert len([a for t, a in tags if kind in a.get("class", "").split()]) == count, kind
+
+
+def test_embedded_data_matches_the_inputs(tmp_path):
+    items = _items()
+    data = _data(write_html_viewer(items, tmp_path / "v.html").read_text(encoding="utf-8"))
+    caption, single, multi = data["items"]
+    np.testing.assert_allclose(caption["attention"], items[0]["attention"], atol=1e-4)
+    assert caption["hard_indices"] == [0, 15, 5]
+    np.testing.assert_allclose(single["weights"], [ALIGNMENT], atol=1e-4)
+    heads = items[2]["weights"]
+    np.testing.assert_allclose(multi["weights"], [heads.mean(0), *heads], atol=1e-4)
+
+
+def test_png_bytes_are_embedded_as_given(tmp_path):
+    buffer = io.BytesIO()
+    Image.new("RGB", (20, 10), (10, 200, 30)).save(buffer, format="PNG")
+    item = _caption_item(image=buffer.getvalue())
+    tags = _parse(write_html_viewer([item], tmp_path / "v.html"))
+    (src,) = [attrs["src"] for tag, attrs in tags if tag == "img"]
+    assert base64.b64decode(src.split(",", 1)[1]) == buffer.getvalue()
+    (img,) = [attrs for tag, attrs in tags if tag == "img"]
+    assert (int(img["width"]), int(img["height"])) == (400, 200)  # aspect ratio kept
+
+
+def test_text_is_escaped(tmp_path):
+    item = {"kind": "translation", "source_tokens": ["<b>", "</script>"],
+            "target_tokens": ["&"], "weights": [[0.5, 0.5]], "title": "<i>t</i>"}
+    text = write_html_viewer([item], tmp_path / "v.html").read_text(encoding="utf-8")
+    assert "<b>" not in text and "<i>" not in text and "&lt;b&gt;" in text
+    assert text.count("</script>") == 2  # the data block and the code, nothing else
+
+
+@pytest.mark.parametrize("items, error, message", [
+    ([{"kind": "video"}], UnknownNameError, "caption, translation"),
+    ([{"kind": "caption", "words": []}], UserError, "missing keys ['attention', 'image_png']"),
+    ([{**_caption_item(), "colour": 1}], UserError, "unknown keys ['colour']"),
+    ([{**_caption_item(), "words": ["a"]}], UserError, "one attention map per word"),
+    ([{**_caption_item(), "image_png": b"not an image"}], DataError, "cannot decode"),
+    ([], UserError, "non-empty list"),
+])
+def test_bad_items_are_user_errors(tmp_path, items, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        write_html_viewer(items, tmp_path / "v.html")
+
+
+def _browser_missing():
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"{CHROMIUM} is not installed (bash scripts/install_browser.sh installs it)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (bash scripts/install_browser.sh installs it)"
+    return None
+
+
+# What a canvas shows, read in the page (moving every pixel to Python is slow): its PNG, and
+# the overlay's opacity at a few points.
+_CANVAS_PNG = "canvas => canvas.toDataURL()"
+_CANVAS_ALPHAS = """(canvas, points) => points.map(
+    ([x, y]) => canvas.getContext("2d").getImageData(x, y, 1, 1).data[3])"""
+
+
+@pytest.mark.skipif(_browser_missing() is not None, reason=str(_browser_missing()))
+def test_hovering_words_in_a_real_browser(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    path = write_html_viewer(_items(), tmp_path / "viewer.html")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1000, "height": 900})
+            errors, requests = [], []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("request", lambda request: requests.append(request.url))
+            page.goto(path.resolve().as_uri())
+
+            canvas = page.locator("#viz-overlay-0")
+            width, height = (int(canvas.get_attribute(a)) for a in ("width", "height"))
+            # "a" lights the top-left cell, "dog" the bottom-right one.
+            points = [(width // 16, height // 16), (width - width // 12, height - height // 12)]
+            assert canvas.get_attribute("data-step") == "-1"
+            assert canvas.evaluate(_CANVAS_ALPHAS, points) == [0, 0]  # nothing drawn yet
+            empty = canvas.evaluate(_CANVAS_PNG)
+
+            page.hover('.viz-word[data-item="0"][data-step="0"]')
+            assert canvas.get_attribute("data-step") == "0"
+            first = canvas.evaluate(_CANVAS_PNG)
+            top_left, bottom_right = canvas.evaluate(_CANVAS_ALPHAS, points)
+            assert top_left > 100 and bottom_right == 0
+            page.hover('.viz-word[data-item="0"][data-step="1"]')
+            assert canvas.get_attribute("data-step") == "1"
+            second = canvas.evaluate(_CANVAS_PNG)
+            top_left, bottom_right = canvas.evaluate(_CANVAS_ALPHAS, points)
+            assert top_left == 0 and bottom_right > 100
+            assert len({empty, first, second}) == 3
+            assert "active" in page.get_attribute('.viz-word[data-step="1"]', "class")
+
+            sources = page.locator('.viz-src[data-item="1"]')
+            before = [sources.nth(s).evaluate("e => getComputedStyle(e).backgroundColor")
+                      for s in range(4)]
+            page.hover('.viz-tgt[data-item="1"][data-index="1"]')  # "green" -> "verde"
+            after = [sources.nth(s).evaluate("e => getComputedStyle(e).backgroundColor")
+                     for s in range(4)]
+            assert after != before
+            weights = [float(sources.nth(s).get_attribute("data-weight")) for s in range(4)]
+            np.testing.assert_allclose(weights, ALIGNMENT[1], atol=1e-4)
+            assert after[2] == "rgb(255, 140, 0)"  # the largest weight is fully opaque
+            opacities = [float(re.findall(r"[\d.]+", c)[3]) if c.startswith("rgba") else 1.0
+                         for c in after]
+            np.testing.assert_allclose(opacities, ALIGNMENT[1] / ALIGNMENT[1].max(), atol=2e-3)
+
+            page.hover('.viz-tgt[data-item="1"][data-index="0"]')
+            assert page.get_attribute('.viz-src[data-item="1"][data-index="0"]',
+                                      "data-weight") == "0.9"
+
+            # The head picker switches which matrix the shading reads.
+            page.hover('.viz-tgt[data-item="2"][data-index="0"]')
+            mean_weight = page.get_attribute('.viz-src[data-item="2"][data-index="0"]',
+                                             "data-weight")
+            page.select_option('.viz-head[data-item="2"]', "2")  # head 1: reversed sources
+            head_weight = page.get_attribute('.viz-src[data-item="2"][data-index="0"]',
+                                             "data-weight")
+            assert (float(mean_weight), float(head_weight)) == (pytest.approx(0.46),
+                                                                pytest.approx(0.02))
+
+            shot = tmp_path / "viewer.png"
+            page.screenshot(path=str(shot), full_page=True)
+            assert shot.stat().st_size > 1000
+            assert errors == []
+            assert all(url.startswith(("file:", "data:")) for url in requests), requests
+        finally:
+            browser.close()
+
