@@ -36,6 +36,7 @@ setup(
         "dev": [
             "pytest>=8,<10",
             "ruff>=0.5",
+            "playwright>=1.40,<2",  # drives the system Chromium in the HTML viewer's browser test
         ],
     },
     entry_points={

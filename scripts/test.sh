@@ -4,6 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh dev
+# The HTML viewer is tested in a real headless Chromium (Debian's package, installed as root).
+if ! bash scripts/install_browser.sh; then
+  if [ "${CI:-}" = "true" ]; then
+    echo "error: could not install chromium for the browser test" >&2
+    exit 1
+  fi
+  echo "warning: chromium not installed; the browser test will be skipped" >&2
+fi
 echo "==> ruff check"
 .venv/bin/ruff check .
 echo "==> pytest"
