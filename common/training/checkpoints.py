@@ -2,8 +2,11 @@
 
 A checkpoint is a `tf.train.Checkpoint` with these entries:
 
-- `model`: the Keras model, with every variable it tracks (a `tf.Variable` attribute such as a
-  REINFORCE baseline included);
+- `model`: the Keras model as TensorFlow tracks it (this is what picks up a plain
+  `tf.Variable` attribute such as a REINFORCE baseline);
+- `model_variables`: every Keras variable of the model (`model.variables`), keyed by position.
+  TensorFlow's checkpoint graph does not see layers that Keras 3 keeps in Python lists (a
+  stack of Transformer blocks, say), so `model` alone would silently leave them out;
 - `optimizer`: the optimizer's slots, iteration count and (for float16) its loss scale;
 - `rng`: the states of the model's `keras.random.SeedGenerator`s (dropout, sampling), so that a
   resumed run draws the same random numbers as an uninterrupted one;
@@ -67,12 +70,22 @@ def seed_generator_states(model: keras.Model) -> list:
     return states
 
 
+def model_variables(model: keras.Model) -> dict[str, tf.Variable]:
+    """Every variable of `model`, keyed by its position in `model.variables` ("00000", ...).
+
+    The order is the model's construction order, the same for the same architecture, so a
+    checkpoint restores into a freshly built model of the same config.
+    """
+    return {f"{i:05d}": variable for i, variable in enumerate(model.variables)}
+
+
 def make_checkpoint(
     model: keras.Model, optimizer: keras.optimizers.Optimizer, state: TrainingState
 ) -> tf.train.Checkpoint:
     """The `tf.train.Checkpoint` of a training run (see the module docstring)."""
     return tf.train.Checkpoint(
         model=model,
+        model_variables=model_variables(model),
         optimizer=optimizer,
         rng=seed_generator_states(model),
         step=state.step,
@@ -158,10 +171,22 @@ def restore_model(model: keras.Model, checkpoint: str | os.PathLike) -> str:
         path = Path(latest)
     elif not tf.io.gfile.glob(str(path) + ".index"):
         raise UserError(f"no checkpoint at {path}; expected RUN_DIR/checkpoints/ckpt-N")
-    status = tf.train.Checkpoint(model=model).restore(str(path)).expect_partial()
+    variables = model_variables(model)
+    saved = {
+        name.split("/")[1]
+        for name, _ in tf.train.list_variables(str(path))
+        if name.startswith("model_variables/")
+    }
+    if len(saved) != len(variables):
+        raise UserError(
+            f"checkpoint {path} does not match the model: it holds {len(saved)} model "
+            f"variables, the model has {len(variables)}"
+        )
     try:
+        checkpoint = tf.train.Checkpoint(model=model, model_variables=variables)
+        status = checkpoint.restore(str(path)).expect_partial()
         status.assert_existing_objects_matched()
-    except AssertionError as exc:
+    except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as exc:
         first = " ".join(str(exc).split())[:300]
         raise UserError(f"checkpoint {path} does not match the model: {first}") from None
     return str(path)
