@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from collections.abc import Sequence
 
-from common.cli import Subcommand, build_parser, not_yet, run_cli
+from common.cli import (
+    EXIT_USAGE,
+    Subcommand,
+    build_parser,
+    non_negative_float,
+    not_yet,
+    positive_float,
+    positive_int,
+    run_cli,
+)
+from seq2seq.config import CELLS, POSITIONS
+from seq2seq.models import ARCHS
+from seq2seq.presets import PRESETS
 
 PROG = "seq2seq"
 DESCRIPTION = """\
@@ -16,19 +31,151 @@ Typical use:
   seq2seq translate runs/dates "25th of November 2026"
 """
 
+DATASETS = ("tsv", "dates")
+SCORES = ("additive", "dot", "scaled_dot", "general", "cosine", "location")
+
 
 def _no_arguments(parser) -> None:
     pass
 
 
+# -- train -----------------------------------------------------------------------------------
+
+
+def _train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", required=True, help=f"one of: {', '.join(DATASETS)}")
+    p.add_argument("--data", help="training TSV (source<TAB>target), for --dataset tsv")
+    p.add_argument("--reverse", action="store_true", default=None,
+                   help="translate the second column into the first")
+    p.add_argument("--arch", required=True, help=f"one of: {', '.join(ARCHS.names())}")
+    p.add_argument("--preset", help=f"starting sizes, one of: {', '.join(PRESETS.names())}")
+    p.add_argument("--out", required=True, help="the run directory to write")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1,
+                   help="0 silent, 1 a progress bar, 2 one line per epoch")
+
+    g = p.add_argument_group("training (override the preset)")
+    g.add_argument("--epochs", type=positive_int)
+    g.add_argument("--steps-per-epoch", type=positive_int)
+    g.add_argument("--batch-size", type=positive_int)
+    g.add_argument("--learning-rate", type=positive_float,
+                   help="Adam's learning rate (the Transformer's peak after warm-up)")
+    g.add_argument("--clip-norm", type=positive_float)
+    g.add_argument("--seed", type=int)
+    g.add_argument("--distribute", help="none, mirrored, multi-worker or auto")
+    g.add_argument("--logical-cpus", type=int, help="split the CPU into this many devices")
+
+    g = p.add_argument_group("model sizes (override the preset)")
+    g.add_argument("--embedding-dim", type=positive_int, help="bahdanau")
+    g.add_argument("--units", type=positive_int, help="bahdanau: recurrent units")
+    g.add_argument("--cell", choices=CELLS, help="bahdanau")
+    g.add_argument("--score", help=f"bahdanau attention score: {', '.join(SCORES)}")
+    g.add_argument("--attention-units", type=positive_int, help="bahdanau additive score size")
+    g.add_argument("--input-feeding", action="store_true", default=None, help="bahdanau")
+    g.add_argument("--layers", type=positive_int, help="transformer layers")
+    g.add_argument("--hidden-dim", type=positive_int, help="transformer width")
+    g.add_argument("--heads", type=positive_int, help="transformer heads")
+    g.add_argument("--intermediate-dim", type=positive_int, help="transformer feed-forward")
+    g.add_argument("--positions", choices=POSITIONS, help="transformer positions")
+    g.add_argument("--max-length", type=positive_int, help="transformer longest sequence")
+    g.add_argument("--post-norm", action="store_true", default=None,
+                   help="transformer: post-layer-norm (default pre)")
+    g.add_argument("--tie-embeddings", action="store_true", default=None, help="transformer")
+    g.add_argument("--warmup-steps", type=positive_int, help="transformer warm-up")
+    g.add_argument("--dropout", type=non_negative_float)
+    g.add_argument("--label-smoothing", type=non_negative_float)
+    g.add_argument("--max-decode-length", type=positive_int)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from seq2seq.train import options_from_args, train
+
+    config = options_from_args(args)
+    train(config, args.out, resume=args.resume, verbose=args.verbose)
+    return 0
+
+
+# -- evaluate --------------------------------------------------------------------------------
+
+
+def _decode_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--beam-size", type=positive_int, default=1)
+    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--max-decode-length", type=positive_int,
+                   help="longest output (default: the run's)")
+    p.add_argument("--attention-layer", type=int, default=-1,
+                   help="transformer: the decoder layer whose cross-attention is returned")
+    p.add_argument("--attention-head", type=int,
+                   help="transformer: the head returned (default: the average of the heads)")
+
+
+def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", help="a TSV of source<TAB>reference pairs")
+    source.add_argument("--dataset", choices=("dates",), help="the held-out dates split")
+    _decode_arguments(p)
+    p.add_argument("--limit", type=positive_int, help="score only the first N pairs")
+    p.add_argument("--json", metavar="OUT", help="also write the scores to this JSON file")
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from seq2seq.evaluate import evaluate
+
+    scores = evaluate(args.run_dir, data=args.data, dataset=args.dataset,
+                      beam_size=args.beam_size, batch_size=args.batch_size,
+                      max_length=args.max_decode_length, limit=args.limit, json_path=args.json,
+                      attention_layer=args.attention_layer, attention_head=args.attention_head)
+    width = max(len(k) for k in scores)
+    for name, value in scores.items():
+        shown = f"{value:.2f}" if isinstance(value, float) else value
+        print(f"{name:<{width}}  {shown}")
+    return 0
+
+
+# -- translate -------------------------------------------------------------------------------
+
+
+def _translate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("text", nargs="*", metavar="TEXT", help="sentences (default: stdin lines)")
+    _decode_arguments(p)
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per line, with tokens, score and attention")
+
+
+def _translate(args: argparse.Namespace) -> int:
+    from seq2seq.inference import Translator
+
+    translator = Translator.from_run_dir(args.run_dir)
+    texts = list(args.text) if args.text else [line.rstrip("\r\n") for line in sys.stdin]
+    results = translator.translate(texts, beam_size=args.beam_size, batch_size=args.batch_size,
+                                   max_length=args.max_decode_length,
+                                   attention_layer=args.attention_layer,
+                                   attention_head=args.attention_head)
+    failed = 0
+    for number, result in enumerate(results, 1):
+        if result.error:
+            failed += 1
+            print(f"{PROG} translate: line {number}: {result.error}", file=sys.stderr)
+        elif result.warning:
+            print(f"{PROG} translate: line {number}: warning: {result.warning}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"line": number, **result.as_json()}, ensure_ascii=False))
+        else:
+            print(result.text)
+    sys.stdout.flush()
+    return EXIT_USAGE if failed else 0
+
+
 def subcommands() -> list[Subcommand]:
     return [
-        Subcommand("train", "train a translator into a run directory", _no_arguments,
-                   not_yet(PROG, "train", "issue 4")),
+        Subcommand("train", "train a translator into a run directory", _train_arguments,
+                   _train),
         Subcommand("evaluate", "score a trained run with sacreBLEU, chrF and exact match",
-                   _no_arguments, not_yet(PROG, "evaluate", "issue 4")),
-        Subcommand("translate", "translate sentences with a run directory or a SavedModel",
-                   _no_arguments, not_yet(PROG, "translate", "issue 5")),
+                   _evaluate_arguments, _evaluate),
+        Subcommand("translate", "translate sentences with a run directory",
+                   _translate_arguments, _translate),
         Subcommand("export", "export a run as a self-contained SavedModel", _no_arguments,
                    not_yet(PROG, "export", "issue 5")),
         Subcommand("serve", "serve a SavedModel over TensorFlow Serving's REST API", _no_arguments,

@@ -1,0 +1,166 @@
+"""Frozen dataclass configs of the translators and of a translator run.
+
+A run directory's `config.json` is `to_dict(RunConfig)`: the family, the model (architecture
+and the sizes of both architectures, only the chosen one is used), the data, the training
+options and the decoding defaults. `seq2seq evaluate` and `seq2seq translate` rebuild the model
+from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from common.errors import UserError
+
+CELLS = ("gru", "lstm")
+POSITIONS = ("sine", "learned")
+
+
+@dataclass(frozen=True)
+class BahdanauConfig:
+    """Sizes of the RNNsearch translator (Bahdanau et al. 2015).
+
+    Args:
+        embedding_dim: source and target embedding size `E`.
+        units: encoder units per direction and decoder units `U`.
+        cell: `"gru"` or `"lstm"`, for the encoder and the decoder.
+        score: attention score name from `common.layers.SCORES`.
+        attention_units: hidden size of the additive score (ignored by the others).
+        input_feeding: feed the previous attentional vector into the decoder (Luong et al. 2015).
+        dropout: dropout rate on embeddings and the attentional vector.
+    """
+
+    embedding_dim: int = 128
+    units: int = 128
+    cell: str = "gru"
+    score: str = "additive"
+    attention_units: int = 128
+    input_feeding: bool = False
+    dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.cell not in CELLS:
+            raise UserError(f"unknown cell {self.cell!r}; choose one of: {', '.join(CELLS)}")
+        _check_positive(self, "embedding_dim", "units", "attention_units")
+        _check_rate(self.dropout)
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Sizes of the Transformer translator (Vaswani et al. 2017).
+
+    Args:
+        num_layers: encoder layers and decoder layers `N`.
+        hidden_dim: model width `D`; a multiple of `num_heads`.
+        num_heads: attention heads `H`.
+        intermediate_dim: width of the feed-forward block.
+        dropout: dropout rate.
+        positions: `"sine"` (fixed sinusoids) or `"learned"` position embeddings.
+        max_length: the longest source or target sequence, in tokens (with `<start>`/`<end>`).
+        norm_first: pre-layer-norm (True) or post-layer-norm (False, as in the paper).
+        tie_embeddings: share the target embedding with the output projection.
+        warmup_steps: warm-up of the inverse-square-root learning-rate schedule.
+    """
+
+    num_layers: int = 2
+    hidden_dim: int = 128
+    num_heads: int = 4
+    intermediate_dim: int = 512
+    dropout: float = 0.1
+    positions: str = "sine"
+    max_length: int = 64
+    norm_first: bool = True
+    tie_embeddings: bool = False
+    warmup_steps: int = 400
+
+    def __post_init__(self) -> None:
+        if self.positions not in POSITIONS:
+            raise UserError(
+                f"unknown positions {self.positions!r}; choose one of: {', '.join(POSITIONS)}"
+            )
+        _check_positive(self, "num_layers", "hidden_dim", "num_heads", "intermediate_dim",
+                        "max_length", "warmup_steps")
+        if self.hidden_dim % self.num_heads:
+            raise UserError(
+                f"hidden_dim {self.hidden_dim} is not a multiple of num_heads {self.num_heads}"
+            )
+        _check_rate(self.dropout)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which architecture, and the sizes of each.
+
+    Args:
+        arch: `"bahdanau"` or `"transformer"` (the `seq2seq.models.ARCHS` registry).
+        bahdanau: sizes used when `arch == "bahdanau"`.
+        transformer: sizes used when `arch == "transformer"`.
+        label_smoothing: label smoothing of the token cross-entropy, in [0, 1).
+        max_decode_length: the longest output generated, in tokens.
+    """
+
+    arch: str = "transformer"
+    bahdanau: BahdanauConfig = field(default_factory=BahdanauConfig)
+    transformer: TransformerConfig = field(default_factory=TransformerConfig)
+    label_smoothing: float = 0.0
+    max_decode_length: int = 60
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise UserError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        _check_positive(self, "max_decode_length")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the sentence pairs come from.
+
+    Args:
+        dataset: dataset name (`seq2seq.datasets`): `"tsv"` or `"dates"`.
+        data: path of the training TSV (`tsv` only).
+        reverse: swap the two columns (translate the second column into the first).
+        lowercase: lowercase before tokenizing (off: the vocabulary keeps case).
+        max_vocab: the largest vocabulary per side (None: every token seen `min_count` times).
+        min_count: the fewest occurrences that put a token in the vocabulary.
+        max_length: drop training pairs with more tokens than this on either side.
+    """
+
+    dataset: str = "dates"
+    data: str | None = None
+    reverse: bool = False
+    lowercase: bool = False
+    max_vocab: int | None = None
+    min_count: int = 1
+    max_length: int = 50
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a translator run directory was made with (`RUN_DIR/config.json`).
+
+    Args:
+        model: the `ModelConfig`.
+        data: the `DataConfig`.
+        training: `to_dict` of the `common.training.TrainingConfig`.
+        preset: the preset it started from, if any.
+        family: always `"seq2seq"`.
+    """
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    training: dict[str, Any] = field(default_factory=dict)
+    preset: str | None = None
+    family: str = "seq2seq"
+
+
+def _check_positive(config: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or value < 1:
+            raise UserError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _check_rate(rate: float) -> None:
+    if not 0.0 <= rate < 1.0:
+        raise UserError(f"dropout must be in [0, 1), got {rate}")

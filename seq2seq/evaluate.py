@@ -1,0 +1,101 @@
+"""Scoring a trained translator: sacreBLEU BLEU and chrF, exact match, and the signatures.
+
+The model's output is detokenized (`common.text.detokenize`, rare words copied from the
+source) and compared with the raw reference sentences, as sacreBLEU expects: BLEU with its
+default `13a` tokenization, so the figures compare with published ones.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from common.config import save_json
+from common.errors import DataError, UserError
+
+
+def load_references(translator: Any, data: str | None, dataset: str | None,
+                    limit: int | None = None) -> Any:
+    """The pairs to score: a TSV file (`--data`) or the held-out split of `dataset`."""
+    from seq2seq.datasets import load_pairs
+
+    config = translator.config.data
+    if data is not None:
+        path = Path(data)
+        if not path.is_file():
+            raise DataError(f"{data}: no such file; expected a TSV of source<TAB>reference")
+        return load_pairs("tsv", path=str(path), split="test", reverse=config.reverse,
+                          size=limit, lowercase=config.lowercase)
+    if dataset is None:
+        raise UserError("give --data FILE.tsv or --dataset dates")
+    if dataset != "dates":
+        raise UserError(f"--dataset {dataset!r} has no built-in test split; expected 'dates'")
+    return load_pairs("dates", split="test", seed=0, size=limit)
+
+
+def score_translations(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
+    """BLEU, chrF (sacreBLEU), exact match (%) and the sacreBLEU signatures
+    (`common.metrics.translation.translation_scores`)."""
+    from common.metrics.translation import translation_scores
+
+    return dict(translation_scores(hypotheses, references))
+
+
+def evaluate(
+    run_dir: str | Path,
+    data: str | None = None,
+    dataset: str | None = None,
+    beam_size: int = 1,
+    batch_size: int = 64,
+    max_length: int | None = None,
+    limit: int | None = None,
+    json_path: str | Path | None = None,
+    progress: bool = True,
+    attention_layer: int = -1,
+    attention_head: int | None = None,
+) -> dict[str, Any]:
+    """Translates the references' sources with `run_dir` and scores the output.
+
+    Args:
+        run_dir: a translator run directory.
+        data: a TSV of source<TAB>reference pairs (the run's `reverse` applies).
+        dataset: `"dates"`: the held-out dates split.
+        beam_size: 1 for greedy decoding.
+        batch_size: sentences per decoding batch.
+        max_length: the longest output (default: the run's).
+        limit: score only the first `limit` pairs.
+        json_path: also write the scores there.
+        progress: show a progress bar while decoding.
+        attention_layer: the Transformer decoder layer whose attention is returned.
+        attention_head: the head returned (None: the average).
+
+    Returns:
+        A dict: `bleu`, `chrf`, `exact_match`, signatures, `sentences`, `unfinished`,
+        `copied_unknown`, `beam_size`, `decode_seconds`.
+    """
+    from seq2seq.inference import Translator
+
+    translator = Translator.from_run_dir(run_dir)
+    pairs = load_references(translator, data, dataset, limit)
+    if not pairs.sources:
+        raise DataError(f"no sentence pairs to score in {data or dataset}")
+    start = time.perf_counter()
+    results = translator.translate(pairs.sources, beam_size=beam_size, batch_size=batch_size,
+                                   max_length=max_length, progress=progress,
+                                   attention_layer=attention_layer,
+                                   attention_head=attention_head)
+    seconds = time.perf_counter() - start
+    hypotheses = [r.text for r in results]
+    scores = score_translations(hypotheses, list(pairs.targets))
+    scores.update({
+        "sentences": len(results),
+        "failed": sum(r.error is not None for r in results),
+        "unfinished": sum(not r.finished for r in results if r.error is None),
+        "copied_unknown": sum(len(r.copied) for r in results),
+        "beam_size": beam_size,
+        "decode_seconds": round(seconds, 2),
+    })
+    if json_path is not None:
+        save_json(json_path, {"run_dir": str(run_dir), "data": data or dataset, **scores})
+    return scores

@@ -1,0 +1,295 @@
+"""Translating with a trained run: loading it, decoding batches, rare-word copying, detokenizing.
+
+`Translator.from_run_dir(RUN_DIR)` rebuilds the model from `config.json`, loads the
+vocabularies and the latest checkpoint; `Translator.translate(texts)` returns one
+`Translation` (or one per-line error) per input text.
+
+Rare words: a target `<unk>` is replaced by the source token that the decoder attended to most
+when it produced it (Luong et al. 2015, "Addressing the Rare Word Problem in NMT", in its
+simplest form: copy, no dictionary). For names, numbers and words the target vocabulary does not
+hold this gives the right token more often than not; it never emits `<unk>` unless the attended
+source token is itself padding. `Translation.copied` lists the output positions replaced.
+
+Dimensions: `B` batch, `K` hypotheses, `S` source steps, `T` target steps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from common.config import from_dict, load_json
+from common.decoding import Decoded, beam_search, greedy_decode
+from common.errors import UserError
+from common.text import Vocabulary, detokenize, tokenize_texts
+from seq2seq.config import RunConfig
+from seq2seq.models import build_model
+
+SOURCE_VOCAB = "vocab.source.txt"
+TARGET_VOCAB = "vocab.target.txt"
+
+
+@dataclass
+class Translation:
+    """One translated sentence.
+
+    Attributes:
+        source: the input text.
+        text: the detokenized translation ("" when `error` is set).
+        tokens: the output tokens (no `<start>`/`<end>`), after rare-word copying.
+        source_tokens: the tokens the model read.
+        score: the sum of log-probabilities of the output.
+        finished: whether the model emitted `<end>` within the length limit; when False the
+            translation was cut at `max_decode_length` and `warning` says so.
+        attention: `(T, S)` the attention over source tokens for each output token.
+        copied: the output positions whose `<unk>` was replaced by a source token.
+        error: a one-line reason this line could not be translated, or None.
+        warning: a one-line note about a translation that was produced (unfinished, empty).
+    """
+
+    source: str
+    text: str = ""
+    tokens: list[str] = field(default_factory=list)
+    source_tokens: list[str] = field(default_factory=list)
+    score: float = 0.0
+    finished: bool = True
+    attention: Any = None
+    copied: list[int] = field(default_factory=list)
+    error: str | None = None
+    warning: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (attention as nested lists)."""
+        out = {
+            "source": self.source, "translation": self.text, "tokens": self.tokens,
+            "source_tokens": self.source_tokens, "score": self.score, "finished": self.finished,
+            "copied": self.copied,
+        }
+        if self.attention is not None:
+            out["attention"] = np.round(np.asarray(self.attention), 4).tolist()
+        if self.error:
+            out["error"] = self.error
+        if self.warning:
+            out["warning"] = self.warning
+        return out
+
+
+def source_ids(vocab: Vocabulary, tokens: Sequence[str]) -> list[int]:
+    """The model input for one tokenized source sentence (as `seq2seq.datasets` makes it)."""
+    return vocab.encode(list(tokens))
+
+
+def pad_batch(rows: Sequence[Sequence[int]], multiple: int = 8) -> np.ndarray:
+    """`(B, S)` int32 right-padded with 0; `S` rounded up to a multiple (fewer retraces)."""
+    width = max(1, max((len(r) for r in rows), default=1))
+    width = int(math.ceil(width / multiple) * multiple)
+    out = np.zeros((len(rows), width), np.int32)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return out
+
+
+def decode_batch(
+    model: Any,
+    source: Any,
+    start_id: int,
+    end_id: int,
+    max_length: int,
+    beam_size: int = 1,
+    length_penalty: float = 0.6,
+    attention_layer: int = -1,
+    attention_head: int | None = None,
+) -> Decoded:
+    """Greedy decoding (`beam_size == 1`) or beam search of `source (B, S)`.
+
+    Returns:
+        A `Decoded` with `K = 1`: tokens `(B, 1, T)`, attention `(B, 1, T, S)`.
+    """
+    source = tf.convert_to_tensor(source, tf.int32)
+    batch = tf.shape(source)[0]
+    step = model.make_step(attention_layer=attention_layer, attention_head=attention_head)
+    if hasattr(model, "max_length"):  # Transformer: the cache holds `max_length` steps
+        state = model.initial_state(source, max_length=max_length)
+    else:
+        state = model.initial_state(source)
+    if beam_size == 1:
+        return greedy_decode(step, state, batch, start_id, end_id, max_length)
+    return beam_search(step, state, batch, start_id, end_id, max_length, beam_size,
+                       length_penalty=length_penalty, n_best=1)
+
+
+class Translator:
+    """A trained translator with its vocabularies, ready to translate text.
+
+    Args:
+        model: a built translator (`seq2seq.models.build_model`) with its weights.
+        source_vocab: the source `Vocabulary`.
+        target_vocab: the target `Vocabulary`.
+        config: the run's `RunConfig`.
+
+    Example:
+    >>> translator = Translator.from_run_dir("runs/dates")      # doctest: +SKIP
+    >>> translator.translate(["25th of November 2026"])[0].text  # doctest: +SKIP
+    '2026-11-25'
+    """
+
+    def __init__(self, model: Any, source_vocab: Vocabulary, target_vocab: Vocabulary,
+                 config: RunConfig):
+        self.model = model
+        self.source_vocab = source_vocab
+        self.target_vocab = target_vocab
+        self.config = config
+        self._decoders: dict[tuple, Any] = {}
+
+    @property
+    def max_source_tokens(self) -> int:
+        """The longest source (in tokens) the model accepts."""
+        model = self.config.model
+        if model.arch == "transformer":
+            return model.transformer.max_length
+        return max(4 * self.config.data.max_length, 128)
+
+    @classmethod
+    def from_run_dir(cls, run_dir: str | Path) -> Translator:
+        """Loads `RUN_DIR/config.json`, its vocabularies and its latest checkpoint."""
+        from common.training.checkpoints import restore_model
+
+        run_dir = Path(run_dir)
+        config_path = run_dir / "config.json"
+        if not run_dir.is_dir() or not config_path.is_file():
+            raise UserError(
+                f"{run_dir} is not a translator run directory (expected {config_path}); "
+                "make one with `seq2seq train --out RUN_DIR`"
+            )
+        data = load_json(config_path)
+        if not isinstance(data, dict) or data.get("family") != "seq2seq":
+            family = data.get("family") if isinstance(data, dict) else None
+            raise UserError(f"{run_dir} holds a {family!r} run; expected a 'seq2seq' run")
+        config = from_dict(RunConfig, data)
+        vocabs = []
+        for name in (SOURCE_VOCAB, TARGET_VOCAB):
+            if not (run_dir / name).is_file():
+                raise UserError(f"{run_dir / name}: missing; expected the run's vocabulary")
+            vocabs.append(Vocabulary.load(run_dir / name))
+        model = build_model(config.model, len(vocabs[0]), len(vocabs[1]))
+        dummy = {"source": np.ones((1, 2), np.int32), "target_in": np.ones((1, 2), np.int32)}
+        model(dummy, training=False)
+        restore_model(model, run_dir)
+        return cls(model, vocabs[0], vocabs[1], config)
+
+    def _decoder(self, beam_size: int, max_length: int, attention_layer: int,
+                 attention_head: int | None):
+        key = (beam_size, max_length, attention_layer, attention_head)
+        if key not in self._decoders:
+            vocab = self.target_vocab
+
+            @tf.function(reduce_retracing=True)
+            def run(source):
+                return decode_batch(self.model, source, vocab.start_id, vocab.end_id, max_length,
+                                    beam_size, attention_layer=attention_layer,
+                                    attention_head=attention_head)
+
+            self._decoders[key] = run
+        return self._decoders[key]
+
+    def translate_tokens(
+        self,
+        token_lists: Sequence[Sequence[str]],
+        beam_size: int = 1,
+        max_length: int | None = None,
+        attention_layer: int = -1,
+        attention_head: int | None = None,
+        copy_unknown: bool = True,
+    ) -> list[Translation]:
+        """Translates already tokenized, valid sentences in one batch."""
+        max_length = max_length or self.config.model.max_decode_length
+        rows = [source_ids(self.source_vocab, tokens) for tokens in token_lists]
+        decoded = self._decoder(beam_size, max_length, attention_layer, attention_head)(
+            pad_batch(rows)
+        )
+        tokens = decoded.tokens.numpy()[:, 0]
+        lengths = decoded.lengths.numpy()[:, 0]
+        scores = decoded.scores.numpy()[:, 0]
+        finished = decoded.finished.numpy()[:, 0]
+        attention = decoded.attention.numpy()[:, 0]
+        results = []
+        for i, source_tokens in enumerate(token_lists):
+            n = int(lengths[i]) - int(bool(finished[i]))  # drop <end>
+            ids = tokens[i, :n].tolist()
+            words = self.target_vocab.decode(ids, strip_special=False)
+            alpha = attention[i, :n, : len(source_tokens)]
+            copied = []
+            if copy_unknown:
+                for t, word in enumerate(words):
+                    if word == "<unk>" and len(source_tokens):
+                        words[t] = source_tokens[int(np.argmax(alpha[t]))]
+                        copied.append(t)
+            words = [w for w in words if w not in ("<pad>", "<start>", "<end>")]
+            result = Translation(
+                source=detokenize(source_tokens), text=detokenize(words), tokens=words,
+                source_tokens=list(source_tokens), score=float(scores[i]),
+                finished=bool(finished[i]), attention=alpha, copied=copied,
+            )
+            if not result.finished:
+                result.warning = f"no <end> within {max_length} tokens; the output is cut there"
+            elif not words:
+                result.warning = "the model produced an empty translation"
+            results.append(result)
+        return results
+
+    def translate(
+        self,
+        texts: Sequence[str],
+        beam_size: int = 1,
+        batch_size: int = 64,
+        max_length: int | None = None,
+        attention_layer: int = -1,
+        attention_head: int | None = None,
+        progress: bool = False,
+    ) -> list[Translation]:
+        """Translates `texts`; bad lines get a `Translation` with `error` set, not an exception.
+
+        Empty or whitespace-only lines and lines longer than `max_source_tokens` are errors;
+        unknown words, emoji and control characters are tokenized and translated (unknown
+        source words are `<unk>` to the model and may be copied to the output).
+        """
+        lowercase = self.config.data.lowercase
+        token_lists = tokenize_texts(list(texts), lowercase=lowercase) if texts else []
+        results: list[Translation | None] = [None] * len(texts)
+        good = []
+        for i, (text, tokens) in enumerate(zip(texts, token_lists)):
+            if not tokens:
+                results[i] = Translation(source=text, error="empty line: nothing to translate")
+            elif len(tokens) > self.max_source_tokens:
+                results[i] = Translation(
+                    source=text, source_tokens=tokens,
+                    error=f"{len(tokens)} tokens; this model accepts at most "
+                          f"{self.max_source_tokens}",
+                )
+            else:
+                good.append(i)
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(good), desc="decoding", unit="sent")
+        for start in range(0, len(good), batch_size):
+            chunk = good[start : start + batch_size]
+            outs = self.translate_tokens(
+                [token_lists[i] for i in chunk], beam_size=beam_size, max_length=max_length,
+                attention_layer=attention_layer, attention_head=attention_head,
+            )
+            for i, out in zip(chunk, outs):
+                out.source = texts[i]
+                results[i] = out
+            if bar is not None:
+                bar.update(len(chunk))
+        if bar is not None:
+            bar.close()
+        return results  # type: ignore[return-value]

@@ -1,0 +1,280 @@
+"""The Transformer translator, with cached incremental decoding.
+
+Paper: Vaswani et al., "Attention Is All You Need", NeurIPS 2017
+(https://arxiv.org/abs/1706.03762).
+
+Dimensions: `B` batch, `S` source steps, `T` target steps, `D` model width, `H` heads,
+`N` layers, `V` target vocabulary, `T_max` the decoding cache length.
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import keras_hub
+from keras import ops
+
+from common.errors import UserError
+from seq2seq.losses import token_loss_terms
+from seq2seq.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
+
+
+@keras.saving.register_keras_serializable(package="seq2seq")
+class TransformerTranslator(keras.Model):
+    """An encoder-decoder Transformer for translation.
+
+    Token embeddings are scaled by `sqrt(D)` and added to sinusoidal
+    (`keras_hub.layers.SinePositionEncoding`) or learned (`keras_hub.layers.PositionEmbedding`)
+    positions. Source padding (id 0) is masked in every attention over the source; the decoder
+    self-attention is causal. The output projection is a `keras_hub.layers.ReversibleEmbedding`,
+    tied to the target embedding when `tie_embeddings`.
+
+    Decoding is incremental: `initial_state` encodes the source once and computes each decoder
+    layer's cross-attention keys/values; `step` runs one token through the decoder, writing its
+    self-attention keys/values into a cache `(B, 2, T_max, H, D/H)` per layer, and gives the same
+    logits as the full pass at that position.
+
+    Args:
+        source_vocab_size: source vocabulary size.
+        target_vocab_size: target vocabulary size `V`.
+        num_layers: encoder and decoder layers `N`.
+        hidden_dim: width `D`.
+        num_heads: heads `H`.
+        intermediate_dim: feed-forward width.
+        dropout: dropout rate.
+        positions: `"sine"` or `"learned"`.
+        max_length: the longest source or target sequence (learned positions, cache size).
+        norm_first: pre-layer-norm (True) or post-layer-norm (False).
+        tie_embeddings: share the target embedding with the output projection.
+        label_smoothing: label smoothing of the training loss.
+
+    Call arguments:
+        inputs: a dict with `source` `(B, S)` int and `target_in` `(B, T)` int.
+        training: whether dropout is on.
+
+    Returns:
+        logits `(B, T, V)`.
+
+    Example:
+    >>> model = TransformerTranslator(20, 30, num_layers=1, hidden_dim=8, num_heads=2,
+    ...                               intermediate_dim=16)
+    >>> logits = model({"source": ops.ones((2, 5), "int32"),
+    ...                 "target_in": ops.ones((2, 4), "int32")})
+    >>> tuple(logits.shape)
+    (2, 4, 30)
+    """
+
+    def __init__(
+        self,
+        source_vocab_size: int,
+        target_vocab_size: int,
+        num_layers: int = 2,
+        hidden_dim: int = 128,
+        num_heads: int = 4,
+        intermediate_dim: int = 512,
+        dropout: float = 0.1,
+        positions: str = "sine",
+        max_length: int = 64,
+        norm_first: bool = True,
+        tie_embeddings: bool = False,
+        label_smoothing: float = 0.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.source_vocab_size = source_vocab_size
+        self.target_vocab_size = target_vocab_size
+        self.num_layers = num_layers
+        self.hidden_dim = hidden_dim
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.positions = positions
+        self.max_length = max_length
+        self.norm_first = norm_first
+        self.tie_embeddings = tie_embeddings
+        self.label_smoothing = label_smoothing
+
+        init = keras.initializers.RandomNormal(stddev=hidden_dim**-0.5)
+        self.source_embedding = keras.layers.Embedding(
+            source_vocab_size, hidden_dim, embeddings_initializer=init, name="source_embedding"
+        )
+        self.target_embedding = keras_hub.layers.ReversibleEmbedding(
+            target_vocab_size, hidden_dim, tie_weights=tie_embeddings,
+            embeddings_initializer=init, name="target_embedding",
+        )
+        if positions == "learned":
+            self.source_positions = keras_hub.layers.PositionEmbedding(
+                max_length, name="source_positions"
+            )
+            self.target_positions = keras_hub.layers.PositionEmbedding(
+                max_length, name="target_positions"
+            )
+        else:
+            self.source_positions = keras_hub.layers.SinePositionEncoding(name="source_positions")
+            self.target_positions = keras_hub.layers.SinePositionEncoding(name="target_positions")
+        block = dict(hidden_dim=hidden_dim, num_heads=num_heads, intermediate_dim=intermediate_dim,
+                     dropout=dropout, norm_first=norm_first)
+        # One attribute per layer: tf.train.Checkpoint does not follow Keras' tracked lists.
+        for i in range(num_layers):
+            setattr(self, f"encoder_{i}", TransformerEncoderLayer(**block, name=f"encoder_{i}"))
+            setattr(self, f"decoder_{i}", TransformerDecoderLayer(**block, name=f"decoder_{i}"))
+        self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="encoder_norm")
+        self.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="decoder_norm")
+        self.drop = keras.layers.Dropout(dropout)
+        self._scale = math.sqrt(hidden_dim)
+
+    def build(self, input_shape=None):
+        # Sub-layers are built by one tiny forward pass, so that a checkpoint can be restored
+        # into a freshly built model.
+        tokens = ops.ones((1, 2), "int32")
+        self.call({"source": tokens, "target_in": tokens})
+        self.built = True
+
+    @property
+    def encoder_layers(self) -> list[TransformerEncoderLayer]:
+        return [getattr(self, f"encoder_{i}") for i in range(self.num_layers)]
+
+    @property
+    def decoder_layers(self) -> list[TransformerDecoderLayer]:
+        return [getattr(self, f"decoder_{i}") for i in range(self.num_layers)]
+
+    # -- full pass -----------------------------------------------------------------------
+
+    def _embed(self, embedding, positions, tokens, start_index=0, training=False):
+        x = embedding(tokens) * self._scale
+        x = x + ops.cast(positions(x, start_index=start_index), x.dtype)
+        return self.drop(x, training=training)
+
+    def encode(self, source, training=False):
+        """`source (B, S)` -> `(memory (B, S, D), source_mask (B, S) bool)`."""
+        source_mask = ops.not_equal(source, 0)
+        x = self._embed(self.source_embedding, self.source_positions, source, training=training)
+        for layer in self.encoder_layers:
+            x = layer(x, padding_mask=source_mask, training=training)
+        if self.norm_first:
+            x = self.encoder_norm(x)
+        return x, source_mask
+
+    def decode(self, target_in, memory, source_mask, training=False):
+        """Teacher-forced decoder: -> `(logits (B, T, V), [cross weights (B, H, T, S)] * N)`."""
+        target_mask = ops.not_equal(target_in, 0)
+        x = self._embed(self.target_embedding, self.target_positions, target_in,
+                        training=training)
+        weights = []
+        for layer in self.decoder_layers:
+            x, w = layer(x, memory, target_mask=target_mask, source_mask=source_mask,
+                         training=training)
+            weights.append(w)
+        if self.norm_first:
+            x = self.decoder_norm(x)
+        return self.target_embedding(x, reverse=True), weights
+
+    def call(self, inputs, training=False, return_attention=False):
+        memory, source_mask = self.encode(inputs["source"], training=training)
+        logits, weights = self.decode(inputs["target_in"], memory, source_mask, training)
+        if return_attention:
+            return logits, weights
+        return logits
+
+    def loss_terms(self, batch, training: bool) -> dict:
+        """Masked (label-smoothed) token cross-entropy terms for `common.training.Trainer`.
+
+        `batch` is a dict of `source (B, S)`, `target_in (B, T)`, `target_out (B, T)`.
+        """
+        inputs = {"source": batch["source"], "target_in": batch["target_in"]}
+        logits = self(inputs, training=training)
+        return token_loss_terms(logits, batch["target_out"], self.label_smoothing)
+
+    # -- incremental decoding ------------------------------------------------------------
+
+    def initial_state(self, source, max_length: int | None = None):
+        """Encodes `source (B, S)` once for decoding.
+
+        Args:
+            source: `(B, S)` int token ids.
+            max_length: the most steps that will be decoded (the self-attention cache size);
+                at most the model's `max_length` with learned positions.
+
+        Returns:
+            A dict with leading dimension B: `self_cache`, one `(B, 2, T_max, H, D/H)` zero
+            tensor per decoder layer; `cross_cache`, one `(B, 2, S, H, D/H)` per layer;
+            `source_mask (B, S)` float.
+        """
+        if not self.built:
+            self.build()
+        max_length = max_length or self.max_length
+        memory, source_mask = self.encode(source, training=False)
+        batch = ops.shape(source)[0]
+        key_dim = self.hidden_dim // self.num_heads
+        shape = (batch, 2, max_length, self.num_heads, key_dim)
+        return {
+            "self_cache": tuple(ops.zeros(shape, memory.dtype) for _ in self.decoder_layers),
+            "cross_cache": tuple(layer.cross_attention_cache(memory)
+                                 for layer in self.decoder_layers),
+            "source_mask": ops.cast(source_mask, "float32"),
+        }
+
+    def step_with_weights(self, tokens, state, index):
+        """One token through the decoder: -> `(logits (N, V), new_state, [(N, H, S)] * N)`."""
+        x = self._embed(self.target_embedding, self.target_positions, tokens[:, None],
+                        start_index=index)
+        source_mask = ops.cast(state["source_mask"], "bool")
+        caches, weights = [], []
+        for i, layer in enumerate(self.decoder_layers):
+            x, cache, w = layer.call_cached(
+                x, state["self_cache"][i], state["cross_cache"][i], index, source_mask
+            )
+            caches.append(cache)
+            weights.append(w[:, :, 0])
+        if self.norm_first:
+            x = self.decoder_norm(x)
+        logits = self.target_embedding(x, reverse=True)[:, 0]
+        new_state = dict(state, self_cache=tuple(caches))
+        return logits, new_state, weights
+
+    def make_step(self, attention_layer: int = -1, attention_head: int | None = None):
+        """The `step(tokens, state, index)` for `common.decoding`.
+
+        Args:
+            attention_layer: which decoder layer's cross-attention to return (-1: the last).
+            attention_head: which head, or None for the average over heads.
+
+        Returns:
+            A function `(tokens (N,), state, index) -> (logits (N, V), state, alpha (N, S))`.
+        """
+        if not -self.num_layers <= attention_layer < self.num_layers:
+            raise UserError(f"attention layer {attention_layer} does not exist; expected "
+                            f"-{self.num_layers}..{self.num_layers - 1}")
+        if attention_head is not None and not 0 <= attention_head < self.num_heads:
+            raise UserError(f"attention head {attention_head} does not exist; expected "
+                            f"0..{self.num_heads - 1} (or none for the average)")
+        layer = range(self.num_layers)[attention_layer]
+
+        def step(tokens, state, index):
+            logits, new_state, weights = self.step_with_weights(tokens, state, index)
+            w = weights[layer]
+            alpha = ops.mean(w, axis=1) if attention_head is None else w[:, attention_head]
+            return logits, new_state, alpha
+
+        return step
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "source_vocab_size": self.source_vocab_size,
+                "target_vocab_size": self.target_vocab_size,
+                "num_layers": self.num_layers,
+                "hidden_dim": self.hidden_dim,
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "positions": self.positions,
+                "max_length": self.max_length,
+                "norm_first": self.norm_first,
+                "tie_embeddings": self.tie_embeddings,
+                "label_smoothing": self.label_smoothing,
+            }
+        )
+        return config

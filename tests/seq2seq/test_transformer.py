@@ -1,0 +1,105 @@
+"""TransformerTranslator: shapes, masking, cached incremental decoding == the full pass."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from seq2seq.transformer import TransformerTranslator
+from seq2seq.transformer_layers import InverseSqrtSchedule
+
+SOURCE = np.array([[4, 5, 6, 2, 0, 0], [7, 8, 2, 0, 0, 0]], np.int32)
+TARGET_IN = np.array([[1, 9, 10, 11, 12], [1, 12, 13, 14, 15]], np.int32)
+
+
+def tiny(**kwargs):
+    options = dict(num_layers=2, hidden_dim=8, num_heads=2, intermediate_dim=16, dropout=0.0,
+                   max_length=16)
+    options.update(kwargs)
+    return TransformerTranslator(20, 30, **options)
+
+
+def test_shapes_and_cross_attention_per_head():
+    model = tiny()
+    logits, weights = model({"source": SOURCE, "target_in": TARGET_IN}, return_attention=True)
+    assert tuple(logits.shape) == (2, 5, 30)
+    assert len(weights) == 2
+    assert tuple(weights[0].shape) == (2, 2, 5, 6)
+    w = np.asarray(weights[-1])
+    np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-5)
+    assert np.all(w[1, :, :, 3:] == 0)  # padded source positions get no weight
+
+
+@pytest.mark.parametrize("positions,norm_first", [("sine", True), ("learned", False)])
+def test_source_padding_changes_nothing(positions, norm_first):
+    model = tiny(positions=positions, norm_first=norm_first)
+    logits = model({"source": SOURCE, "target_in": TARGET_IN})
+    padded = np.concatenate([SOURCE, np.zeros((2, 4), np.int32)], axis=1)
+    np.testing.assert_allclose(
+        logits, model({"source": padded, "target_in": TARGET_IN}), atol=1e-5
+    )
+
+
+def test_future_target_tokens_do_not_change_earlier_logits():
+    model = tiny()
+    logits = model({"source": SOURCE, "target_in": TARGET_IN})
+    changed = TARGET_IN.copy()
+    changed[:, 3:] = 7
+    other = model({"source": SOURCE, "target_in": changed})
+    np.testing.assert_allclose(logits[:, :3], other[:, :3], atol=1e-5)
+    assert not np.allclose(logits[:, 3:], other[:, 3:])
+
+
+@pytest.mark.parametrize(
+    "positions,norm_first,tie", [("sine", True, False), ("learned", False, True)]
+)
+def test_cached_decoding_matches_full_pass(positions, norm_first, tie):
+    model = tiny(positions=positions, norm_first=norm_first, tie_embeddings=tie)
+    logits, weights = model({"source": SOURCE, "target_in": TARGET_IN}, return_attention=True)
+    state = model.initial_state(SOURCE, max_length=8)
+    assert [tuple(c.shape) for c in state["self_cache"]] == [(2, 2, 8, 2, 4)] * 2
+    assert [tuple(c.shape) for c in state["cross_cache"]] == [(2, 2, 6, 2, 4)] * 2
+    step = model.make_step(attention_layer=0, attention_head=1)
+    for t in range(TARGET_IN.shape[1]):
+        step_logits, state, alpha = step(tf.constant(TARGET_IN[:, t]), state, tf.constant(t))
+        np.testing.assert_allclose(step_logits, logits[:, t], atol=1e-5)
+        np.testing.assert_allclose(alpha, weights[0][:, 1, t], atol=1e-6)
+
+
+def test_step_attention_is_the_head_average_by_default():
+    model = tiny()
+    _, weights = model({"source": SOURCE, "target_in": TARGET_IN}, return_attention=True)
+    state = model.initial_state(SOURCE, max_length=8)
+    _, _, alpha = model.make_step()(tf.constant(TARGET_IN[:, 0]), state, tf.constant(0))
+    np.testing.assert_allclose(alpha, np.asarray(weights[-1])[:, :, 0].mean(1), atol=1e-6)
+
+
+def test_tied_embeddings_share_the_output_projection():
+    tied, untied = tiny(tie_embeddings=True), tiny(tie_embeddings=False)
+    for model in (tied, untied):
+        model({"source": SOURCE, "target_in": TARGET_IN})
+    assert len(untied.trainable_weights) == len(tied.trainable_weights) + 1
+
+
+def test_config_round_trip():
+    model = tiny(positions="learned", norm_first=False, tie_embeddings=True,
+                 label_smoothing=0.1)
+    clone = TransformerTranslator.from_config(model.get_config())
+    assert clone.get_config() == model.get_config()
+
+
+def test_inverse_sqrt_schedule():
+    schedule = InverseSqrtSchedule(1e-3, warmup_steps=100)
+    values = [float(schedule(s)) for s in (0, 49, 99, 399, 9999)]
+    expected = [1e-5, 5e-4, 1e-3, 5e-4, 1e-4]
+    np.testing.assert_allclose(values, expected, rtol=1e-5)
+    assert InverseSqrtSchedule.from_config(schedule.get_config()).warmup_steps == 100
+
+
+def test_a_missing_attention_layer_or_head_is_a_user_error():
+    from common.errors import UserError
+
+    model = tiny()
+    with pytest.raises(UserError, match="attention head 2"):
+        model.make_step(attention_head=2)
+    with pytest.raises(UserError, match="attention layer 5"):
+        model.make_step(attention_layer=5)
