@@ -1,4 +1,4 @@
-"""The attention family: scores, soft and hard attention, multi-head attention, masks.
+"""The attention family: scores, soft, hard, local and multi-head attention, kernel pooling.
 
 Importing this package registers every score in `SCORES`.
 """
@@ -9,6 +9,8 @@ from common.layers.cosine_score import CosineScore
 from common.layers.dot_score import DotScore
 from common.layers.general_score import GeneralScore
 from common.layers.hard_attention import HardAttention
+from common.layers.kernel_pooling import KERNELS, KernelPooling
+from common.layers.local_attention import LocalAttention
 from common.layers.location_score import LocationScore
 from common.layers.masking import (
     causal_mask,
@@ -21,6 +23,7 @@ from common.layers.scaled_dot_score import ScaledDotScore
 from common.layers.score import SCORES, Score, get_score
 
 __all__ = [
+    "KERNELS",
     "SCORES",
     "AdditiveScore",
     "Attention",
@@ -28,6 +31,8 @@ __all__ = [
     "DotScore",
     "GeneralScore",
     "HardAttention",
+    "KernelPooling",
+    "LocalAttention",
     "LocationScore",
     "MultiHeadAttention",
     "ScaledDotScore",
