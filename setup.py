@@ -30,7 +30,8 @@ setup(
         "sacrebleu>=2.3,<3",  # translation BLEU/chrF with a reproducible signature
         "matplotlib>=3.7,<4",  # attention heatmaps and plots
         "tqdm>=4.60,<5",  # progress bars on long decoding and evaluation loops
-        "tensorboard>=2.16,<3",  # to read the training logs (TensorFlow no longer pulls it in)
+        "tensorboard>=2.16,<3",
+        "aiohttp>=3.9,<4",  # the TensorFlow-Serving-compatible REST server (asyncio, batching)  # to read the training logs (TensorFlow no longer pulls it in)
     ],
     extras_require={
         "dev": [
