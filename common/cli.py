@@ -32,6 +32,18 @@ class Subcommand:
     description: str | None = None
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default only when it has a meaningful one (not None, not a flag)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "%(default)" in text:
+            return text
+        if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+        return text
+
+
 def build_parser(prog: str, description: str, subcommands: Sequence[Subcommand]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -45,7 +57,7 @@ def build_parser(prog: str, description: str, subcommands: Sequence[Subcommand])
             command.name,
             help=command.help,
             description=command.description or command.help,
-            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+            formatter_class=HelpFormatter,
         )
         command.add_arguments(p)
         p.set_defaults(_run=command.run)
