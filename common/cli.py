@@ -7,6 +7,7 @@ imports (TensorFlow, Keras) happen inside the sub-command's handler, so `--help`
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,10 @@ def error(prog: str, message: str) -> int:
 
 def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
     """Parse `argv`, run the chosen sub-command, and turn user errors into exit status 2."""
+    # TensorFlow's C++ start-up chatter (oneDNN notices, "failed call to cuInit" on machines
+    # without a GPU) is not for users; real failures still surface as Python exceptions.
+    # Set before the sub-command imports TensorFlow; an explicit setting is kept.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     args = parser.parse_args(argv)
     try:
         status = args._run(args)
