@@ -7,7 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
 RUN_DIR=${RUN_DIR:-runs/demo}
-export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 resume=()
 [ -f "$RUN_DIR/config.json" ] && resume=(--resume)
 echo "==> training the demo captioner into $RUN_DIR"
@@ -16,4 +15,4 @@ echo "==> evaluating on the shapes test split"
 .venv/bin/captioner evaluate "$RUN_DIR" --dataset shapes --split test --beam-size 3 \
   --json "$RUN_DIR/eval_test.json"
 echo "==> captioning assets/samples/"
-.venv/bin/captioner caption "$RUN_DIR" assets/samples/*
+.venv/bin/captioner caption "$RUN_DIR" assets/samples/*.png assets/samples/*.jpg
