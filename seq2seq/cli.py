@@ -12,7 +12,6 @@ from common.cli import (
     Subcommand,
     build_parser,
     non_negative_float,
-    not_yet,
     positive_float,
     positive_int,
     run_cli,
@@ -29,14 +28,12 @@ Typical use:
   seq2seq train --dataset dates --arch transformer --preset dates-demo --out runs/dates
   seq2seq evaluate runs/dates --dataset dates
   seq2seq translate runs/dates "25th of November 2026"
+  seq2seq export runs/dates export/dates
+  seq2seq serve export/dates --model-name dates
 """
 
 DATASETS = ("tsv", "dates")
 SCORES = ("additive", "dot", "scaled_dot", "general", "cosine", "location")
-
-
-def _no_arguments(parser) -> None:
-    pass
 
 
 # -- train -----------------------------------------------------------------------------------
@@ -137,22 +134,46 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _translate_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("run_dir", metavar="MODEL",
+                   help="a run directory, or a SavedModel written by `seq2seq export`")
     p.add_argument("text", nargs="*", metavar="TEXT", help="sentences (default: stdin lines)")
     _decode_arguments(p)
     p.add_argument("--json", action="store_true",
                    help="one JSON object per line, with tokens, score and attention")
 
 
-def _translate(args: argparse.Namespace) -> int:
+def _load_translator(args: argparse.Namespace):
+    """A `Translator` for a run directory, an `ExportedTranslator` for a SavedModel."""
+    from pathlib import Path
+
+    from common.errors import UserError
+    from common.export.savedmodel import is_saved_model
+
+    path = Path(args.run_dir)
+    if is_saved_model(path):
+        from seq2seq.export import ExportedTranslator
+
+        if args.attention_layer != -1 or args.attention_head is not None:
+            raise UserError("--attention-layer/--attention-head: a SavedModel returns the "
+                            "attention chosen at export time; give them to `seq2seq export`")
+        return ExportedTranslator(path)
+    if not (path / "config.json").is_file():
+        raise UserError(f"{path} is not a translator run directory (no config.json) nor an "
+                        "exported translator SavedModel (no saved_model.pb)")
     from seq2seq.inference import Translator
 
-    translator = Translator.from_run_dir(args.run_dir)
+    return Translator.from_run_dir(path)
+
+
+def _translate(args: argparse.Namespace) -> int:
+    translator = _load_translator(args)
     texts = list(args.text) if args.text else [line.rstrip("\r\n") for line in sys.stdin]
+    options = {}
+    if args.attention_layer != -1 or args.attention_head is not None:
+        options = {"attention_layer": args.attention_layer,
+                   "attention_head": args.attention_head}
     results = translator.translate(texts, beam_size=args.beam_size, batch_size=args.batch_size,
-                                   max_length=args.max_decode_length,
-                                   attention_layer=args.attention_layer,
-                                   attention_head=args.attention_head)
+                                   max_length=args.max_decode_length, **options)
     failed = 0
     for number, result in enumerate(results, 1):
         if result.error:
@@ -168,18 +189,89 @@ def _translate(args: argparse.Namespace) -> int:
     return EXIT_USAGE if failed else 0
 
 
+# -- export ----------------------------------------------------------------------------------
+
+
+def _beam_sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated positive integers like 1,2,4, got {text!r}")
+    return sizes
+
+
+def _export_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="the SavedModel directory to write")
+    p.add_argument("--beam-sizes", type=_beam_sizes, default=(1, 2, 3, 4, 5),
+                   help="the beam sizes compiled in (each adds export time and graph size)")
+    p.add_argument("--beam-size", type=positive_int, default=1,
+                   help="the default beam size (of the `translate` signature and the server)")
+    p.add_argument("--max-decode-length", type=positive_int,
+                   help="the default longest output (default: the run's)")
+    p.add_argument("--attention-layer", type=int, default=-1,
+                   help="transformer: the decoder layer whose cross-attention is returned")
+    p.add_argument("--attention-head", type=int,
+                   help="transformer: the head returned (default: the average of the heads)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT_DIR")
+
+
+def _export(args: argparse.Namespace) -> int:
+    from seq2seq.export import export_run
+
+    sizes = tuple(sorted(set(args.beam_sizes) | {args.beam_size}))
+    out = export_run(args.run_dir, args.out_dir, beam_sizes=sizes,
+                     default_beam_size=args.beam_size, max_decode_length=args.max_decode_length,
+                     attention_layer=args.attention_layer, attention_head=args.attention_head,
+                     overwrite=args.overwrite)
+    print(f"Exported {out} (signatures: serving_default, translate; beam sizes: "
+          f"{', '.join(map(str, sizes))})")
+    return 0
+
+
+# -- serve -----------------------------------------------------------------------------------
+
+
+def _serve_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("export_dir", metavar="SAVEDMODEL_DIR", help="written by `seq2seq export`")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="the address to bind (put an authenticating proxy in front before "
+                        "exposing it)")
+    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--model-name", default="translator", help="the NAME in /v1/models/NAME")
+    p.add_argument("--max-batch-size", type=positive_int, default=32,
+                   help="the most sentences merged into one model call")
+    p.add_argument("--batch-timeout-ms", type=non_negative_float, default=5.0,
+                   help="how long a request waits for others to share its call")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from common.export.savedmodel import require_kind
+    from seq2seq.export import KIND, WHAT
+
+    require_kind(args.export_dir, KIND, WHAT)
+    from common.export.server import serve
+
+    serve(args.export_dir, args.model_name, host=args.host, port=args.port,
+          max_batch_size=args.max_batch_size, batch_timeout_ms=args.batch_timeout_ms)
+    return 0
+
+
 def subcommands() -> list[Subcommand]:
     return [
         Subcommand("train", "train a translator into a run directory", _train_arguments,
                    _train),
         Subcommand("evaluate", "score a trained run with sacreBLEU, chrF and exact match",
                    _evaluate_arguments, _evaluate),
-        Subcommand("translate", "translate sentences with a run directory",
+        Subcommand("translate", "translate sentences with a run directory or a SavedModel",
                    _translate_arguments, _translate),
-        Subcommand("export", "export a run as a self-contained SavedModel", _no_arguments,
-                   not_yet(PROG, "export", "issue 5")),
-        Subcommand("serve", "serve a SavedModel over TensorFlow Serving's REST API", _no_arguments,
-                   not_yet(PROG, "serve", "issue 5")),
+        Subcommand("export", "export a run as a self-contained SavedModel", _export_arguments,
+                   _export),
+        Subcommand("serve", "serve a SavedModel over TensorFlow Serving's REST API",
+                   _serve_arguments, _serve),
     ]
 
 

@@ -1,0 +1,259 @@
+"""Writing and checking exported SavedModels, for both families.
+
+An export directory is a plain SavedModel (`saved_model.pb`, `variables/`, `assets/`) plus two
+JSON files under `assets.extra/`, which TensorFlow Serving copies along and ignores:
+
+- `export_info.json`: `{"kind": "seq2seq.translator" | "captioner" | ..., "format": 1, ...}`,
+  the marker that lets a command line refuse a SavedModel of the other family with one line,
+  plus whatever the family wants to remember (vocabulary sizes, the longest input, ...).
+- `serving_input_defaults.json`: values for the scalar (per-request) inputs of a signature,
+  read by `common.export.server` so a request may leave them out.
+
+`run_signature_isolated` runs a signature in a fresh Python process that imports TensorFlow
+and NumPy only, and reports which modules got imported: the test that an export needs nothing
+from this project (nor Keras, keras-hub or tensorflow_text).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from common.config import load_json, save_json
+from common.errors import UserError
+
+EXTRA_DIR = "assets.extra"
+INFO_FILE = "export_info.json"
+DEFAULTS_FILE = "serving_input_defaults.json"
+FORMAT_VERSION = 1
+
+#: Modules an isolated run must not import: the export has to stand on stock TensorFlow.
+FORBIDDEN_MODULES = ("keras", "keras_hub", "tensorflow_text", "common", "seq2seq", "captioner")
+
+
+def save(
+    module: Any,
+    export_dir: str | os.PathLike,
+    signatures: Mapping[str, Any],
+    kind: str,
+    info: Mapping[str, Any] | None = None,
+    input_defaults: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """`tf.saved_model.save` plus the `assets.extra/` files, written atomically.
+
+    The SavedModel is written to a temporary sibling directory and renamed into place, so an
+    interrupted export never leaves a half-written `export_dir`.
+
+    Args:
+        module: the `tf.Module` to save (it must track every variable and lookup table).
+        export_dir: the directory to create.
+        signatures: signature name -> concrete function (or a `tf.function` with an
+            input signature).
+        kind: the family marker written to `export_info.json` (e.g. `"seq2seq.translator"`).
+        info: more JSON-ready facts for `export_info.json`.
+        input_defaults: defaults for scalar signature inputs (`serving_input_defaults.json`).
+        overwrite: replace an existing `export_dir`; otherwise it is a `UserError`.
+
+    Returns:
+        The export directory.
+    """
+    import tensorflow as tf
+
+    export_dir = Path(export_dir)
+    if export_dir.exists() and not overwrite:
+        raise UserError(f"{export_dir} already exists; expected a new directory (or --overwrite)")
+    export_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{export_dir.name}.", dir=export_dir.parent))
+    try:
+        # Keras 3 variables wrap a tf.Variable; the object graph holds the wrappers only, and
+        # TensorFlow 1 style loaders (TensorFlow Serving, `saved_model_cli run`) then fail
+        # with "Could not find variable ..." (keras-team/keras#20095). Tracking the wrapped
+        # variables themselves, as Keras's own ExportArchive does, makes them restorable.
+        module._export_variables = _tf_variables(module, signatures.values())
+        tf.saved_model.save(module, str(staging), signatures=dict(signatures))
+        extra = staging / EXTRA_DIR
+        extra.mkdir(exist_ok=True)
+        save_json(extra / INFO_FILE, {"kind": kind, "format": FORMAT_VERSION, **dict(info or {})})
+        if input_defaults:
+            save_json(extra / DEFAULTS_FILE, dict(input_defaults))
+        if export_dir.exists():
+            shutil.rmtree(export_dir)
+        os.replace(staging, export_dir)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return export_dir
+
+
+def _tf_variables(module: Any, functions: Any) -> list:
+    """The tf.Variables under `module` and those `functions` capture, Keras ones unwrapped."""
+    candidates = list(getattr(module, "variables", ()))
+    for fn in functions:
+        candidates.extend(getattr(fn, "variables", ()))
+    found: dict[int, Any] = {}
+    for v in candidates:
+        v = v if hasattr(v, "_handle_name") else getattr(v, "value", None)  # Keras -> tf
+        if v is not None and hasattr(v, "_handle_name"):
+            found.setdefault(id(v), v)
+    return list(found.values())
+
+
+def is_saved_model(path: str | os.PathLike) -> bool:
+    """Whether `path` is a directory holding a `saved_model.pb`."""
+    return (Path(path) / "saved_model.pb").is_file()
+
+
+def read_info(export_dir: str | os.PathLike) -> dict[str, Any]:
+    """`assets.extra/export_info.json` of an export ({} when the file is absent)."""
+    path = Path(export_dir) / EXTRA_DIR / INFO_FILE
+    if not path.is_file():
+        return {}
+    data = load_json(path)
+    return data if isinstance(data, dict) else {}
+
+
+def require_kind(export_dir: str | os.PathLike, kind: str, what: str) -> dict[str, Any]:
+    """The export's info, after checking it is a SavedModel of `kind`.
+
+    Args:
+        export_dir: the directory given by the user.
+        kind: the expected marker, e.g. `"seq2seq.translator"`.
+        what: how to name the expected thing in the error, e.g. `"an exported translator"`.
+
+    Raises:
+        UserError: one line naming what was found and what was expected.
+    """
+    export_dir = Path(export_dir)
+    if not is_saved_model(export_dir):
+        raise UserError(f"{export_dir}: not a SavedModel directory (no saved_model.pb); "
+                        f"expected {what}")
+    found = read_info(export_dir).get("kind")
+    if found != kind:
+        shown = f"a {found!r} SavedModel" if found else "a SavedModel without an export marker"
+        raise UserError(f"{export_dir} is {shown}; expected {what} ({kind!r})")
+    return read_info(export_dir)
+
+
+_ISOLATED_SCRIPT = r"""
+import importlib.abc, json, sys
+
+request = json.load(open(sys.argv[1], encoding="utf-8"))
+blocked = set(request["forbidden"]) - set(request["allowed_with_tensorflow"])
+
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in blocked:
+            raise ImportError(f"isolated run: importing {name} is not allowed")
+        return None
+
+
+sys.meta_path.insert(0, Block())
+import numpy as np
+import tensorflow as tf
+
+# `import tensorflow` loads parts of Keras 3 by itself when it is installed; from now on
+# nothing forbidden may be imported at all.
+at_import = set(sys.modules)
+blocked |= set(request["forbidden"])
+loaded = tf.saved_model.load(request["export_dir"])
+fn = loaded.signatures[request["signature"]]
+specs = fn.structured_input_signature[1]
+inputs = {name: tf.constant(value, dtype=specs[name].dtype)
+          for name, value in request["inputs"].items()}
+outputs = {name: value.numpy() for name, value in fn(**inputs).items()}
+np.savez(request["out"], **outputs)
+prefixes = tuple(request["forbidden"])
+imported = sorted(m for m in set(sys.modules) - at_import if m.split(".")[0] in prefixes)
+json.dump({"forbidden_imported": imported}, open(request["report"], "w"))
+"""
+
+
+def run_signature_isolated(
+    export_dir: str | os.PathLike,
+    inputs: Mapping[str, Any],
+    signature: str = "serving_default",
+    python: str | None = None,
+    forbidden: Sequence[str] = FORBIDDEN_MODULES,
+    allowed_with_tensorflow: Sequence[str] = ("keras",),
+    timeout: float = 300.0,
+) -> tuple[dict[str, Any], list[str]]:
+    """Run one signature in a subprocess that imports only TensorFlow and NumPy.
+
+    The subprocess starts with `-I` (isolated mode: no user site, no current directory on
+    `sys.path`, no `PYTHON*` variables) from a temporary working directory, and an import
+    hook refuses every `forbidden` module (an `ImportError`, so loading fails loudly if the
+    SavedModel needs one). `import tensorflow` itself loads parts of Keras 3 when Keras is
+    installed, so the modules in `allowed_with_tensorflow` are refused only after TensorFlow
+    is imported, and `imported` lists the forbidden modules that appeared after that.
+
+    Args:
+        export_dir: the SavedModel directory.
+        inputs: input name -> JSON-ready value (lists of `str` for `tf.string`).
+        signature: the signature to call.
+        python: the interpreter (default: this one).
+        forbidden: top-level module names the child may not import.
+        allowed_with_tensorflow: those of `forbidden` that `import tensorflow` may load.
+        timeout: seconds before the child is killed.
+
+    Returns:
+        `(outputs, imported)`: output name -> NumPy array (strings as `bytes` objects), and
+        the forbidden modules the child had imported (empty when the export is standalone).
+
+    Raises:
+        RuntimeError: the child failed; the message holds the end of its stderr.
+    """
+    import numpy as np
+
+    with tempfile.TemporaryDirectory(prefix="isolated-") as tmp:
+        tmp_path = Path(tmp)
+        request = {
+            "export_dir": str(Path(export_dir).resolve()),
+            "signature": signature,
+            "inputs": dict(inputs),
+            "out": str(tmp_path / "outputs.npz"),
+            "report": str(tmp_path / "report.json"),
+            "forbidden": list(forbidden),
+            "allowed_with_tensorflow": list(allowed_with_tensorflow),
+        }
+        (tmp_path / "request.json").write_text(json.dumps(request), encoding="utf-8")
+        (tmp_path / "run.py").write_text(_ISOLATED_SCRIPT, encoding="utf-8")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        proc = subprocess.run(
+            [python or sys.executable, "-I", str(tmp_path / "run.py"),
+             str(tmp_path / "request.json")],
+            cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"the isolated run failed ({proc.returncode}): "
+                               f"{proc.stderr[-2000:]}")
+        with np.load(tmp_path / "outputs.npz", allow_pickle=True) as data:
+            outputs = {name: data[name] for name in data.files}
+        report = json.loads((tmp_path / "report.json").read_text())
+    return outputs, report["forbidden_imported"]
+
+
+def saved_model_cli(*args: str, timeout: float = 300.0) -> str:
+    """Run TensorFlow's `saved_model_cli` (next to this interpreter) and return its stdout.
+
+    Example:
+    >>> print(saved_model_cli("show", "--dir", "export/dates", "--all"))  # doctest: +SKIP
+    """
+    tool = Path(sys.executable).parent / "saved_model_cli"
+    command = [str(tool)] if tool.is_file() else [sys.executable, "-m",
+                                                  "tensorflow.python.tools.saved_model_cli"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([*command, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"saved_model_cli {' '.join(args[:1])} failed: {proc.stderr[-2000:]}")
+    return proc.stdout

@@ -1,0 +1,118 @@
+"""Benchmark: one-sentence latency of an exported SavedModel vs the in-process Keras translator.
+
+For each beam size, the same sentence is translated N times (after warm-up calls) by
+
+- savedmodel: the export's `serving_default` signature, loaded with `tf.saved_model.load` and
+  called in this process (the graph does tokenization, lookup, decoding, copying and
+  detokenization);
+- keras: `seq2seq.inference.Translator.translate` on the run directory (Python tokenization
+  and post-processing around a `tf.function` decoder).
+
+It reports the median and 90th percentile in milliseconds, checks that both give the same
+translation, prints a table and writes the figures as JSON (`--out`). Without `--export`, the
+run is exported first into a temporary directory with the beam sizes measured.
+
+Usage:
+    python scripts/benchmark_serving.py RUN_DIR [--export EXPORT_DIR] --out bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a translator run directory")
+    p.add_argument("--export", help="its export (default: export it now to a temporary dir)")
+    p.add_argument("--sentence", default="the 25th of November 2026")
+    p.add_argument("--beam-sizes", default="1,4", help="comma-separated beam sizes to time")
+    p.add_argument("--runs", type=int, default=50, help="timed calls per path and beam size")
+    p.add_argument("--warmup", type=int, default=3, help="untimed calls first")
+    p.add_argument("--out", help="write the figures to this JSON file")
+    return p.parse_args(argv)
+
+
+def timed(fn, runs: int, warmup: int) -> dict:
+    """Median and p90 wall time of `fn()` in milliseconds, and its last result."""
+    result = None
+    for _ in range(warmup):
+        result = fn()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        result = fn()
+        times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    p90 = times[min(len(times) - 1, int(round(0.9 * (len(times) - 1))))]
+    return {"median_ms": statistics.median(times), "p90_ms": p90, "runs": runs,
+            "result": result}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import tensorflow as tf
+
+    from common.text import normalize
+    from seq2seq.export import export_run
+    from seq2seq.inference import Translator
+
+    beam_sizes = sorted({int(b) for b in args.beam_sizes.split(",")})
+    translator = Translator.from_run_dir(args.run_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        export_dir = args.export
+        if export_dir is None:
+            export_dir = os.path.join(tmp, "export")
+            export_run(args.run_dir, export_dir, beam_sizes=beam_sizes)
+        signature = tf.saved_model.load(export_dir).signatures["serving_default"]
+        max_length = translator.config.model.max_decode_length
+        sentence = tf.constant([normalize(args.sentence)])
+        rows = []
+        for beam in beam_sizes:
+
+            def exported(beam=beam):
+                out = signature(sentences=sentence, beam_size=tf.constant(beam),
+                                max_length=tf.constant(max_length))
+                return out["translations"].numpy()[0].decode("utf-8")
+
+            def keras_path(beam=beam):
+                return translator.translate([args.sentence], beam_size=beam)[0].text
+
+            for name, fn in (("savedmodel", exported), ("keras", keras_path)):
+                figures = timed(fn, args.runs, args.warmup)
+                rows.append({"path": name, "beam_size": beam, **figures})
+    same = all(
+        r["result"] == next(o["result"] for o in rows
+                            if o["beam_size"] == r["beam_size"] and o["path"] == "keras")
+        for r in rows
+    )
+    print(f"sentence: {args.sentence!r}; {args.runs} runs after {args.warmup} warm-up; "
+          f"same translations: {same}")
+    print(f"{'path':<11} {'beam':>4} {'median ms':>10} {'p90 ms':>8}  translation")
+    for r in rows:
+        print(f"{r['path']:<11} {r['beam_size']:>4} {r['median_ms']:>10.2f} "
+              f"{r['p90_ms']:>8.2f}  {r['result']}")
+    report = {
+        "sentence": args.sentence, "runs": args.runs, "warmup": args.warmup,
+        "same_translations": same, "results": rows,
+        "machine": {"platform": platform.platform(), "python": sys.version.split()[0],
+                    "tensorflow": tf.__version__, "cpus": os.cpu_count()},
+    }
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2, ensure_ascii=False)
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

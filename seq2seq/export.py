@@ -1,0 +1,396 @@
+"""Exporting a translator run as a self-contained SavedModel, and translating with one.
+
+`export_run(RUN_DIR, OUT_DIR)` writes a SavedModel that stock TensorFlow (or TensorFlow
+Serving) runs without this project, Keras, keras-hub or tensorflow_text: tokenization
+(`common.text.tokenize`), vocabulary lookup (the `Vocabulary` tables), decoding
+(`common.decoding`'s `tf.while_loop`s), `<unk>` copying from the attention (as
+`seq2seq.inference` does) and detokenization (`detokenize_tf`) are all in the graph.
+
+Signatures:
+
+- `serving_default(sentences (B,) tf.string, beam_size () int32, max_length () int32)`.
+  Beam search needs a Python beam size, so one search is compiled per size in `beam_sizes`
+  (default 1..5) and `beam_size` picks one with nested `tf.cond`s; another size is an
+  `InvalidArgumentError` (HTTP 400 from the server). The functions are traced with
+  `autograph=False`: AutoGraph would turn `max_length or ...` inside the models into a
+  `tf.cond` on an int32 tensor, which fails inside a branch. `max_length` is a tensor (the output
+  width `T`), at most the model's limit. A tf.function with an input signature cannot have
+  default values, so the defaults (`beam_size` and `max_length` given at export time) are
+  written to `assets.extra/serving_input_defaults.json`, which `seq2seq serve` reads: its
+  requests may leave the two out. Stock TensorFlow Serving does not read that file, so:
+- `translate(sentences (B,) tf.string)`: the same with the export-time defaults, for clients
+  that cannot send the options (TensorFlow Serving's row format, `saved_model_cli --inputs`).
+
+Both return `translations (B,)`, `tokens (B, T)` (padded with ""), `lengths (B,)` (tokens in
+`tokens`), `scores (B,)` (sum of log-probabilities), `finished (B,)` (whether `<end>` came
+within `max_length`), `attention (B, T, S)` (over the source tokens, zero past each length),
+`source_tokens (B, S)` (padded with ""), `source_lengths (B,)` and `copied (B, T)` (the output
+positions whose `<unk>` was replaced by the most attended source token).
+
+Not in the graph: Unicode NFKC normalization (core TensorFlow has no op for it). Clients
+should send NFKC text; `seq2seq translate` normalizes before calling the SavedModel. Empty
+sentences and sentences longer than the model accepts fail the whole call with an
+`InvalidArgumentError` naming the limit (the server then retries the others of a merged batch).
+
+Dimensions: `B` batch, `T` target steps, `S` source steps.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from common.decoding import beam_search, greedy_decode
+from common.errors import UserError
+from common.export import savedmodel
+from common.text import Vocabulary, detokenize_tf, normalize, tokenize, tokenize_texts
+from seq2seq.inference import Translation, Translator
+
+KIND = "seq2seq.translator"
+WHAT = "an exported translator (make one with `seq2seq export RUN_DIR OUT_DIR`)"
+DEFAULT_BEAM_SIZES = (1, 2, 3, 4, 5)
+OUTPUTS = ("translations", "tokens", "lengths", "scores", "finished", "attention",
+           "source_tokens", "source_lengths", "copied")
+
+
+class TranslatorModule(tf.Module):
+    """A translator with its vocabularies and text processing, as one exportable module.
+
+    Args:
+        model: a built translator (`seq2seq.models.build_model`) with its weights.
+        source_vocab: the source `Vocabulary` (its lookup table goes into the SavedModel).
+        target_vocab: the target `Vocabulary`.
+        lowercase: whether the run lowercased its text.
+        max_source_tokens: the longest source accepted.
+        max_decode_length: the default `max_length`.
+        max_length_limit: the largest `max_length` accepted (the Transformer's positions).
+        beam_sizes: the beam sizes compiled into the graph.
+        default_beam_size: the beam size of the `translate` signature and the served default.
+        length_penalty: the GNMT length penalty of beam search.
+        attention_layer: Transformer: the decoder layer whose cross-attention is returned.
+        attention_head: Transformer: that head, or None for the average of the heads.
+
+    Example:
+    >>> module = TranslatorModule.from_translator(Translator.from_run_dir("runs/dates"))  # doctest: +SKIP
+    >>> module.serving_default(tf.constant(["25/11/2026"]), 1, 16)["translations"]  # doctest: +SKIP
+    <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'2026-11-25'], dtype=object)>
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        source_vocab: Vocabulary,
+        target_vocab: Vocabulary,
+        lowercase: bool,
+        max_source_tokens: int,
+        max_decode_length: int,
+        max_length_limit: int,
+        beam_sizes: Sequence[int] = DEFAULT_BEAM_SIZES,
+        default_beam_size: int = 1,
+        length_penalty: float = 0.6,
+        attention_layer: int = -1,
+        attention_head: int | None = None,
+    ):
+        super().__init__(name="translator")
+        beam_sizes = tuple(sorted(set(int(b) for b in beam_sizes)))
+        if not beam_sizes or beam_sizes[0] < 1:
+            raise UserError(f"beam sizes must be positive integers, got {list(beam_sizes)}")
+        if default_beam_size not in beam_sizes:
+            raise UserError(f"the default beam size {default_beam_size} is not among the "
+                            f"exported ones {list(beam_sizes)}")
+        if not 1 <= max_decode_length <= max_length_limit:
+            raise UserError(f"max decode length {max_decode_length}: expected 1.."
+                            f"{max_length_limit} for this model")
+        self.model = model
+        self.source_vocab = source_vocab
+        self.target_vocab = target_vocab
+        self.lowercase = bool(lowercase)
+        self.max_source_tokens = int(max_source_tokens)
+        self.max_decode_length = int(max_decode_length)
+        self.max_length_limit = int(max_length_limit)
+        self.beam_sizes = beam_sizes
+        self.default_beam_size = int(default_beam_size)
+        self.length_penalty = float(length_penalty)
+        self.attention_layer = attention_layer
+        self.attention_head = attention_head
+        model.make_step(attention_layer=attention_layer, attention_head=attention_head)  # checks
+        self.serving_default = tf.function(
+            self._serve, autograph=False,
+            input_signature=[
+                tf.TensorSpec([None], tf.string, name="sentences"),
+                tf.TensorSpec([], tf.int32, name="beam_size"),
+                tf.TensorSpec([], tf.int32, name="max_length"),
+            ],
+        )
+        self.translate = tf.function(
+            self._serve_defaults, autograph=False,
+            input_signature=[tf.TensorSpec([None], tf.string, name="sentences")],
+        )
+
+    @classmethod
+    def from_translator(cls, translator: Translator, **kwargs: Any) -> TranslatorModule:
+        """The module for an in-process `Translator` (same model, vocabularies and limits)."""
+        config = translator.config
+        limit = (config.model.transformer.max_length if config.model.arch == "transformer"
+                 else max(1024, config.model.max_decode_length))
+        kwargs.setdefault("max_decode_length", config.model.max_decode_length)
+        return cls(translator.model, translator.source_vocab, translator.target_vocab,
+                   lowercase=config.data.lowercase, max_source_tokens=translator.max_source_tokens,
+                   max_length_limit=limit, **kwargs)
+
+    # -- the graph -------------------------------------------------------------------------
+
+    def _serve(self, sentences, beam_size, max_length):
+        return self._translate(sentences, beam_size, max_length)
+
+    def _serve_defaults(self, sentences):
+        return self._translate(sentences, self.default_beam_size,
+                               tf.constant(self.max_decode_length, tf.int32))
+
+    def _decode(self, source, beam_size: int, max_length):
+        """`inference.decode_batch` for a `max_length` tensor (K = 1 squeezed away)."""
+        vocab, model = self.target_vocab, self.model
+        step = model.make_step(attention_layer=self.attention_layer,
+                               attention_head=self.attention_head)
+        batch = tf.shape(source)[0]
+        if hasattr(model, "max_length"):
+            # The Transformer's cache size must be a Python int: build the largest one and
+            # cut it to `max_length` steps, the cache `decode_batch` builds in-process.
+            state = model.initial_state(source, max_length=self.max_length_limit)
+            state = dict(state, self_cache=tuple(
+                cache[:, :, :max_length] for cache in state["self_cache"]))
+        else:
+            state = model.initial_state(source)
+        if beam_size == 1:
+            decoded = greedy_decode(step, state, batch, vocab.start_id, vocab.end_id, max_length)
+        else:
+            decoded = beam_search(step, state, batch, vocab.start_id, vocab.end_id, max_length,
+                                  beam_size, length_penalty=self.length_penalty, n_best=1)
+        return (decoded.tokens[:, 0], decoded.lengths[:, 0], decoded.scores[:, 0],
+                tf.cast(decoded.attention[:, 0], tf.float32), decoded.finished[:, 0])
+
+    def _translate(self, sentences, beam_size, max_length) -> dict[str, tf.Tensor]:
+        """The whole pipeline: `(B,)` text -> the output dict described in the module doc."""
+        words = tokenize(sentences, lowercase=self.lowercase)
+        n_source = tf.cast(words.row_lengths(), tf.int32)
+        checks = [
+            tf.debugging.assert_positive(
+                n_source, message="empty sentence: nothing to translate"),
+            tf.debugging.assert_less_equal(
+                n_source, self.max_source_tokens,
+                message=f"a sentence is longer than {self.max_source_tokens} tokens, the most "
+                        "this model accepts"),
+            tf.debugging.assert_greater_equal(
+                max_length, 1, message=f"max_length must be 1..{self.max_length_limit}"),
+            tf.debugging.assert_less_equal(
+                max_length, self.max_length_limit,
+                message=f"max_length must be 1..{self.max_length_limit}"),
+        ]
+        with tf.control_dependencies(checks):
+            batch = tf.shape(sentences)[0]
+            longest = tf.reduce_max(tf.concat([n_source, [1]], 0))
+            # As `inference.pad_batch`: S rounded up to a multiple of 8 (the same numbers).
+            width = tf.minimum((longest + 7) // 8 * 8,
+                               tf.maximum(longest, self.max_source_tokens))
+            source = self.source_vocab.encode_tf(words).to_tensor(0, shape=[batch, width])
+            source_tokens = words.to_tensor("", shape=[batch, width])
+        if isinstance(beam_size, int):
+            ids, lengths, scores, attention, finished = self._decode(source, beam_size,
+                                                                     max_length)
+        else:
+            known = tf.reduce_any(tf.equal(tf.constant(self.beam_sizes, tf.int32), beam_size))
+            check = tf.debugging.Assert(known, [
+                f"beam_size must be one of {list(self.beam_sizes)} (exported sizes); got",
+                beam_size])
+            with tf.control_dependencies([check]):
+                beam_size = tf.identity(beam_size)
+            ids, lengths, scores, attention, finished = self._dispatch(
+                source, beam_size, max_length, self.beam_sizes)
+        return self._postprocess(ids, lengths, scores, attention, finished, source_tokens,
+                                 n_source)
+
+    def _dispatch(self, source, beam_size, max_length, sizes: Sequence[int]):
+        """`_decode` with the compiled size equal to the `beam_size` tensor (nested tf.cond)."""
+        if len(sizes) == 1:
+            return self._decode(source, sizes[0], max_length)
+        return tf.cond(
+            tf.equal(beam_size, sizes[0]),
+            lambda: self._decode(source, sizes[0], max_length),
+            lambda: self._dispatch(source, beam_size, max_length, sizes[1:]),
+        )
+
+    def _postprocess(self, ids, lengths, scores, attention, finished, source_tokens, n_source):
+        vocab = self.target_vocab
+        steps = tf.shape(ids)[1]
+        n = lengths - tf.cast(finished, tf.int32)  # drop <end>
+        within = tf.range(steps)[None, :] < n[:, None]
+        words = tf.gather(tf.constant(vocab.tokens, tf.string), ids)
+        # <unk> -> the source token attended to most (padded keys have zero weight).
+        copied = within & tf.equal(ids, vocab.unk_id) & (n_source[:, None] > 0)
+        best = tf.argmax(attention, axis=-1, output_type=tf.int32)
+        words = tf.where(copied, tf.gather(source_tokens, best, batch_dims=1), words)
+        special = (tf.equal(ids, vocab.pad_id) | tf.equal(ids, vocab.start_id)
+                   | tf.equal(ids, vocab.end_id))
+        keep = within & (copied | ~special)
+        kept = tf.ragged.boolean_mask(words, keep)
+        return {
+            "translations": detokenize_tf(kept),
+            "tokens": kept.to_tensor("", shape=tf.shape(ids)),
+            "lengths": tf.cast(kept.row_lengths(), tf.int32),
+            "scores": scores,
+            "finished": finished,
+            "attention": attention * tf.cast(within, attention.dtype)[:, :, None],
+            "source_tokens": source_tokens,
+            "source_lengths": n_source,
+            "copied": copied,
+        }
+
+    def info(self) -> dict[str, Any]:
+        """What `export_info.json` records (the CLI reads the limits from it)."""
+        return {
+            "lowercase": self.lowercase, "max_source_tokens": self.max_source_tokens,
+            "max_decode_length": self.max_decode_length,
+            "max_length_limit": self.max_length_limit, "beam_sizes": list(self.beam_sizes),
+            "default_beam_size": self.default_beam_size,
+            "length_penalty": self.length_penalty, "attention_layer": self.attention_layer,
+            "attention_head": self.attention_head,
+            "source_vocab_size": len(self.source_vocab),
+            "target_vocab_size": len(self.target_vocab), "outputs": list(OUTPUTS),
+        }
+
+
+def export_translator(
+    translator: Translator,
+    out_dir: str | os.PathLike,
+    beam_sizes: Sequence[int] = DEFAULT_BEAM_SIZES,
+    default_beam_size: int = 1,
+    max_decode_length: int | None = None,
+    attention_layer: int = -1,
+    attention_head: int | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write `translator` as a SavedModel into `out_dir` (see the module doc for signatures).
+
+    Returns:
+        The export directory.
+    """
+    kwargs: dict[str, Any] = {}
+    if max_decode_length:
+        kwargs["max_decode_length"] = max_decode_length
+    module = TranslatorModule.from_translator(
+        translator, beam_sizes=beam_sizes, default_beam_size=default_beam_size,
+        attention_layer=attention_layer, attention_head=attention_head, **kwargs,
+    )
+    signatures = {
+        "serving_default": module.serving_default.get_concrete_function(),
+        "translate": module.translate.get_concrete_function(),
+    }
+    defaults = {"beam_size": module.default_beam_size, "max_length": module.max_decode_length}
+    return savedmodel.save(module, out_dir, signatures, KIND, info=module.info(),
+                           input_defaults=defaults, overwrite=overwrite)
+
+
+def export_run(run_dir: str | os.PathLike, out_dir: str | os.PathLike, **kwargs: Any) -> Path:
+    """`seq2seq export RUN_DIR OUT_DIR`: load the run's latest checkpoint and export it.
+
+    Keyword arguments are those of `export_translator`.
+
+    Example:
+    >>> export_run("runs/dates", "export/dates", beam_sizes=(1, 4))  # doctest: +SKIP
+    PosixPath('export/dates')
+    """
+    return export_translator(Translator.from_run_dir(run_dir), out_dir, **kwargs)
+
+
+class ExportedTranslator:
+    """`Translator.translate` on an exported SavedModel (loaded with `tf.saved_model.load`).
+
+    Args:
+        export_dir: a directory written by `export_run`.
+
+    Raises:
+        UserError: `export_dir` is not a SavedModel, or is one of another kind (a captioner).
+    """
+
+    def __init__(self, export_dir: str | os.PathLike):
+        self.info = savedmodel.require_kind(export_dir, KIND, WHAT)
+        self.export_dir = Path(export_dir)
+        self.loaded = tf.saved_model.load(str(export_dir))
+        self.signature = self.loaded.signatures["serving_default"]
+        self.max_source_tokens = int(self.info["max_source_tokens"])
+        self.beam_sizes = tuple(self.info["beam_sizes"])
+
+    def translate(
+        self,
+        texts: Sequence[str],
+        beam_size: int | None = None,
+        batch_size: int = 64,
+        max_length: int | None = None,
+    ) -> list[Translation]:
+        """As `Translator.translate`: bad lines get a `Translation` with `error` set.
+
+        Text is NFKC-normalized here (the graph cannot), then sent in batches.
+        """
+        beam_size = beam_size or int(self.info["default_beam_size"])
+        if beam_size not in self.beam_sizes:
+            raise UserError(f"beam size {beam_size}: this export has beam sizes "
+                            f"{list(self.beam_sizes)} (choose at export time: --beam-sizes)")
+        max_length = max_length or int(self.info["max_decode_length"])
+        limit = int(self.info["max_length_limit"])
+        if not 1 <= max_length <= limit:
+            raise UserError(f"max decode length {max_length}: expected 1..{limit} for this model")
+        token_lists = tokenize_texts(list(texts), lowercase=bool(self.info["lowercase"]))
+        results: list[Translation | None] = [None] * len(texts)
+        good = []
+        for i, (text, tokens) in enumerate(zip(texts, token_lists)):
+            if not tokens:
+                results[i] = Translation(source=text, error="empty line: nothing to translate")
+            elif len(tokens) > self.max_source_tokens:
+                results[i] = Translation(
+                    source=text, source_tokens=tokens,
+                    error=f"{len(tokens)} tokens; this model accepts at most "
+                          f"{self.max_source_tokens}",
+                )
+            else:
+                good.append(i)
+        for start in range(0, len(good), batch_size):
+            chunk = good[start : start + batch_size]
+            outputs = self.signature(
+                sentences=tf.constant([normalize(texts[i]) for i in chunk], tf.string),
+                beam_size=tf.constant(beam_size, tf.int32),
+                max_length=tf.constant(max_length, tf.int32),
+            )
+            outputs = {name: value.numpy() for name, value in outputs.items()}
+            for row, i in enumerate(chunk):
+                results[i] = _translation(texts[i], outputs, row, max_length)
+        return results  # type: ignore[return-value]
+
+
+def _translation(text: str, outputs: dict[str, np.ndarray], row: int,
+                 max_length: int) -> Translation:
+    n = int(outputs["lengths"][row])
+    n_source = int(outputs["source_lengths"][row])
+    finished = bool(outputs["finished"][row])
+    # Decoded steps (output tokens plus dropped specials): every such row of attention sums
+    # to 1 over the (never empty) source, the rows after it are zero.
+    steps = int(np.count_nonzero(outputs["attention"][row].sum(-1) > 0))
+    result = Translation(
+        source=text,
+        text=outputs["translations"][row].decode("utf-8"),
+        tokens=[t.decode("utf-8") for t in outputs["tokens"][row, :n]],
+        source_tokens=[t.decode("utf-8") for t in outputs["source_tokens"][row, :n_source]],
+        score=float(outputs["scores"][row]),
+        finished=finished,
+        attention=outputs["attention"][row, :steps, :n_source],
+        copied=[int(t) for t in np.flatnonzero(outputs["copied"][row])],
+    )
+    if not finished:
+        result.warning = f"no <end> within {max_length} tokens; the output is cut there"
+    elif not result.tokens:
+        result.warning = "the model produced an empty translation"
+    return result

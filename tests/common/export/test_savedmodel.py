@@ -1,0 +1,126 @@
+"""`common.export.savedmodel`: atomic saving, the kind marker, isolated runs, saved_model_cli."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from common.errors import UserError
+from common.export import savedmodel
+
+
+class Shout(tf.Module):
+    """Upper-cases a batch of strings, repeated `times` (a per-request scalar) times."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = tf.Variable(1, dtype=tf.int32)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text"),
+                                  tf.TensorSpec([], tf.int32, name="times")])
+    def serve(self, text, times):
+        upper = tf.strings.upper(text)
+        return {"shouted": tf.strings.reduce_join(
+                    tf.repeat(upper[:, None], times, axis=1), axis=1, separator=" "),
+                "length": tf.strings.length(upper) + self.bias}
+
+
+@pytest.fixture(scope="module")
+def export_dir(tmp_path_factory):
+    module = Shout()
+    out = tmp_path_factory.mktemp("sm") / "shout"
+    savedmodel.save(module, out, {"serving_default": module.serve.get_concrete_function()},
+                    kind="test.shout", info={"note": "hi"}, input_defaults={"times": 2})
+    return out
+
+
+def test_save_writes_the_marker_and_the_defaults(export_dir):
+    assert savedmodel.is_saved_model(export_dir)
+    info = json.loads((export_dir / "assets.extra" / "export_info.json").read_text())
+    assert info == {"kind": "test.shout", "format": savedmodel.FORMAT_VERSION, "note": "hi"}
+    defaults = json.loads((export_dir / "assets.extra" / "serving_input_defaults.json").read_text())
+    assert defaults == {"times": 2}
+    # no staging directory left next to it
+    assert [p.name for p in export_dir.parent.iterdir()] == ["shout"]
+
+
+def test_save_refuses_an_existing_directory_unless_told(export_dir):
+    module = Shout()
+    sig = {"serving_default": module.serve.get_concrete_function()}
+    with pytest.raises(UserError, match="already exists"):
+        savedmodel.save(module, export_dir, sig, kind="test.shout")
+    other = export_dir.parent / "again"
+    other.mkdir()
+    savedmodel.save(module, other, sig, kind="test.other", overwrite=True)
+    assert savedmodel.read_info(other)["kind"] == "test.other"
+
+
+def test_require_kind_names_what_was_found_and_expected(export_dir, tmp_path):
+    assert savedmodel.require_kind(export_dir, "test.shout", "a shouter")["note"] == "hi"
+    with pytest.raises(UserError) as info:
+        savedmodel.require_kind(export_dir, "seq2seq.translator", "an exported translator")
+    message = str(info.value)
+    assert "'test.shout'" in message and "an exported translator" in message
+    assert "\n" not in message
+    with pytest.raises(UserError, match="not a SavedModel directory"):
+        savedmodel.require_kind(tmp_path, "test.shout", "a shouter")
+    assert savedmodel.read_info(tmp_path) == {}
+
+
+def test_isolated_run_gives_the_outputs_and_imports_nothing_else(export_dir):
+    outputs, imported = savedmodel.run_signature_isolated(
+        export_dir, {"text": ["abc", "héllo"], "times": 2})
+    assert imported == []
+    assert outputs["shouted"].tolist() == [b"ABC ABC", "HéLLO HéLLO".encode()]
+    np.testing.assert_array_equal(outputs["length"], [4, 7])  # bytes, + the variable
+
+
+def test_isolated_run_refuses_forbidden_modules(export_dir):
+    # The check can fail: with TensorFlow itself forbidden the child cannot even start.
+    with pytest.raises(RuntimeError, match="importing tensorflow is not allowed"):
+        savedmodel.run_signature_isolated(export_dir, {"text": ["a"], "times": 1},
+                                          forbidden=("tensorflow",))
+
+
+def test_isolated_run_failure_is_reported(export_dir):
+    with pytest.raises(RuntimeError, match="isolated run failed"):
+        savedmodel.run_signature_isolated(export_dir, {"text": ["a"], "times": 1},
+                                          signature="nope")
+
+
+def test_saved_model_cli_shows_string_inputs(export_dir):
+    shown = savedmodel.saved_model_cli("show", "--dir", str(export_dir), "--all")
+    assert "signature_def['serving_default']" in shown
+    assert "dtype: DT_STRING" in shown and "name: serving_default_text:0" in shown
+
+
+class KerasInside(tf.Module):
+    """A Keras 3 model held by a tf.Module: its variables must be restorable by TF1 loaders."""
+
+    def __init__(self):
+        import keras
+
+        super().__init__()
+        self.net = keras.Sequential([keras.layers.Dense(3), keras.layers.Dense(2)])
+        self.net(np.zeros((1, 4), np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+    def serve(self, x):
+        return {"y": self.net(x)}
+
+
+def test_keras_variables_restore_in_saved_model_cli_run(tmp_path):
+    # Without tracking the wrapped tf.Variables, TensorFlow Serving and `saved_model_cli run`
+    # fail with "Could not find variable sequential/dense_1/bias".
+    module = KerasInside()
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    expected = module.net(x).numpy()
+    savedmodel.save(module, tmp_path / "k", {"serving_default": module.serve.get_concrete_function()},
+                    kind="test.keras")
+    np.save(tmp_path / "x.npy", x)
+    printed = savedmodel.saved_model_cli(
+        "run", "--dir", str(tmp_path / "k"), "--tag_set", "serve", "--signature_def",
+        "serving_default", "--inputs", f"x={tmp_path / 'x.npy'}", "--outdir", str(tmp_path / "o"))
+    assert "y.npy" in printed or (tmp_path / "o" / "y.npy").exists()
+    np.testing.assert_allclose(np.load(tmp_path / "o" / "y.npy"), expected, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,242 @@
+"""`seq2seq export` and translating with the export: same tokens as the in-process model,
+stock TensorFlow only, `saved_model_cli`, `.keras` round trips, and one-line errors."""
+
+import io
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from common.errors import UserError
+from common.export import savedmodel
+from common.text import Vocabulary
+from seq2seq.bahdanau import BahdanauTranslator
+from seq2seq.cli import main
+from seq2seq.config import RunConfig
+from seq2seq.export import KIND, ExportedTranslator, TranslatorModule
+from seq2seq.inference import Translator
+from seq2seq.transformer import TransformerTranslator
+
+SENTENCES = ["March 3, 1999", "25th of November 2026", "3/3/1999", "the 7th of July, 2001",
+             "Friday 13 June 1980 Zyx"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    # A few hundred steps: enough that translations differ between sentences.
+    out = tmp_path_factory.mktemp("runs") / "tiny"
+    status = main(["train", "--dataset", "dates", "--arch", "transformer", "--preset", "tiny",
+                   "--steps-per-epoch", "300", "--hidden-dim", "16", "--intermediate-dim",
+                   "32", "--out", str(out), "--verbose", "0"])
+    assert status == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def export_dir(run_dir):
+    out = run_dir.parent / "export"
+    assert main(["export", str(run_dir), str(out), "--beam-sizes", "1,2"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def translator(run_dir):
+    return Translator.from_run_dir(run_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("beam_size", [1, 2])
+def test_export_gives_the_in_process_tokens(translator, export_dir, beam_size):
+    expected = translator.translate(SENTENCES, beam_size=beam_size)
+    got = ExportedTranslator(export_dir).translate(SENTENCES, beam_size=beam_size)
+    assert len({e.text for e in expected}) > 1, "the model is degenerate"
+    for e, g in zip(expected, got):
+        assert g.tokens == e.tokens
+        assert g.text == e.text
+        assert g.source_tokens == e.source_tokens
+        assert g.finished == e.finished and g.copied == e.copied
+        assert g.score == pytest.approx(e.score, abs=1e-4)
+        np.testing.assert_allclose(g.attention, e.attention, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_export_runs_on_stock_tensorflow_alone(translator, export_dir):
+    expected = translator.translate(SENTENCES, beam_size=2)
+    outputs, imported = savedmodel.run_signature_isolated(
+        export_dir, {"sentences": SENTENCES, "beam_size": 2, "max_length": 16})
+    assert imported == []
+    assert [t.decode() for t in outputs["translations"]] == [e.text for e in expected]
+    assert outputs["tokens"].shape == (len(SENTENCES), 16)
+    assert outputs["attention"].shape[:2] == (len(SENTENCES), 16)
+    assert outputs["attention"].shape[2] == outputs["source_tokens"].shape[1]
+    for row, e in zip(outputs["tokens"], expected):
+        assert [t.decode() for t in row if t] == e.tokens
+        assert all(t == b"" for t in row[len(e.tokens):])
+    # the signature without options uses the export-time defaults (greedy, the run's length)
+    greedy = translator.translate(SENTENCES)
+    outputs, imported = savedmodel.run_signature_isolated(
+        export_dir, {"sentences": SENTENCES}, signature="translate")
+    assert imported == []
+    assert [t.decode() for t in outputs["translations"]] == [e.text for e in greedy]
+
+
+@pytest.mark.slow
+def test_saved_model_cli_shows_and_runs_the_signature(translator, export_dir, tmp_path):
+    shown = savedmodel.saved_model_cli("show", "--dir", str(export_dir), "--all")
+    assert "signature_def['serving_default']" in shown
+    assert "signature_def['translate']" in shown
+    assert "name: serving_default_sentences:0" in shown and "DT_STRING" in shown
+    printed = savedmodel.saved_model_cli(
+        "run", "--dir", str(export_dir), "--tag_set", "serve", "--signature_def",
+        "serving_default", "--input_exprs",
+        'sentences=["March 3, 1999", "3/3/1999"];beam_size=2;max_length=16',
+        "--outdir", str(tmp_path))
+    assert "translations" in printed or (tmp_path / "translations.npy").exists()
+    got = np.load(tmp_path / "translations.npy", allow_pickle=True)
+    expected = translator.translate(["March 3, 1999", "3/3/1999"], beam_size=2)
+    assert [t.decode() for t in got] == [e.text for e in expected]
+
+
+@pytest.mark.slow
+def test_export_info_and_defaults(export_dir, run_dir):
+    info = savedmodel.require_kind(export_dir, KIND, "a translator")
+    assert info["beam_sizes"] == [1, 2] and info["default_beam_size"] == 1
+    assert info["max_decode_length"] == 16 and info["max_source_tokens"] == 32
+    defaults = json.loads((export_dir / "assets.extra" / "serving_input_defaults.json").read_text())
+    assert defaults == {"beam_size": 1, "max_length": 16}
+    # exporting onto an existing directory is refused unless --overwrite
+    assert main(["export", str(run_dir), str(export_dir)]) == 2
+
+
+@pytest.mark.slow
+def test_signature_refuses_bad_input(export_dir):
+    fn = tf.saved_model.load(str(export_dir)).signatures["serving_default"]
+
+    def call(sentences, beam=1, length=16):
+        return fn(sentences=tf.constant(sentences), beam_size=tf.constant(beam),
+                  max_length=tf.constant(length))
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="beam_size must be one of"):
+        call(["March 3, 1999"], beam=3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="empty sentence"):
+        call(["March 3, 1999", "  "])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="longer than 32 tokens"):
+        call([" ".join(["1"] * 40)])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_length must be"):
+        call(["March 3, 1999"], length=33)
+    assert call(["March 3, 1999"], length=4)["tokens"].shape == (1, 4)
+
+
+@pytest.mark.slow
+def test_translate_cli_with_a_savedmodel_reports_bad_lines(export_dir, monkeypatch, capsys):
+    lines = ["March 3, 1999", "   ", "25th of November 2026 🎉 \x07 zzz",
+             " ".join(["1"] * 200), ""]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
+    assert main(["translate", str(export_dir), "--json", "--beam-size", "2"]) == 2
+    captured = capsys.readouterr()
+    records = [json.loads(line) for line in captured.out.splitlines()]
+    assert [r["line"] for r in records] == [1, 2, 3, 4, 5]
+    assert "error" not in records[0] and "error" not in records[2]
+    assert records[0]["tokens"] and records[2]["tokens"]
+    assert "empty" in records[1]["error"] and "empty" in records[4]["error"]
+    assert "at most" in records[3]["error"]
+    errors = [line for line in captured.err.splitlines() if "warning" not in line]
+    assert len(errors) == 3 and all(e.startswith("seq2seq translate: line ") for e in errors)
+
+
+@pytest.mark.slow
+def test_translate_cli_same_text_from_run_and_export(run_dir, export_dir, capsys):
+    assert main(["translate", str(run_dir), *SENTENCES[:3]]) == 0
+    from_run = capsys.readouterr().out
+    assert main(["translate", str(export_dir), *SENTENCES[:3]]) == 0
+    assert capsys.readouterr().out == from_run
+    assert main(["translate", str(export_dir), "x", "--beam-size", "5"]) == 2
+    assert "beam sizes [1, 2]" in capsys.readouterr().err
+
+
+def _other_savedmodel(path, kind):
+    module = tf.Module()
+    module.f = tf.function(lambda x: {"y": x}, input_signature=[tf.TensorSpec([None], tf.string)])
+    savedmodel.save(module, path, {"serving_default": module.f.get_concrete_function()}, kind)
+    return path
+
+
+@pytest.mark.parametrize("command", ["translate", "serve"])
+def test_a_captioner_savedmodel_is_a_one_line_error(tmp_path, capsys, command):
+    path = _other_savedmodel(tmp_path / "cap", "captioner")
+    extra = ["hello"] if command == "translate" else []
+    assert main([command, str(path), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "'captioner'" in err and "expected an exported translator" in err
+
+
+def test_a_directory_that_is_neither_is_a_one_line_error(tmp_path, capsys):
+    assert main(["translate", str(tmp_path), "hello"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "not a translator run directory" in err and "translator SavedModel" in err
+
+
+def test_exported_translator_refuses_other_kinds(tmp_path):
+    with pytest.raises(UserError, match="not a SavedModel directory"):
+        ExportedTranslator(tmp_path)
+
+
+# -- in-graph rare-word copying against a NumPy reference -------------------------------------
+
+
+def test_unknown_words_are_copied_from_the_most_attended_source_token():
+    # An untrained model whose output bias favours <unk>: every step is a copy.
+    source_vocab = Vocabulary.build([["a", "b", "c", "d", "e"]])
+    target_vocab = Vocabulary.build([["x", "y"]])
+    keras.utils.set_random_seed(3)
+    model = BahdanauTranslator(len(source_vocab), len(target_vocab), embedding_dim=8, units=8,
+                               attention_units=8)
+    model({"source": np.ones((1, 2), np.int32), "target_in": np.ones((1, 2), np.int32)})
+    for weight in model.weights:  # sharper, more varied attention
+        weight.assign(weight * 4.0)
+    bias = np.zeros(len(target_vocab), np.float32)
+    bias[target_vocab.unk_id] = 50.0
+    model.output_projection.bias.assign(bias)
+    config = RunConfig()
+    translator = Translator(model, source_vocab, target_vocab, config)
+    module = TranslatorModule.from_translator(translator, beam_sizes=(1,), max_decode_length=8)
+    sentences = ["a b zz c", "Qq d e e a", "b"]
+    out = module.serving_default(tf.constant(sentences), tf.constant(1), tf.constant(8))
+    expected = translator.translate(sentences, max_length=8)
+    assert all(len(e.copied) == 8 for e in expected)
+    assert len({token for e in expected for token in e.tokens}) >= 3  # not always position 0
+    for row, e in enumerate(expected):
+        n = int(out["lengths"][row])
+        assert [t.decode() for t in out["tokens"][row, :n].numpy()] == e.tokens
+        assert np.flatnonzero(out["copied"][row].numpy()).tolist() == e.copied
+        # the NumPy rule: each copied position holds the source token of largest attention
+        attention = out["attention"][row].numpy()
+        source = [t.decode() for t in out["source_tokens"][row].numpy()]
+        for t in e.copied:
+            assert e.tokens[t] == source[int(np.argmax(attention[t]))]
+
+
+# -- .keras round trips with safe_mode on -----------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["transformer", "bahdanau"])
+def test_keras_file_round_trip_in_safe_mode(tmp_path, arch):
+    if arch == "transformer":
+        model = TransformerTranslator(11, 9, num_layers=1, hidden_dim=8, num_heads=2,
+                                      intermediate_dim=16, max_length=16, tie_embeddings=True,
+                                      label_smoothing=0.1)
+    else:
+        model = BahdanauTranslator(11, 9, embedding_dim=8, units=8, cell="lstm", score="general",
+                                   attention_units=8, input_feeding=True)
+    inputs = {"source": np.array([[4, 5, 6, 0], [7, 8, 0, 0]], np.int32),
+              "target_in": np.array([[1, 4, 5], [1, 6, 0]], np.int32)}
+    logits = np.asarray(model(inputs))
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras", safe_mode=True)
+    assert type(loaded) is type(model)
+    assert loaded.get_config() == model.get_config()
+    np.testing.assert_array_equal(np.asarray(loaded(inputs)), logits)
