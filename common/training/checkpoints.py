@@ -7,6 +7,9 @@ A checkpoint is a `tf.train.Checkpoint` with these entries:
 - `model_variables`: every Keras variable of the model (`model.variables`), keyed by position.
   TensorFlow's checkpoint graph does not see layers that Keras 3 keeps in Python lists (a
   stack of Transformer blocks, say), so `model` alone would silently leave them out;
+- `num_model_variables`: how many that is, so that `restore_model` can refuse a checkpoint
+  of another architecture (a variable reachable through both entries is stored under one
+  name only, so the count cannot be read off the names);
 - `optimizer`: the optimizer's slots, iteration count and (for float16) its loss scale;
 - `rng`: the states of the model's `keras.random.SeedGenerator`s (dropout, sampling), so that a
   resumed run draws the same random numbers as an uninterrupted one;
@@ -79,13 +82,27 @@ def model_variables(model: keras.Model) -> dict[str, tf.Variable]:
     return {f"{i:05d}": variable for i, variable in enumerate(model.variables)}
 
 
+def model_entries(model: keras.Model) -> dict:
+    """The checkpoint entries that hold a model: `model`, `model_variables`, `num_model_variables`.
+
+    `tf.train.Checkpoint(**model_entries(model)).save(path)` writes a checkpoint that
+    `restore_model` reads; the trainer's checkpoints hold these entries too.
+    """
+    return {
+        "model": model,
+        "model_variables": model_variables(model),
+        "num_model_variables": tf.Variable(
+            len(model.variables), dtype=tf.int64, trainable=False, name="num_model_variables"
+        ),
+    }
+
+
 def make_checkpoint(
     model: keras.Model, optimizer: keras.optimizers.Optimizer, state: TrainingState
 ) -> tf.train.Checkpoint:
     """The `tf.train.Checkpoint` of a training run (see the module docstring)."""
     return tf.train.Checkpoint(
-        model=model,
-        model_variables=model_variables(model),
+        **model_entries(model),
         optimizer=optimizer,
         rng=seed_generator_states(model),
         step=state.step,
@@ -172,18 +189,18 @@ def restore_model(model: keras.Model, checkpoint: str | os.PathLike) -> str:
     elif not tf.io.gfile.glob(str(path) + ".index"):
         raise UserError(f"no checkpoint at {path}; expected RUN_DIR/checkpoints/ckpt-N")
     variables = model_variables(model)
-    saved = {
-        name.split("/")[1]
-        for name, _ in tf.train.list_variables(str(path))
-        if name.startswith("model_variables/")
-    }
-    if len(saved) != len(variables):
+    reader = tf.train.load_checkpoint(str(path))
+    count_key = "num_model_variables/.ATTRIBUTES/VARIABLE_VALUE"
+    if not reader.has_tensor(count_key):
+        raise UserError(f"checkpoint {path} was not written by this trainer")
+    saved = int(reader.get_tensor(count_key))
+    if saved != len(variables):
         raise UserError(
-            f"checkpoint {path} does not match the model: it holds {len(saved)} model "
+            f"checkpoint {path} does not match the model: it holds {saved} model "
             f"variables, the model has {len(variables)}"
         )
     try:
-        checkpoint = tf.train.Checkpoint(model=model, model_variables=variables)
+        checkpoint = tf.train.Checkpoint(**model_entries(model))
         status = checkpoint.restore(str(path)).expect_partial()
         status.assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as exc:

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from common.errors import UserError
 from common.training import restore_model
-from common.training.checkpoints import model_variables
+from common.training.checkpoints import model_entries
 from seq2seq.config import ModelConfig
 from seq2seq.models import ARCHS, build_model
 from seq2seq.presets import PRESETS
@@ -57,7 +57,7 @@ def test_checkpoint_restores_every_weight(arch, tmp_path):
     inputs = {"source": TOKENS, "target_in": TOKENS}
     expected = model(inputs)
     # Saved as the trainer saves (common.training.checkpoints.make_checkpoint).
-    checkpoint = tf.train.Checkpoint(model=model, model_variables=model_variables(model))
+    checkpoint = tf.train.Checkpoint(**model_entries(model))
     path = checkpoint.save(str(tmp_path / "ckpt"))
     clone = build_model(config, 10, 12)
     clone(inputs)

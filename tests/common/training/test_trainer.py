@@ -268,3 +268,25 @@ def test_restore_model_refuses_a_checkpoint_of_another_architecture(run_dir):
     other(regression_data()[0][:1])
     with pytest.raises(UserError, match="does not match the model"):
         restore_model(other, run_dir)
+
+
+class WeightOnModel(TinyRegressor):
+    """A Keras weight created directly on the model, reachable from both checkpoint entries."""
+
+    def build(self, input_shape):
+        self.scale = self.add_weight(shape=(), initializer="ones", name="scale")
+        super().build(input_shape)
+
+    def call(self, x, training=False):
+        return super().call(x, training=training) * self.scale
+
+
+def test_restore_model_counts_a_weight_created_on_the_model_itself(run_dir):
+    config = TrainingConfig(epochs=1, batch_size=8, learning_rate=0.05, log_every=2)
+    trainer = Trainer(run_dir, config, WeightOnModel)
+    trainer.fit(dataset_maker(8), verbose=0)
+    fresh = WeightOnModel()
+    fresh(regression_data()[0][:1])
+    restore_model(fresh, run_dir)
+    for trained, restored in zip(weights(trainer.model), weights(fresh)):
+        np.testing.assert_array_equal(trained, restored)
