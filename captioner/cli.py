@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from collections.abc import Sequence
+from typing import Any
 
-from common.cli import Subcommand, build_parser, not_yet, run_cli
+from common.cli import (
+    EXIT_USAGE,
+    Subcommand,
+    build_parser,
+    non_negative_float,
+    not_yet,
+    positive_float,
+    positive_int,
+    run_cli,
+)
+from common.errors import UserError
 
 PROG = "captioner"
 DESCRIPTION = """\
@@ -21,14 +35,195 @@ def _no_arguments(parser) -> None:
     pass
 
 
+def _key_value(text: str) -> tuple[str, Any]:
+    """argparse type: `KEY=VALUE`, the value read as JSON when it is JSON (`num_images=100`)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def _data_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", help="the dataset's folder (not needed by shapes)")
+    parser.add_argument("--data-option", type=_key_value, action="append", default=None,
+                        metavar="KEY=VALUE",
+                        help="a dataset option, e.g. num_images=200 for shapes (repeatable)")
+
+
+# -- train --------------------------------------------------------------------------------
+
+def _train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", help="dataset name: shapes, coco, karpathy, flickr8k, csv")
+    _data_arguments(p)
+    p.add_argument("--preset", help="named settings (demo, tiny, coco); options override it")
+    p.add_argument("--out", required=True, metavar="RUN_DIR", help="the run directory")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in RUN_DIR from its last checkpoint")
+    g = p.add_argument_group("model")
+    g.add_argument("--encoder", help="encoder: small-cnn, vgg19, resnet50, resnet101, "
+                   "inception_v3, efficientnet_b0, mobilenet_v3_small, mobilenet_v3_large")
+    g.add_argument("--image-size", type=positive_int, help="square input size in pixels")
+    g.add_argument("--weights", choices=("imagenet", "none"),
+                   help="encoder weights (default imagenet; downloads once)")
+    g.add_argument("--fine-tune", type=int, metavar="N",
+                   help="train the encoder's top N weighted layers (0: frozen)")
+    g.add_argument("--attention", choices=("soft", "hard"), help="soft or hard attention")
+    g.add_argument("--score", help="attention score: additive, dot, scaled_dot, general, "
+                   "cosine, location")
+    g.add_argument("--embedding-dim", type=positive_int)
+    g.add_argument("--units", type=positive_int, help="LSTM units")
+    g.add_argument("--attention-units", type=positive_int)
+    g.add_argument("--dropout", type=non_negative_float)
+    g.add_argument("--penalty-weight", type=non_negative_float,
+                   help="λ of the doubly stochastic attention penalty")
+    g.add_argument("--penalty-tau", type=non_negative_float,
+                   help="τ of the penalty (default: caption length / regions)")
+    g.add_argument("--entropy-weight", type=non_negative_float, help="hard attention only")
+    g.add_argument("--max-length", type=positive_int, help="longest caption, in tokens")
+    g = p.add_argument_group("training")
+    g.add_argument("--epochs", type=positive_int)
+    g.add_argument("--steps-per-epoch", type=positive_int)
+    g.add_argument("--batch-size", type=positive_int)
+    g.add_argument("--learning-rate", type=positive_float)
+    g.add_argument("--seed", type=int)
+    g.add_argument("--cache-features", action="store_true", default=None,
+                   help="compute the frozen encoder's features once and train from them")
+    g.add_argument("--jit-compile", action="store_true", default=None,
+                   help="compile the training step with XLA")
+    g.add_argument("--distribute", choices=("none", "mirrored", "multi-worker", "auto"))
+    g.add_argument("--logical-cpus", type=int, help="split the CPU into N devices")
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The options given explicitly, as nested config overrides."""
+    def given(**values):
+        return {k: v for k, v in values.items() if v is not None}
+
+    image_size = (args.image_size, args.image_size) if args.image_size else None
+    data = given(dataset=args.dataset, data_dir=args.data_dir, max_length=args.max_length,
+                 cache_features=args.cache_features)
+    if args.data_option:
+        data["options"] = dict(args.data_option)
+    return {
+        "encoder": given(name=args.encoder, image_size=image_size, weights=args.weights,
+                         fine_tune=args.fine_tune),
+        "decoder": given(attention=args.attention, score=args.score,
+                         embedding_dim=args.embedding_dim, units=args.units,
+                         attention_units=args.attention_units, dropout=args.dropout,
+                         penalty_weight=args.penalty_weight, penalty_tau=args.penalty_tau,
+                         entropy_weight=args.entropy_weight, max_length=args.max_length),
+        "data": data,
+        "training": given(epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
+                          batch_size=args.batch_size, learning_rate=args.learning_rate,
+                          seed=args.seed, jit_compile=args.jit_compile,
+                          distribute=args.distribute, logical_cpus=args.logical_cpus),
+    }
+
+
+def _train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from captioner.config import CaptionerRunConfig
+    from captioner.presets import get_preset
+    from captioner.train import CONFIG_FILE, apply_overrides, load_run_config, train
+
+    overrides = _overrides(args)
+    if args.resume and (Path(args.out) / CONFIG_FILE).exists():
+        # A resumed run keeps its model and data; only the training settings may change.
+        config = apply_overrides(load_run_config(args.out), {"training": overrides["training"]})
+    else:
+        config = CaptionerRunConfig()
+        if args.preset:
+            config = apply_overrides(config, get_preset(args.preset))
+        elif not args.dataset:
+            raise UserError("--dataset is required (or a --preset that names one); got neither")
+        config = apply_overrides(config, overrides)
+    records = train(config, args.out, resume=args.resume)
+    if records:
+        last = records[-1]
+        print(f"trained {last['step']} steps into {args.out}: loss {last['loss']:.4f}")
+    return 0
+
+
+# -- evaluate -----------------------------------------------------------------------------
+
+def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--dataset", help="dataset name (default: the run's)")
+    _data_arguments(p)
+    p.add_argument("--split", default="test", help="train, valid or test")
+    p.add_argument("--beam-size", type=positive_int, default=3)
+    p.add_argument("--batch-size", type=positive_int, default=32)
+    p.add_argument("--json", metavar="OUT", help="also write the scores to this JSON file")
+
+
+def _warn_unfinished(run) -> dict[str, Any]:
+    from common.training import RunDir
+
+    status = RunDir(run.run_dir).read_status() or {}
+    state = status.get("state", "unknown")
+    if state != "finished":
+        print(f"{PROG}: warning: run {run.run_dir} is not finished (state {state!r}); "
+              f"using {run.checkpoint}", file=sys.stderr)
+    return {"run_state": state, "checkpoint": run.checkpoint}
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from captioner.evaluate import evaluate, format_results
+    from captioner.inference import load_run
+    from common.config import save_json
+
+    run = load_run(args.run_dir)
+    info = _warn_unfinished(run)
+    options = dict(args.data_option) if args.data_option else None
+    results = evaluate(run, args.dataset, args.split, args.data_dir, args.beam_size,
+                       args.batch_size, options)
+    print(format_results(results))
+    if args.json:
+        save_json(args.json, {**results, **info, "split": args.split,
+                              "beam_size": args.beam_size})
+    return 0
+
+
+# -- caption ------------------------------------------------------------------------------
+
+def _caption_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("images", nargs="+", metavar="IMAGE")
+    p.add_argument("--beam-size", type=positive_int, default=3)
+    p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument("--json", action="store_true",
+                   help="print JSON (captions, words, attention maps) instead of text")
+
+
+def _caption(args: argparse.Namespace) -> int:
+    from captioner.inference import load_run
+
+    run = load_run(args.run_dir)
+    _warn_unfinished(run)
+    done, failed = run.caption_files(args.images, args.batch_size, beam_size=args.beam_size)
+    for _path, why in failed:
+        print(f"{PROG}: error: {' '.join(why.split())}", file=sys.stderr)
+    if args.json:
+        print(json.dumps([{"image": path, **caption.to_json(run.grid_shape)}
+                          for path, caption in done], ensure_ascii=False))
+    else:
+        for path, caption in done:
+            print(f"{path}\t{caption.text}")
+    return EXIT_USAGE if failed else 0
+
+
 def subcommands() -> list[Subcommand]:
     return [
-        Subcommand("train", "train a captioner into a run directory", _no_arguments,
-                   not_yet(PROG, "train", "issue 3")),
-        Subcommand("evaluate", "score a trained run with the COCO caption metrics", _no_arguments,
-                   not_yet(PROG, "evaluate", "issue 3")),
-        Subcommand("caption", "caption images with a run directory or a SavedModel", _no_arguments,
-                   not_yet(PROG, "caption", "issue 5")),
+        Subcommand("train", "train a captioner into a run directory", _train_arguments,
+                   _train),
+        Subcommand("evaluate", "score a trained run with the COCO caption metrics",
+                   _evaluate_arguments, _evaluate),
+        Subcommand("caption", "caption images with a run directory", _caption_arguments,
+                   _caption),
         Subcommand("export", "export a run as a self-contained SavedModel", _no_arguments,
                    not_yet(PROG, "export", "issue 5")),
         Subcommand("serve", "serve a SavedModel over TensorFlow Serving's REST API", _no_arguments,

@@ -1,0 +1,135 @@
+"""Frozen dataclass configs of a Show-Attend-Tell captioner and of a captioner run.
+
+`EncoderConfig` and `DecoderConfig` say how the model is built, `DataConfig` which data it
+reads, and `CaptionerRunConfig` composes them with the trainer's settings into the
+`config.json` of a run directory, so that the run can be rebuilt, resumed and evaluated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from common.errors import UserError
+
+ATTENTION_KINDS = ("soft", "hard")
+WEIGHTS = ("imagenet", "none")
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """How images become annotations `(B, L, D)`.
+
+    Args:
+        name: an encoder registry name (`captioner.encoders.ENCODERS`).
+        image_size: `(height, width)` the images are resized to before the encoder.
+        weights: `"imagenet"` (pretrained; downloads once) or `"none"` (random init).
+        fine_tune: how many of the backbone's top weighted layers to train; 0 = frozen.
+        filters: conv widths of `small-cnn` (one 2x2 pooling stage per entry).
+        context_convs: `small-cnn` 3x3 convs after the last pooling stage, widening each
+            region's receptive field to whole objects at little cost.
+        coordinates: append each region's (row, column) position in [-1, 1] to its
+            annotation (`D + 2` features), so the context says where, not only what: spatial
+            relations ("left of", "above") need it.
+    """
+
+    name: str = "small-cnn"
+    image_size: tuple[int, int] = (224, 224)
+    weights: str = "imagenet"
+    fine_tune: int = 0
+    filters: tuple[int, ...] = (32, 64, 128)
+    context_convs: int = 0
+    coordinates: bool = False
+
+    def __post_init__(self):
+        if self.weights not in WEIGHTS:
+            raise UserError(f"Unknown weights {self.weights!r}; choose one of: {', '.join(WEIGHTS)}")
+        if self.fine_tune < 0:
+            raise UserError(f"fine_tune must be >= 0, got {self.fine_tune}")
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """The attentive LSTM decoder and its loss.
+
+    Args:
+        embedding_dim: word embedding size `E` (also the deep output size).
+        units: LSTM size `U`.
+        attention_units: hidden size of the additive score.
+        attention: `"soft"` (deterministic, expected context) or `"hard"` (stochastic).
+        score: an attention score registry name (`common.layers.SCORES`).
+        dropout: dropout rate on the LSTM output before the deep output layer.
+        penalty_weight: λ of the doubly stochastic penalty λ Σᵢ (τ − Σₜ αₜᵢ)².
+        penalty_tau: τ; `None` means T/L per caption (its caption length over the regions), the
+            uniform coverage, so the penalty only discourages attending one place all along.
+        entropy_weight: hard attention's entropy bonus λₑ.
+        baseline_decay: hard attention's moving-average baseline decay.
+        expected_context_prob: hard attention's probability of the expected context per image.
+        max_length: the longest caption (tokens without `<start>`) decoding produces.
+    """
+
+    embedding_dim: int = 256
+    units: int = 512
+    attention_units: int = 256
+    attention: str = "soft"
+    score: str = "additive"
+    dropout: float = 0.3
+    penalty_weight: float = 0.01
+    penalty_tau: float | None = None
+    entropy_weight: float = 0.002
+    baseline_decay: float = 0.9
+    expected_context_prob: float = 0.5
+    max_length: int = 20
+
+    def __post_init__(self):
+        if self.attention not in ATTENTION_KINDS:
+            raise UserError(
+                f"Unknown attention {self.attention!r}; choose one of: {', '.join(ATTENTION_KINDS)}"
+            )
+        if not 0 <= self.dropout < 1:
+            raise UserError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Which dataset a run reads.
+
+    Args:
+        dataset: a dataset registry name (`captioner.datasets`).
+        data_dir: where its files are (`None`: the dataset's default or generated).
+        max_length: the longest caption kept for training (tokens, without `<start>`).
+        min_count: the fewest occurrences a word needs to enter the vocabulary.
+        cache_features: train from encoder features computed once to the run directory.
+        options: extra dataset-specific keyword arguments (e.g. shapes sizes).
+    """
+
+    dataset: str = "shapes"
+    data_dir: str | None = None
+    max_length: int = 20
+    min_count: int = 1
+    cache_features: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CaptionerRunConfig:
+    """Everything `captioner train` needs; saved as `RUN_DIR/config.json`.
+
+    `training` holds the `common.training.TrainingConfig` fields as a plain dict, so this
+    module does not depend on the trainer's import. `cosine_decay` lowers the learning rate
+    along a cosine to 0 over the whole run (Adam either way).
+    """
+
+    family: str = "captioner"
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    decoder: DecoderConfig = field(default_factory=DecoderConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    training: dict[str, Any] = field(default_factory=dict)
+    cosine_decay: bool = False
+
+
+def replace(config: Any, **changes: Any) -> Any:
+    """`dataclasses.replace` that ignores `None` values (options left at their defaults)."""
+    changes = {k: v for k, v in changes.items() if v is not None}
+    return dataclasses.replace(config, **changes) if changes else config

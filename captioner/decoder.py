@@ -1,0 +1,224 @@
+"""The attentive LSTM decoder of Show, Attend and Tell, with soft or hard attention.
+
+Paper: Xu et al. 2015, "Show, Attend and Tell: Neural Image Caption Generation with Visual
+Attention", https://arxiv.org/abs/1502.03044, sections 3.1.2 and 4.
+
+Shapes: `B` batch, `T` caption steps, `L` image regions, `D` annotation features, `U` LSTM
+units, `E` embedding size, `V` vocabulary.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import layers, ops
+
+from common.layers.attention import Attention
+from common.layers.hard_attention import HardAttention
+
+# Scores comparing the query with the keys directly need the query in the keys' space.
+_SAME_SPACE_SCORES = ("dot", "scaled_dot", "cosine")
+
+
+@keras.saving.register_keras_serializable(package="captioner")
+class ShowAttendTellDecoder(keras.layers.Layer):
+    """An LSTM that attends over image annotations before emitting each word.
+
+    Paper: Xu et al. 2015, section 3.1.2. The initial memory and state come from an MLP of the
+    mean annotation, `h₀ = tanh(W_h ā)`, `c₀ = tanh(W_c ā)`. At step t the attention (any score
+    of the common family) over the annotations with query `h_{t-1}` gives weights `αₜ (B, L)`
+    and a context `zₜ`, gated by `β = σ(W_β h_{t-1})` (section 4.2.1); the LSTM reads
+    `[E y_{t-1}; β zₜ]` and the deep output layer gives
+    `p(yₜ) ∝ exp(L_o(E y_{t-1} + L_h hₜ + L_z β zₜ))` (equation 7), with dropout on `hₜ`.
+
+    With `attention="hard"` the context is the annotation at a location sampled from `αₜ`
+    (section 4.1); with probability `expected_context_prob` per image (training only), the
+    expected context `Σᵢ αₜᵢ aᵢ` is used instead. At inference the hard decoder takes the most
+    likely location unless asked to sample.
+
+    Args:
+        vocab_size: `V`.
+        embedding_dim: `E`.
+        units: `U`.
+        attention_units: hidden size of the additive score.
+        attention: `"soft"` or `"hard"`.
+        score: an attention score registry name (`common.layers.SCORES`).
+        dropout: dropout rate on `hₜ` before the deep output layer.
+        num_regions: `L`, needed only by the `location` score.
+        expected_context_prob: hard attention's probability of the expected context per image.
+
+    Call arguments:
+        annotations: `(B, L, D)`.
+        caption_in: `(B, T)` int32, `<start> w₁ … wₙ` padded with 0 (teacher forcing).
+        training: dropout and hard-attention sampling.
+
+    Returns:
+        A dict: `logits (B, T, V)`, `alpha (B, T, L)`, and for hard attention `log_prob (B, T)`
+        (log-probability of each sampled location), `entropy (B, T)` and `sampled (B,)` float
+        (1 where the sample, not the expected context, was used).
+
+    Example:
+    >>> decoder = ShowAttendTellDecoder(vocab_size=20, embedding_dim=8, units=16)
+    >>> out = decoder(np.zeros((2, 9, 4), "float32"), np.ones((2, 5), "int32"))
+    >>> out["logits"].shape, out["alpha"].shape
+    (TensorShape([2, 5, 20]), TensorShape([2, 5, 9]))
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_dim: int = 256,
+        units: int = 512,
+        attention_units: int = 256,
+        attention: str = "soft",
+        score: str = "additive",
+        dropout: float = 0.3,
+        num_regions: int | None = None,
+        expected_context_prob: float = 0.5,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocab_size = int(vocab_size)
+        self.embedding_dim = int(embedding_dim)
+        self.units = int(units)
+        self.attention_units = int(attention_units)
+        self.attention_kind = attention
+        self.score = score
+        self.dropout = float(dropout)
+        self.num_regions = num_regions
+        self.expected_context_prob = float(expected_context_prob)
+
+        score_kwargs = {}
+        if score == "additive":
+            score_kwargs["units"] = self.attention_units
+        elif score == "location":
+            score_kwargs["max_positions"] = num_regions
+        attention_cls = HardAttention if attention == "hard" else Attention
+        self.attention = attention_cls(score=score, name="attention", **score_kwargs)
+        self.embedding = layers.Embedding(self.vocab_size, self.embedding_dim, name="embedding")
+        self.init_h = layers.Dense(self.units, activation="tanh", name="init_h")
+        self.init_c = layers.Dense(self.units, activation="tanh", name="init_c")
+        self.gate = layers.Dense(1, activation="sigmoid", name="gate")
+        self.query_projection = None
+        self.cell = layers.LSTMCell(self.units, name="lstm")
+        self.output_dropout = layers.Dropout(self.dropout, name="output_dropout")
+        self.hidden_to_output = layers.Dense(self.embedding_dim, name="L_h")
+        self.context_to_output = layers.Dense(self.embedding_dim, use_bias=False, name="L_z")
+        self.logits_layer = layers.Dense(self.vocab_size, name="L_o")
+        self._sampler = keras.random.SeedGenerator(None, name="expected_context_sampler")
+
+    def build(self, annotations_shape, caption_shape=None):
+        feature_dim = annotations_shape[-1]
+        if self.score in _SAME_SPACE_SCORES:
+            self.query_projection = layers.Dense(feature_dim, use_bias=False, name="query_proj")
+            self.query_projection.build((None, self.units))
+        self.embedding.build((None,))
+        self.init_h.build((None, feature_dim))
+        self.init_c.build((None, feature_dim))
+        self.gate.build((None, self.units))
+        self.cell.build((None, self.embedding_dim + feature_dim))
+        self.hidden_to_output.build((None, self.units))
+        self.context_to_output.build((None, feature_dim))
+        self.logits_layer.build((None, self.embedding_dim))
+        query_dim = feature_dim if self.query_projection is not None else self.units
+        self.attention.build((None, 1, query_dim), tuple(annotations_shape))
+        self.built = True
+
+    # -- pieces shared by training and decoding ---------------------------------------------
+
+    def initial_state(self, annotations):
+        """`(h₀, c₀)`, each `(B, U)`, from the mean annotation `(B, D)`."""
+        mean = ops.mean(annotations, axis=1)
+        return self.init_h(mean), self.init_c(mean)
+
+    def project_keys(self, annotations):
+        """The attention keys, computed once per image."""
+        return self.attention.project_keys(annotations)
+
+    def _attend(self, h, annotations, projected, training=False, sample=None):
+        query = h if self.query_projection is None else self.query_projection(h)
+        query = query[:, None, :]
+        if self.attention_kind == "hard":
+            context, _, log_prob, alpha = self.attention.attend(
+                query, projected, annotations, training=training, sample=sample
+            )
+            return context[:, 0], alpha[:, 0], log_prob[:, 0]
+        context, alpha = self.attention.attend(query, projected, annotations)
+        return context[:, 0], alpha[:, 0], None
+
+    def recurrence(self, embedded, h, c, annotations, projected, training=False, sample=None,
+                   use_expected=None):
+        """One LSTM step: returns `h, c (B, U)`, gated context `(B, D)`, `alpha (B, L)`, log-p."""
+        context, alpha, log_prob = self._attend(h, annotations, projected, training, sample)
+        if use_expected is not None:
+            expected = ops.einsum("bl,bld->bd", alpha, annotations)
+            context = ops.where(use_expected[:, None], expected, context)
+        context = self.gate(h) * context
+        _, (h, c) = self.cell(ops.concatenate([embedded, context], axis=-1), [h, c])
+        return h, c, context, alpha, log_prob
+
+    def output_logits(self, embedded, h, context, training=False):
+        """The deep output layer: `L_o(E y_{t-1} + L_h hₜ + L_z zₜ)`, `(..., V)`."""
+        h = self.output_dropout(h, training=training)
+        return self.logits_layer(
+            embedded + self.hidden_to_output(h) + self.context_to_output(context)
+        )
+
+    def step(self, tokens, h, c, annotations, projected, sample: bool = False):
+        """One decoding step from the previous tokens `(N,)`: `logits (N, V), h, c, alpha (N, L)`."""
+        embedded = self.embedding(tokens)
+        h, c, context, alpha, _ = self.recurrence(
+            embedded, h, c, annotations, projected, training=False, sample=sample
+        )
+        return self.output_logits(embedded, h, context), h, c, alpha
+
+    # -- teacher forcing --------------------------------------------------------------------
+
+    def call(self, annotations, caption_in, training=None):
+        steps = caption_in.shape[1]
+        if steps is None:
+            raise ValueError("caption_in needs a static length (pad_to_max_length=True)")
+        hard = self.attention_kind == "hard"
+        embedded = self.embedding(caption_in)
+        projected = self.project_keys(annotations)
+        h, c = self.initial_state(annotations)
+        use_expected = None
+        if hard and training:
+            batch = ops.shape(annotations)[0]
+            draw = keras.random.uniform((batch,), seed=self._sampler)
+            use_expected = draw < self.expected_context_prob
+        hs, contexts, alphas, log_probs = [], [], [], []
+        for t in range(steps):
+            h, c, context, alpha, log_prob = self.recurrence(
+                embedded[:, t], h, c, annotations, projected, training=training,
+                sample=bool(training) if hard else None, use_expected=use_expected,
+            )
+            hs.append(h)
+            contexts.append(context)
+            alphas.append(alpha)
+            log_probs.append(log_prob)
+        hs = ops.stack(hs, axis=1)
+        alpha = ops.stack(alphas, axis=1)
+        logits = self.output_logits(embedded, hs, ops.stack(contexts, axis=1), training)
+        outputs = {"logits": logits, "alpha": alpha}
+        if hard:
+            outputs["log_prob"] = ops.stack(log_probs, axis=1)
+            outputs["entropy"] = -ops.sum(alpha * ops.log(alpha + 1e-12), axis=-1)
+            sampled = ops.ones_like(alpha[:, 0, 0]) if use_expected is None else (
+                1.0 - ops.cast(use_expected, alpha.dtype))
+            outputs["sampled"] = sampled
+        return outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            embedding_dim=self.embedding_dim,
+            units=self.units,
+            attention_units=self.attention_units,
+            attention=self.attention_kind,
+            score=self.score,
+            dropout=self.dropout,
+            num_regions=self.num_regions,
+            expected_context_prob=self.expected_context_prob,
+        )
+        return config

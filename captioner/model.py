@@ -1,0 +1,243 @@
+"""The Show, Attend and Tell captioner: encoder, attentive decoder, loss and caption search.
+
+Paper: Xu et al. 2015, "Show, Attend and Tell", https://arxiv.org/abs/1502.03044.
+
+Shapes: `B` batch, `T` caption steps, `L` image regions, `D` features, `V` vocabulary,
+`K` beams.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+from keras import ops
+
+from captioner.config import DecoderConfig, EncoderConfig
+from captioner.decoder import ShowAttendTellDecoder
+from captioner.encoders import build_encoder
+from common.config import from_dict, to_dict
+
+DECODING_METHODS = ("greedy", "beam", "sample")
+
+
+def doubly_stochastic_penalty(alpha, mask, tau=None):
+    """Per-caption `Σᵢ (τ − Σₜ αₜᵢ)²` over the real (unmasked) steps, `(B,)`.
+
+    Paper: Xu et al. 2015, equation 14 (section 4.2.1).
+
+    Args:
+        alpha: `(B, T, L)` attention weights.
+        mask: `(B, T)` 1 for real steps, 0 for padding.
+        tau: τ, a float, or `None` for `Tᵦ / L` (each caption's length over the regions).
+    """
+    mask = ops.cast(mask, alpha.dtype)
+    coverage = ops.sum(alpha * mask[:, :, None], axis=1)  # (B, L)
+    if tau is None:
+        regions = ops.cast(ops.shape(alpha)[-1], alpha.dtype)
+        tau = (ops.sum(mask, axis=1) / regions)[:, None]
+    return ops.sum(ops.square(tau - coverage), axis=-1)
+
+
+@keras.saving.register_keras_serializable(package="captioner")
+class MovingAverage(keras.layers.Layer):
+    """A non-trainable scalar `b ← decay · b + (1 − decay) · x`, saved with the model.
+
+    The REINFORCE baseline of hard attention (Xu et al. 2015, section 4.1). Mean-aggregated,
+    so each replica may update it under a `tf.distribute` strategy.
+
+    Args:
+        decay: the weight of the old value.
+
+    Example:
+    >>> average = MovingAverage(0.9)
+    >>> average.update(-10.0); float(average.value)
+    -1.0
+    """
+
+    def __init__(self, decay: float = 0.9, **kwargs):
+        super().__init__(**kwargs)
+        self.decay = float(decay)
+        self.value = self.add_weight(shape=(), initializer="zeros", trainable=False,
+                                     aggregation="mean", name="value")
+        self.built = True
+
+    def update(self, x) -> None:
+        self.value.assign(self.decay * self.value + (1.0 - self.decay) * ops.cast(x, "float32"))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(decay=self.decay)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="captioner")
+class ShowAttendTell(keras.Model):
+    """An image captioner with soft or hard visual attention.
+
+    Paper: Xu et al. 2015. The encoder (`captioner.encoders.ImageEncoder`) turns raw images
+    into annotations; `ShowAttendTellDecoder` generates the caption. The loss (`loss_terms`,
+    for `common.training.Trainer`) is the masked token cross-entropy plus λ times the doubly
+    stochastic penalty; for hard attention it adds the REINFORCE surrogate
+    `−(log p(y|s) − b) Σₜ log p(sₜ)` with a moving-average baseline `b` (a checkpointed,
+    non-trainable variable) and the entropy bonus `−λₑ Σₜ H(αₜ)` (section 4.1).
+
+    Args:
+        vocab_size: `V`.
+        encoder: an `EncoderConfig` (or its dict).
+        decoder: a `DecoderConfig` (or its dict).
+
+    Call arguments:
+        inputs: a dict with `"image" (B, H, W, 3)` in [0, 255] (or `"features" (B, L, D)`, the
+            encoder's cached output) and `"caption_in" (B, T)` int32.
+        training: dropout, batch norm, hard-attention sampling.
+
+    Returns:
+        The decoder's dict: `logits (B, T, V)`, `alpha (B, T, L)`, ...
+
+    Example:
+    >>> model = ShowAttendTell(30, EncoderConfig("small-cnn", (32, 32), "none"),
+    ...                        DecoderConfig(embedding_dim=8, units=16, attention_units=8))
+    >>> decoded = model.caption(np.zeros((2, 32, 32, 3)), start_id=1, end_id=2)
+    >>> decoded.tokens.shape[:2]
+    TensorShape([2, 1])
+    """
+
+    def __init__(self, vocab_size: int, encoder: EncoderConfig | dict | None = None,
+                 decoder: DecoderConfig | dict | None = None, **kwargs):
+        super().__init__(**kwargs)
+        if encoder is None or isinstance(encoder, dict):
+            encoder = from_dict(EncoderConfig, encoder or {})
+        if decoder is None or isinstance(decoder, dict):
+            decoder = from_dict(DecoderConfig, decoder or {})
+        self.vocab_size = int(vocab_size)
+        self.encoder_config = encoder
+        self.decoder_config = decoder
+        self.encoder = build_encoder(encoder, name="encoder")
+        self.decoder = ShowAttendTellDecoder(
+            vocab_size=self.vocab_size,
+            embedding_dim=decoder.embedding_dim,
+            units=decoder.units,
+            attention_units=decoder.attention_units,
+            attention=decoder.attention,
+            score=decoder.score,
+            dropout=decoder.dropout,
+            num_regions=self.encoder.num_regions,
+            expected_context_prob=decoder.expected_context_prob,
+            name="decoder",
+        )
+        self.decoder.build((None, self.encoder.num_regions, self.encoder.feature_dim))
+        self.reward_baseline = MovingAverage(decoder.baseline_decay, name="reward_baseline")
+        self.built = True
+
+    @property
+    def baseline(self):
+        """Hard attention's REINFORCE baseline `b`, a non-trainable scalar variable."""
+        return self.reward_baseline.value
+
+    @property
+    def grid_shape(self) -> tuple[int, int]:
+        return self.encoder.grid_shape
+
+    def annotations(self, inputs: dict[str, Any], training=False):
+        """`(B, L, D)` from `inputs["features"]` when cached, else from `inputs["image"]`."""
+        if "features" in inputs:
+            return ops.cast(inputs["features"], "float32")
+        return self.encoder(inputs["image"], training=training)
+
+    def call(self, inputs, training=None):
+        return self.decoder(self.annotations(inputs, training), inputs["caption_in"], training=training)
+
+    def loss_terms(self, batch: dict[str, Any], training: bool) -> dict[str, Any]:
+        """Sums over this batch's captions for `common.training.Trainer`.
+
+        Returns `loss_sum` (the objective: cross-entropy + penalty, plus for hard attention the
+        REINFORCE and entropy surrogates, which add gradient but no value),
+        `count` (real target tokens), and the sums `xent`, `penalty`, `accuracy` (correct
+        tokens) and, for hard attention, `reinforce`, `entropy`, `baseline` (its value × count).
+        """
+        config = self.decoder_config
+        outputs = self(batch, training=training)
+        logits, alpha = outputs["logits"], outputs["alpha"]
+        target = ops.cast(batch["caption_out"], "int32")
+        mask = ops.cast(ops.not_equal(target, 0), "float32")
+        token_xent = keras.losses.sparse_categorical_crossentropy(
+            target, ops.cast(logits, "float32"), from_logits=True
+        ) * mask
+        xent = ops.sum(token_xent)
+        count = ops.sum(mask)
+        penalty = config.penalty_weight * ops.sum(
+            doubly_stochastic_penalty(ops.cast(alpha, "float32"), mask, config.penalty_tau)
+        )
+        correct = ops.cast(ops.equal(ops.argmax(logits, axis=-1), target), "float32") * mask
+        terms = {"xent": xent, "penalty": penalty, "accuracy": ops.sum(correct)}
+        loss = xent + penalty
+        if config.attention == "hard":
+            log_likelihood = ops.stop_gradient(-ops.sum(token_xent, axis=1))  # (B,)
+            advantage = log_likelihood - ops.convert_to_tensor(self.baseline)
+            location_log_prob = ops.sum(outputs["log_prob"] * mask, axis=1)
+            reinforce = -ops.sum(outputs["sampled"] * advantage * location_log_prob)
+            entropy = ops.sum(outputs["entropy"] * mask)
+            # Only the gradient of the surrogate matters; its value would hide the loss.
+            surrogate = reinforce - config.entropy_weight * entropy
+            loss = loss + surrogate - ops.stop_gradient(surrogate)
+            terms.update(reinforce=reinforce, entropy=entropy,
+                         baseline=ops.convert_to_tensor(self.baseline) * count)
+            if training:
+                self.reward_baseline.update(ops.mean(log_likelihood))
+        terms.update(loss_sum=loss, count=count)
+        return terms
+
+    # -- decoding ---------------------------------------------------------------------------
+
+    def initial_decoding_state(self, images=None, features=None):
+        """The decoding state `(h, c, annotations, projected keys)`, each with leading `B`."""
+        annotations = (
+            ops.cast(features, "float32") if features is not None
+            else self.encoder(images, training=False)
+        )
+        h, c = self.decoder.initial_state(annotations)
+        return (h, c, annotations, self.decoder.project_keys(annotations))
+
+    def make_step(self, sample_locations: bool = False):
+        """The `step(tokens, state, index) -> (logits, state, alpha)` of `common.decoding`."""
+
+        def step(tokens, state, index):
+            h, c, annotations, projected = state
+            logits, h, c, alpha = self.decoder.step(
+                tokens, h, c, annotations, projected, sample=sample_locations
+            )
+            return logits, (h, c, annotations, projected), alpha
+
+        return step
+
+    def caption(self, images=None, *, features=None, start_id: int = 1, end_id: int = 2,
+                method: str = "beam", beam_size: int = 3, max_length: int | None = None,
+                length_penalty: float = 0.6, temperature: float = 1.0, seed: int | None = None,
+                sample_locations: bool = False):
+        """Decode captions with `common.decoding`; returns its `Decoded` (tokens `(B, K, T)`,
+        attention `(B, K, T, L)`, ...). `method`: `greedy`, `beam` or `sample`."""
+        from common.decoding import beam_search, greedy_decode, sample_decode
+
+        state = self.initial_decoding_state(images, features)
+        batch_size = ops.shape(state[0])[0]
+        max_length = max_length or self.decoder_config.max_length
+        step = self.make_step(sample_locations)
+        common = dict(step=step, initial_state=state, batch_size=batch_size, start_id=start_id,
+                      end_id=end_id, max_length=max_length)
+        if method == "greedy":
+            return greedy_decode(**common)
+        if method == "beam":
+            return beam_search(**common, beam_size=beam_size, length_penalty=length_penalty)
+        if method == "sample":
+            return sample_decode(**common, temperature=temperature, seed=seed)
+        raise ValueError(f"Unknown decoding method {method!r}; expected one of {DECODING_METHODS}")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            encoder=to_dict(self.encoder_config),
+            decoder=to_dict(self.decoder_config),
+        )
+        return config

@@ -1,0 +1,55 @@
+"""Named captioner run settings: `captioner train --preset NAME`.
+
+A preset is a nested dict of overrides for `captioner.config.CaptionerRunConfig`
+(`encoder`, `decoder`, `data`, `training`); options given on the command line override it.
+
+- `demo`: the `shapes` dataset, `small-cnn`, soft attention, 1600 steps of 64 captions. On a
+  shared 2-core CPU it trained in 640 s and reached, on the test split with beam size 3,
+  BLEU-4 67.4, CIDEr 379, attention correctness 45.2% (uniform baseline 6.8%), object
+  accuracy 64.8%, relation accuracy 23.7% (the issue asks for 80%: not reached yet).
+- `tiny`: seconds; for tests and smoke runs only (learns nothing useful).
+- `coco`: the paper's VGG-19 set-up (pretrained encoder, frozen, features cached).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from common.registry import Registry
+
+PRESETS = Registry("preset")
+
+PRESETS.add("demo", {
+    "encoder": {"name": "small-cnn", "image_size": (64, 64), "weights": "none",
+                "filters": (16, 32, 64), "context_convs": 2, "coordinates": True},
+    "decoder": {"embedding_dim": 64, "units": 256, "attention_units": 128, "dropout": 0.2,
+                "attention": "soft", "penalty_weight": 0.01, "max_length": 28},
+    "data": {"dataset": "shapes", "max_length": 28},
+    "training": {"epochs": 4, "steps_per_epoch": 400, "batch_size": 64, "learning_rate": 2e-3,
+                 "log_every": 50},
+    "cosine_decay": True,
+})
+
+PRESETS.add("tiny", {
+    "encoder": {"name": "small-cnn", "image_size": (32, 32), "weights": "none",
+                "filters": (8, 16), "coordinates": True},
+    "decoder": {"embedding_dim": 16, "units": 32, "attention_units": 16, "dropout": 0.0,
+                "max_length": 12},
+    "data": {"dataset": "shapes", "max_length": 12,
+             "options": {"num_images": 48}},
+    "training": {"epochs": 1, "steps_per_epoch": 3, "batch_size": 8, "learning_rate": 1e-3},
+})
+
+PRESETS.add("coco", {
+    "encoder": {"name": "vgg19", "image_size": (224, 224), "weights": "imagenet"},
+    "decoder": {"embedding_dim": 512, "units": 1024, "attention_units": 512, "dropout": 0.5,
+                "max_length": 20},
+    "data": {"dataset": "coco", "max_length": 20, "min_count": 5, "cache_features": True},
+    "training": {"epochs": 20, "batch_size": 64, "learning_rate": 1e-3},
+})
+
+
+def get_preset(name: str) -> dict[str, Any]:
+    """A deep copy of the preset's overrides (raises `UnknownNameError` for a wrong name)."""
+    return copy.deepcopy(PRESETS.get(name))

@@ -1,0 +1,151 @@
+"""Training a captioner into a run directory: `captioner train` without the argument parsing.
+
+`train(config, run_dir)` loads the training split, builds (or, on resume, reloads) the
+vocabulary, writes `config.json` and `vocab.txt`, optionally caches the frozen encoder's
+features, and hands the model and a dataset function to `common.training.Trainer`, which
+writes the checkpoints, logs, `history.jsonl` and `status.json`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from captioner.config import CaptionerRunConfig
+from common.config import from_dict, save_json, to_dict
+from common.errors import UserError
+
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.txt"
+FEATURES_DIR = "features"
+
+
+def build_model(config: CaptionerRunConfig, vocab_size: int):
+    """The `ShowAttendTell` a run config describes (variables created)."""
+    from captioner.model import ShowAttendTell
+
+    model = ShowAttendTell(vocab_size, config.encoder, config.decoder, name="show_attend_tell")
+    if config.data.cache_features:
+        model.encoder.trainable = False
+    return model
+
+
+def apply_overrides(config: CaptionerRunConfig, overrides: dict[str, Any]) -> CaptionerRunConfig:
+    """`config` with nested overrides (`{"encoder": {...}, "training": {...}, ...}`) applied."""
+    data = to_dict(config)
+    for section, values in overrides.items():
+        if isinstance(values, dict) and isinstance(data.get(section), dict):
+            data[section] = {**data[section], **values}
+        else:
+            data[section] = values
+    return from_dict(CaptionerRunConfig, data)
+
+
+def check_config(config: CaptionerRunConfig) -> None:
+    """Raise `UserError` for names that are not registered and settings that do not fit."""
+    from captioner.datasets import DATASETS
+    from captioner.encoders import ENCODERS
+    from common.layers import SCORES
+
+    DATASETS.get(config.data.dataset)
+    ENCODERS.get(config.encoder.name)
+    SCORES.get(config.decoder.score)
+    if config.data.cache_features and config.encoder.fine_tune:
+        raise UserError(
+            f"--cache-features needs a frozen encoder; got fine_tune={config.encoder.fine_tune}"
+        )
+    if config.data.max_length < 2:
+        raise UserError(f"max_length must be >= 2, got {config.data.max_length}")
+
+
+def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool = False,
+          verbose: int = 1) -> list[dict[str, Any]]:
+    """Train `config` into `run_dir`; returns the trainer's epoch records.
+
+    Raises:
+        UserError: a bad name or setting, a missing data directory, or a directory that already
+            holds a run when `resume` is false.
+    """
+    import tensorflow as tf
+
+    from captioner.datasets import load_split
+    from captioner.datasets.pipeline import build_vocabulary, make_dataset
+    from common.text import Vocabulary
+    from common.training import RunDir, Trainer, TrainingConfig, make_strategy
+
+    check_config(config)
+    training = from_dict(TrainingConfig, config.training)
+    # Logical CPU devices can only be made before TensorFlow runs its first op.
+    strategy = make_strategy(training.distribute, training.logical_cpus)
+    run = RunDir(run_dir)
+    run.claim(resume)  # refuse a directory holding another run before writing anything
+    data = config.data
+    split = load_split(data.dataset, "train", data.data_dir, **data.options)
+    vocab_path = Path(run_dir) / VOCAB_FILE
+    if resume and vocab_path.exists():
+        vocab = Vocabulary.load(vocab_path)
+    else:
+        vocab = build_vocabulary(split, min_count=data.min_count)
+        vocab.save(vocab_path)
+    config_dict = to_dict(config)
+    config_dict["training"] = to_dict(training)
+    save_json(Path(run_dir) / CONFIG_FILE, config_dict)
+
+    build_optimizer = None
+    if config.cosine_decay:
+        import keras
+
+        steps = training.steps_per_epoch or max(1, split.num_captions // training.batch_size)
+
+        def build_optimizer(training_config):
+            schedule = keras.optimizers.schedules.CosineDecay(
+                training_config.learning_rate, decay_steps=steps * training_config.epochs)
+            return keras.optimizers.Adam(schedule)
+
+    trainer = Trainer(run_dir, training, lambda: build_model(config, len(vocab)),
+                      build_optimizer, strategy=strategy)
+    features = missing = None
+    if data.cache_features:
+        from captioner.features import cache_features, load_features
+
+        directory = Path(run_dir) / FEATURES_DIR
+        cache_features(trainer.model.encoder, split, directory, training.batch_size,
+                       to_dict(config.encoder))
+        features, missing = load_features(directory, "train")
+
+    def make_epoch_dataset(epoch: int, context: tf.distribute.InputContext) -> tf.data.Dataset:
+        kwargs = dict(
+            batch_size=context.get_per_replica_batch_size(training.batch_size),
+            shuffle=True, seed=training.seed + epoch, max_length=data.max_length,
+            repeat=training.steps_per_epoch is not None, drop_remainder=True,
+            pad_to_max_length=True,
+        )
+        if features is not None:
+            from captioner.features import make_feature_dataset
+
+            dataset = make_feature_dataset(features, split, vocab, missing=missing, **kwargs)
+        else:
+            dataset = make_dataset(split, vocab, image_size=config.encoder.image_size, **kwargs)
+        if context.num_input_pipelines > 1:
+            dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return dataset
+
+    return trainer.fit(make_epoch_dataset, resume=resume, verbose=verbose)
+
+
+def load_run_config(run_dir: str | os.PathLike) -> CaptionerRunConfig:
+    """The `config.json` of a captioner run directory (`UserError` if it is not one)."""
+    from common.config import load_json
+
+    path = Path(run_dir) / CONFIG_FILE
+    if not Path(run_dir).is_dir():
+        raise UserError(f"{run_dir}: no such run directory")
+    if not path.exists():
+        raise UserError(f"{run_dir}: not a captioner run directory (no {CONFIG_FILE})")
+    data = load_json(path)
+    if not isinstance(data, dict) or data.get("family") != "captioner":
+        raise UserError(f"{path}: not a captioner run config (family "
+                        f"{data.get('family') if isinstance(data, dict) else None!r})")
+    return from_dict(CaptionerRunConfig, data)
+

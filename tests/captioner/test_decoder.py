@@ -1,0 +1,106 @@
+"""The attentive LSTM decoder: shapes, attention rows, teacher forcing vs step by step."""
+
+import keras
+import numpy as np
+import pytest
+
+from captioner.decoder import ShowAttendTellDecoder
+
+B, L, D, T, V = 3, 6, 5, 4, 11
+
+
+def _decoder(**kwargs):
+    kwargs = {"vocab_size": V, "embedding_dim": 8, "units": 12, "attention_units": 7,
+              "dropout": 0.0, "num_regions": L, **kwargs}
+    decoder = ShowAttendTellDecoder(**kwargs)
+    decoder.build((None, L, D))
+    return decoder
+
+
+def _inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    annotations = rng.normal(size=(B, L, D)).astype("float32")
+    caption_in = rng.integers(1, V, size=(B, T)).astype("int32")
+    return annotations, caption_in
+
+
+@pytest.mark.parametrize("score", ["additive", "dot", "scaled_dot", "general", "cosine",
+                                   "location"])
+def test_step_shapes_and_attention_rows_sum_to_one(score):
+    decoder = _decoder(score=score)
+    annotations, caption_in = _inputs()
+    h, c = decoder.initial_state(annotations)
+    projected = decoder.project_keys(annotations)
+    logits, h, c, alpha = decoder.step(caption_in[:, 0], h, c, annotations, projected)
+    assert tuple(logits.shape) == (B, V)
+    assert tuple(h.shape) == tuple(c.shape) == (B, 12)
+    assert tuple(alpha.shape) == (B, L)
+    np.testing.assert_allclose(np.sum(alpha, axis=-1), 1.0, atol=1e-5)
+
+
+def test_initial_state_is_an_mlp_of_the_mean_annotation():
+    decoder = _decoder()
+    annotations, _ = _inputs()
+    h, c = decoder.initial_state(annotations)
+    mean = annotations.mean(axis=1)
+    w, b = (np.asarray(v) for v in decoder.init_h.weights)
+    np.testing.assert_allclose(h, np.tanh(mean @ w + b), atol=1e-5)
+    w, b = (np.asarray(v) for v in decoder.init_c.weights)
+    np.testing.assert_allclose(c, np.tanh(mean @ w + b), atol=1e-5)
+
+
+def test_teacher_forcing_equals_step_by_step():
+    decoder = _decoder()
+    annotations, caption_in = _inputs()
+    out = decoder(annotations, caption_in, training=False)
+    assert tuple(out["logits"].shape) == (B, T, V)
+    assert tuple(out["alpha"].shape) == (B, T, L)
+    h, c = decoder.initial_state(annotations)
+    projected = decoder.project_keys(annotations)
+    for t in range(T):
+        logits, h, c, alpha = decoder.step(caption_in[:, t], h, c, annotations, projected)
+        np.testing.assert_allclose(out["logits"][:, t], logits, atol=1e-5)
+        np.testing.assert_allclose(out["alpha"][:, t], alpha, atol=1e-6)
+
+
+def test_gate_scales_the_context():
+    decoder = _decoder()
+    annotations, caption_in = _inputs()
+    base = np.asarray(decoder(annotations, caption_in)["logits"])
+    # A gate bias of -30 closes the gate (β ≈ 0): the image no longer reaches the LSTM input
+    # or the output except through the initial state.
+    kernel, bias = decoder.gate.weights
+    bias.assign(np.full((1,), -30.0, "float32"))
+    kernel.assign(np.zeros(kernel.shape, "float32"))
+    closed = np.asarray(decoder(annotations, caption_in)["logits"])
+    shuffled = annotations.copy()
+    shuffled[:, :] = annotations.mean(axis=1, keepdims=True)  # same mean, no detail
+    same_mean = np.asarray(decoder(shuffled, caption_in)["logits"])
+    assert not np.allclose(base, closed)
+    np.testing.assert_allclose(closed, same_mean, atol=1e-4)
+
+
+def test_hard_attention_outputs_and_argmax_at_inference():
+    decoder = _decoder(attention="hard", expected_context_prob=0.5)
+    annotations, caption_in = _inputs()
+    out = decoder(annotations, caption_in, training=True)
+    assert tuple(out["log_prob"].shape) == (B, T)
+    assert tuple(out["entropy"].shape) == (B, T)
+    assert np.all(np.asarray(out["log_prob"]) <= 0)
+    assert set(np.asarray(out["sampled"]).tolist()) <= {0.0, 1.0}
+    alpha = np.asarray(out["alpha"])
+    np.testing.assert_allclose(out["entropy"], -(alpha * np.log(alpha)).sum(-1), atol=1e-5)
+    # At inference the context is the annotation at the most likely location.
+    h, c = decoder.initial_state(annotations)
+    projected = decoder.project_keys(annotations)
+    context, alpha, _ = decoder._attend(h, annotations, projected, training=False)
+    best = np.argmax(np.asarray(alpha), axis=-1)
+    np.testing.assert_allclose(context, annotations[np.arange(B), best], atol=1e-6)
+
+
+def test_config_round_trip():
+    decoder = _decoder(attention="hard", score="general")
+    clone = ShowAttendTellDecoder.from_config(decoder.get_config())
+    assert clone.get_config() == decoder.get_config()
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(decoder))
+    assert isinstance(restored, ShowAttendTellDecoder)

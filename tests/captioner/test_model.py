@@ -1,0 +1,138 @@
+"""The captioner model: its loss terms against NumPy, decoding, the hard-attention baseline."""
+
+import numpy as np
+import pytest
+
+from captioner.config import DecoderConfig, EncoderConfig
+from captioner.model import ShowAttendTell, doubly_stochastic_penalty
+
+V = 13
+
+
+def _model(**decoder):
+    decoder = {"embedding_dim": 8, "units": 16, "attention_units": 8, "dropout": 0.0,
+               "max_length": 6, **decoder}
+    return ShowAttendTell(V, EncoderConfig("small-cnn", (16, 16), "none", filters=(4, 6)),
+                          DecoderConfig(**decoder))
+
+
+def _batch(seed=0, batch=3):
+    rng = np.random.default_rng(seed)
+    caption_out = np.array([[5, 6, 7, 2], [8, 2, 0, 0], [4, 4, 9, 2]], "int32")[:batch]
+    caption_in = np.concatenate([np.ones((batch, 1), "int32"), caption_out[:, :-1]], axis=1)
+    caption_in[caption_out == 0] = 0
+    return {"image": rng.uniform(0, 255, (batch, 16, 16, 3)).astype("float32"),
+            "caption_in": caption_in, "caption_out": caption_out}
+
+
+def _numpy_penalty(alpha, mask, tau):
+    coverage = (alpha * mask[:, :, None]).sum(1)
+    if tau is None:
+        tau = (mask.sum(1) / alpha.shape[-1])[:, None]
+    return ((tau - coverage) ** 2).sum(-1)
+
+
+@pytest.mark.parametrize("tau", [None, 1.0, 0.25])
+def test_penalty_matches_numpy(tau):
+    rng = np.random.default_rng(2)
+    logits = rng.normal(size=(4, 5, 7))
+    alpha = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    mask = (rng.uniform(size=(4, 5)) > 0.3).astype("float32")
+    got = doubly_stochastic_penalty(alpha.astype("float32"), mask, tau)
+    np.testing.assert_allclose(got, _numpy_penalty(alpha, mask, tau), rtol=1e-5)
+
+
+def test_paper_penalty_is_zero_only_for_full_coverage():
+    # τ = 1 with T = L: attending each region once in turn costs nothing.
+    alpha = np.eye(4, dtype="float32")[None]
+    assert float(doubly_stochastic_penalty(alpha, np.ones((1, 4)), 1.0)[0]) == 0.0
+    stuck = np.tile(np.eye(4, dtype="float32")[:1], (4, 1))[None]
+    assert float(doubly_stochastic_penalty(stuck, np.ones((1, 4)), 1.0)[0]) == 12.0
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_loss_terms_match_numpy(attention):
+    model = _model(attention=attention, penalty_weight=0.5)
+    batch = _batch()
+    terms = {k: float(v) for k, v in model.loss_terms(batch, training=False).items()}
+    out = model(batch, training=False)
+    logits = np.asarray(out["logits"], np.float64)
+    alpha = np.asarray(out["alpha"], np.float64)
+    target = batch["caption_out"]
+    mask = (target != 0).astype(np.float64)
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    token = -np.take_along_axis(log_p, target[..., None], -1)[..., 0]
+    penalty = 0.5 * _numpy_penalty(alpha, mask, None).sum()
+    assert terms["count"] == mask.sum() == 10
+    np.testing.assert_allclose(terms["xent"], (token * mask).sum(), rtol=1e-5)
+    np.testing.assert_allclose(terms["penalty"], penalty, rtol=1e-4)
+    np.testing.assert_allclose(terms["loss_sum"], (token * mask).sum() + penalty, rtol=1e-5)
+    correct = ((logits.argmax(-1) == target) * mask).sum()
+    assert terms["accuracy"] == correct
+
+
+def test_hard_attention_baseline_is_a_checkpointed_moving_average():
+    model = _model(attention="hard", baseline_decay=0.9)
+    assert any(v is model.baseline for v in model.non_trainable_variables)
+    batch = _batch()
+    model.loss_terms(batch, training=False)
+    assert float(model.baseline) == 0.0  # evaluation leaves it alone
+    terms = model.loss_terms(batch, training=True)
+    # The reward is the caption log-likelihood; one update moves 10% of the way to its mean.
+    assert float(model.baseline) < 0
+    assert np.isfinite(float(terms["reinforce"])) and float(terms["entropy"]) > 0
+
+
+def test_beam_size_one_gives_exactly_the_greedy_result():
+    model = _model()
+    images = _batch()["image"]
+    greedy = model.caption(images, method="greedy", max_length=6)
+    beam = model.caption(images, method="beam", beam_size=1, max_length=6)
+    np.testing.assert_array_equal(beam.tokens, greedy.tokens)
+    np.testing.assert_array_equal(beam.lengths, greedy.lengths)
+    np.testing.assert_allclose(beam.attention, greedy.attention, atol=1e-6)
+    np.testing.assert_allclose(beam.scores, greedy.scores, atol=1e-5)
+
+
+def test_decoded_attention_is_one_map_per_generated_word():
+    model = _model()
+    decoded = model.caption(_batch()["image"], method="beam", beam_size=3, max_length=6)
+    assert tuple(decoded.tokens.shape[:2]) == (3, 1)
+    attention = np.asarray(decoded.attention)
+    assert attention.shape[:2] == (3, 1) and attention.shape[-1] == 16
+    lengths = np.asarray(decoded.lengths)[:, 0]
+    for b, n in enumerate(lengths):
+        np.testing.assert_allclose(attention[b, 0, :n].sum(-1), 1.0, atol=1e-5)
+
+
+def test_sampling_with_low_temperature_is_greedy():
+    model = _model()
+    images = _batch()["image"]
+    greedy = model.caption(images, method="greedy", max_length=6)
+    sampled = model.caption(images, method="sample", temperature=1e-4, seed=3, max_length=6)
+    np.testing.assert_array_equal(sampled.tokens, greedy.tokens)
+
+
+def test_config_round_trip():
+    model = _model(attention="hard", score="dot")
+    clone = ShowAttendTell.from_config(model.get_config())
+    assert clone.get_config() == model.get_config()
+    assert clone.grid_shape == model.grid_shape == (4, 4)
+
+
+def test_training_checkpoint_restores_weights_and_baseline(tmp_path):
+    import keras
+
+    from common.training.checkpoints import TrainingState, make_checkpoint, restore_model
+
+    model = _model(attention="hard")
+    batch = _batch()
+    model.loss_terms(batch, training=True)  # moves the baseline
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+    path = make_checkpoint(model, optimizer, TrainingState()).save(str(tmp_path / "ckpt"))
+    fresh = _model(attention="hard")
+    restore_model(fresh, path)
+    assert float(fresh.baseline) == float(model.baseline) != 0.0
+    for a, b in zip(model.variables, fresh.variables):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
