@@ -79,6 +79,7 @@ def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) 
     # Set before the sub-command imports TensorFlow; an explicit setting is kept.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     args = parser.parse_args(argv)
+    _import_tensorflow_quietly()
     try:
         status = args._run(args)
     except UserError as exc:
@@ -87,6 +88,32 @@ def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) 
         print(f"{parser.prog}: interrupted", file=sys.stderr)
         return 130
     return EXIT_OK if status is None else int(status)
+
+
+def _import_tensorflow_quietly() -> None:
+    """Import TensorFlow with its native start-up lines (printed by C++ before any log level
+    applies: oneDNN notices, "Could not find cuda drivers") kept off the terminal.
+
+    Only file descriptor 2 is redirected, only during the import; a failing import still
+    raises its Python exception afterwards. Skipped when TF_CPP_MIN_LOG_LEVEL is set to 0.
+    """
+    if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr (embedded use): nothing to hide
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            try:
+                import tensorflow  # noqa: F401
+            except Exception:  # the sub-command's own import reports it
+                pass
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def not_yet(prog: str, command: str, issue: str) -> Callable[[argparse.Namespace], int]:
