@@ -191,16 +191,18 @@ def restore_model(model: keras.Model, checkpoint: str | os.PathLike) -> str:
     variables = model_variables(model)
     reader = tf.train.load_checkpoint(str(path))
     count_key = "num_model_variables/.ATTRIBUTES/VARIABLE_VALUE"
-    if not reader.has_tensor(count_key):
-        raise UserError(f"checkpoint {path} was not written by this trainer")
-    saved = int(reader.get_tensor(count_key))
-    if saved != len(variables):
+    # Checkpoints written before the count was recorded are checked by the match alone.
+    saved = int(reader.get_tensor(count_key)) if reader.has_tensor(count_key) else None
+    if saved is not None and saved != len(variables):
         raise UserError(
             f"checkpoint {path} does not match the model: it holds {saved} model "
             f"variables, the model has {len(variables)}"
         )
     try:
-        checkpoint = tf.train.Checkpoint(**model_entries(model))
+        entries = model_entries(model)
+        if saved is None:
+            del entries["num_model_variables"]
+        checkpoint = tf.train.Checkpoint(**entries)
         status = checkpoint.restore(str(path)).expect_partial()
         status.assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as exc:

@@ -290,3 +290,17 @@ def test_restore_model_counts_a_weight_created_on_the_model_itself(run_dir):
     restore_model(fresh, run_dir)
     for trained, restored in zip(weights(trainer.model), weights(fresh)):
         np.testing.assert_array_equal(trained, restored)
+
+
+def test_restore_model_reads_a_checkpoint_without_the_count(tmp_path):
+    from common.training.checkpoints import model_variables
+
+    model = StackedRegressor()
+    model(regression_data()[0][:1])
+    path = tf.train.Checkpoint(model=model, model_variables=model_variables(model)).save(
+        str(tmp_path / "ckpt"))
+    fresh = StackedRegressor()
+    fresh(regression_data()[0][:1])
+    restore_model(fresh, path)
+    for saved, restored in zip(weights(model), weights(fresh)):
+        np.testing.assert_array_equal(saved, restored)

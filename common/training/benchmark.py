@@ -1,0 +1,208 @@
+"""Timing training steps: examples/s, tokens/s, the share of time spent waiting on input.
+
+Shared by the benchmark scripts of both families. `time_steps` drives any step function with
+the `common.training.step` contract (a dict of scalars holding the global `examples` and
+`count`, the tokens or captions the loss is over) over an iterator of batches, excluding warm-up
+steps, and splits each step's wall time into
+
+- input wait: the time in `next(iterator)` (the tf.data pipeline could not keep up), and
+- compute: the time in the step itself, until its outputs are read back to the host.
+
+`device_info()` says where the numbers were measured (the CPU is often shared: the load
+average is part of the record), `format_table` prints results and `write_json` saves them.
+
+Example:
+>>> result = time_steps(step, iter(dataset), steps=20, warmup=3)  # doctest: +SKIP
+>>> result.examples_per_s, result.input_wait_share  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from common.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class Throughput:
+    """What `time_steps` measured over the timed steps (warm-up excluded).
+
+    Args:
+        steps: timed steps.
+        seconds: their total wall time (input wait + compute).
+        examples: examples trained on (the steps' global `examples`).
+        tokens: units the loss was over (the steps' global `count`: target tokens).
+        input_wait_s: time spent in `next(iterator)`.
+        step_times_s: wall time of each timed step, input wait included.
+        warmup_s: wall time of the warm-up steps (tracing and compilation included).
+    """
+
+    steps: int
+    seconds: float
+    examples: float
+    tokens: float
+    input_wait_s: float
+    step_times_s: tuple[float, ...]
+    warmup_s: float
+
+    @property
+    def examples_per_s(self) -> float:
+        return self.examples / max(self.seconds, 1e-12)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / max(self.seconds, 1e-12)
+
+    @property
+    def input_wait_share(self) -> float:
+        """The fraction of the timed wall time spent waiting for the next batch."""
+        return self.input_wait_s / max(self.seconds, 1e-12)
+
+    @property
+    def median_step_ms(self) -> float:
+        return 1000.0 * statistics.median(self.step_times_s)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The measured fields and the derived rates, JSON-ready."""
+        return {
+            "steps": self.steps, "seconds": self.seconds, "examples": self.examples,
+            "tokens": self.tokens, "input_wait_s": self.input_wait_s,
+            "warmup_s": self.warmup_s, "examples_per_s": self.examples_per_s,
+            "tokens_per_s": self.tokens_per_s, "input_wait_share": self.input_wait_share,
+            "median_step_ms": self.median_step_ms,
+        }
+
+
+def time_steps(
+    step: Callable[[Any], Mapping[str, Any]],
+    batches: Iterator[Any],
+    steps: int,
+    warmup: int = 2,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Throughput:
+    """Runs `warmup + steps` steps of `step` on `batches` and times the last `steps`.
+
+    Args:
+        step: `step(batch) -> dict` of scalars with the global `examples` and `count` (as
+            returned by `common.training.step.make_train_step`). Reading them back (`float`)
+            waits for the step to finish.
+        batches: an iterator of batches (a distributed dataset's iterator, for instance).
+        steps: the steps to time (>= 1).
+        warmup: untimed steps first (tracing, compilation, pipeline fill).
+        clock: the clock, in seconds.
+
+    Returns:
+        A `Throughput`.
+
+    Raises:
+        UserError: `steps` < 1, `warmup` < 0, or `batches` ran out first.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise UserError(f"steps must be an integer >= 1, got {steps!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise UserError(f"warmup must be an integer >= 0, got {warmup!r}")
+    warmup_start = clock()
+    for index in range(warmup):
+        _read(step(_next(batches, index, warmup + steps)))
+    warmup_s = clock() - warmup_start
+    waits, times = [], []
+    examples = tokens = 0.0
+    for index in range(steps):
+        start = clock()
+        batch = _next(batches, warmup + index, warmup + steps)
+        fetched = clock()
+        metrics = _read(step(batch))
+        end = clock()
+        waits.append(fetched - start)
+        times.append(end - start)
+        examples += metrics["examples"]
+        tokens += metrics["count"]
+    return Throughput(steps=steps, seconds=sum(times), examples=examples, tokens=tokens,
+                      input_wait_s=sum(waits), step_times_s=tuple(times), warmup_s=warmup_s)
+
+
+def _next(batches: Iterator[Any], index: int, total: int) -> Any:
+    try:
+        return next(batches)
+    except StopIteration:
+        raise UserError(
+            f"the data ran out after {index} batches; expected {total} (warm-up + timed steps)"
+        ) from None
+
+
+def _read(metrics: Mapping[str, Any]) -> dict[str, float]:
+    missing = [key for key in ("examples", "count") if key not in metrics]
+    if missing:
+        raise TypeError(f"the step must return 'examples' and 'count'; missing {missing}")
+    return {key: float(value) for key, value in metrics.items()}
+
+
+def device_info() -> dict[str, Any]:
+    """Where a benchmark ran: versions, CPU model and count, GPUs, and the load average."""
+    import keras
+    import tensorflow as tf
+
+    info: dict[str, Any] = {
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": _cpu_model(),
+        "gpus": [d.name for d in tf.config.list_physical_devices("GPU")],
+    }
+    if hasattr(os, "getloadavg"):
+        info["load_average_1m"] = os.getloadavg()[0]
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def format_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """A plain-text table of `rows` (dicts) showing `columns`; floats get 4 significant
+    digits, missing entries a dash.
+
+    Example:
+    >>> print(format_table([{"model": "a", "examples_per_s": 12.345}],
+    ...                    ["model", "examples_per_s"]))
+    model  examples_per_s
+    a      12.35
+    """
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, float):
+            return f"{value:.4g}"
+        return str(value)
+
+    cells = [[cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def write_json(path: str | os.PathLike, results: Sequence[Mapping[str, Any]],
+               **extra: Any) -> Path:
+    """Writes `{"device": device_info(), **extra, "results": results}` to `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"device": device_info(), **extra, "results": list(results)}
+    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    return path

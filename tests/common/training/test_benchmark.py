@@ -1,0 +1,152 @@
+"""Timing helpers (`common.training.benchmark`) and the training benchmark script."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from common.errors import UserError
+from common.training.benchmark import Throughput, format_table, time_steps, write_json
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+class FakeClock:
+    """A clock that only moves when told to."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fake_run(clock: FakeClock, fetch_s: list[float], step_s: float, examples=8.0, count=50.0):
+    """Batches that take `fetch_s[i]` to fetch, and a step that takes `step_s`."""
+    delays = iter(fetch_s)
+
+    def batches():
+        for i, delay in enumerate(delays):
+            clock.now += delay
+            yield i
+
+    seen = []
+
+    def step(batch):
+        seen.append(batch)
+        clock.now += step_s
+        return {"examples": examples, "count": count, "loss": 1.0}
+
+    return batches(), step, seen
+
+
+def test_time_steps_splits_input_wait_from_compute_and_skips_warmup():
+    clock = FakeClock()
+    # Two slow warm-up steps (tracing), then 4 timed steps: 0.1 s fetch + 0.3 s step each.
+    batches, step, seen = fake_run(clock, [5.0, 5.0, 0.1, 0.1, 0.1, 0.1], 0.3)
+    result = time_steps(step, batches, steps=4, warmup=2, clock=clock)
+    assert seen == [0, 1, 2, 3, 4, 5]
+    assert result.steps == 4
+    assert result.seconds == pytest.approx(1.6)
+    assert result.warmup_s == pytest.approx(10.6)
+    assert result.examples == 32 and result.tokens == 200
+    assert result.examples_per_s == pytest.approx(32 / 1.6)
+    assert result.tokens_per_s == pytest.approx(200 / 1.6)
+    assert result.input_wait_share == pytest.approx(0.1 / 0.4)
+    assert result.median_step_ms == pytest.approx(400.0)
+
+
+def test_input_wait_share_reflects_a_slow_pipeline():
+    clock = FakeClock()
+    batches, step, _ = fake_run(clock, [0.0, 0.9, 0.9, 0.0, 0.0], 0.1)
+    result = time_steps(step, batches, steps=4, warmup=1, clock=clock)
+    # Waits 0.9 + 0.9 + 0 + 0 of 0.9 + 0.9 + 4 * 0.1 seconds.
+    assert result.input_wait_share == pytest.approx(1.8 / 2.2)
+    assert result.median_step_ms == pytest.approx(550.0)
+
+
+def test_as_dict_carries_the_rates():
+    result = Throughput(steps=2, seconds=4.0, examples=64.0, tokens=640.0, input_wait_s=1.0,
+                        step_times_s=(1.0, 3.0), warmup_s=9.0)
+    record = result.as_dict()
+    assert record["examples_per_s"] == 16.0 and record["tokens_per_s"] == 160.0
+    assert record["input_wait_share"] == 0.25 and record["median_step_ms"] == 2000.0
+    json.dumps(record)
+
+
+def test_data_running_out_is_a_user_error_saying_how_many():
+    clock = FakeClock()
+    batches, step, _ = fake_run(clock, [0.0] * 3, 0.1)
+    with pytest.raises(UserError, match="ran out after 3 batches; expected 5"):
+        time_steps(step, batches, steps=3, warmup=2, clock=clock)
+
+
+@pytest.mark.parametrize("steps, warmup", [(0, 1), (2, -1), (1.5, 0), (True, 0)])
+def test_bad_step_counts_are_user_errors(steps, warmup):
+    with pytest.raises(UserError, match="must be an integer"):
+        time_steps(lambda b: {}, iter([]), steps=steps, warmup=warmup)
+
+
+def test_a_step_without_examples_and_count_is_refused():
+    with pytest.raises(TypeError, match="'examples' and 'count'"):
+        time_steps(lambda b: {"loss": 1.0}, iter([1, 2]), steps=1, warmup=0)
+
+
+def test_format_table_aligns_columns_and_marks_missing_values():
+    rows = [{"arch": "transformer", "examples_per_s": 55.123456},
+            {"arch": "bahdanau", "examples_per_s": 1234.5, "extra": 1}]
+    lines = format_table(rows, ["arch", "examples_per_s", "gpu"]).splitlines()
+    assert lines == [
+        "arch         examples_per_s  gpu",
+        "transformer  55.12           -",
+        "bahdanau     1234            -",
+    ]
+
+
+def test_write_json_records_the_device_and_results(tmp_path):
+    path = write_json(tmp_path / "sub" / "bench.json", [{"examples_per_s": 1.5}], command="x")
+    payload = json.loads(path.read_text())
+    assert payload["results"] == [{"examples_per_s": 1.5}]
+    assert payload["command"] == "x"
+    device = payload["device"]
+    assert device["cpu_count"] >= 1 and device["tensorflow"] and "gpus" in device
+
+
+def load_script():
+    path = REPO / "scripts" / "benchmark_training.py"
+    spec = importlib.util.spec_from_file_location("benchmark_training", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_script_times_both_translators(tmp_path, capsys):
+    script = load_script()
+    out = tmp_path / "bench.json"
+    status = script.main(["--arch", "transformer,bahdanau", "--size", "tiny", "--steps", "2",
+                          "--warmup", "1", "--batch-size", "4", "--length", "5",
+                          "--out", str(out)])
+    assert status == 0
+    results = json.loads(out.read_text())["results"]
+    assert [r["arch"] for r in results] == ["transformer", "bahdanau"]
+    for r in results:
+        assert r["steps"] == 2 and r["examples"] == 8  # 2 steps of 4
+        assert r["tokens"] == 2 * 4 * 5  # no padding: every target token counts
+        assert r["examples_per_s"] > 0 and 0 <= r["input_wait_share"] < 1
+        assert r["params"] > 0
+    assert "examples_per_s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--size", "huge"], "unknown size 'huge'"),
+    (["--arch", "bahdanau", "--size", "keras-io"], "Transformer size"),
+    (["--model", "gpt"], "gpt"),
+    (["--precision", "float8"], "precision"),
+])
+def test_benchmark_script_rejects_bad_options_in_one_line(argv, message, capsys):
+    assert load_script().main([*argv, "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
