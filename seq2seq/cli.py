@@ -28,6 +28,7 @@ Typical use:
   seq2seq train --dataset dates --arch transformer --preset dates-demo --out runs/dates
   seq2seq evaluate runs/dates --dataset dates
   seq2seq translate runs/dates "25th of November 2026"
+  seq2seq translate runs/dates "Nov 3, 1999" --plot nov3.png --html dates.html
   seq2seq export runs/dates export/dates
   seq2seq serve export/dates --model-name dates
 """
@@ -140,6 +141,17 @@ def _translate_arguments(p: argparse.ArgumentParser) -> None:
     _decode_arguments(p)
     p.add_argument("--json", action="store_true",
                    help="one JSON object per line, with tokens, score and attention")
+    g = p.add_argument_group("attention figures")
+    g.add_argument("--plot", metavar="OUT.png",
+                   help="save each sentence's attention as a heatmap (source tokens across, "
+                        "target tokens down); with several sentences OUT-1.png, OUT-2.png, ... "
+                        "numbered by input line")
+    g.add_argument("--all-heads", action="store_true",
+                   help="transformer run directory: draw every head of --attention-layer "
+                        "(one decode per head), in --plot as a grid and in --html with a picker")
+    g.add_argument("--html", metavar="OUT.html",
+                   help="write one self-contained page with all sentences: hover a target word "
+                        "to see the source words it attended to")
 
 
 def _load_translator(args: argparse.Namespace):
@@ -165,8 +177,51 @@ def _load_translator(args: argparse.Namespace):
     return Translator.from_run_dir(path)
 
 
+def _check_figure_options(args: argparse.Namespace) -> None:
+    """Fails before loading the model when a figure cannot be written."""
+    from common.errors import UserError
+    from seq2seq.visualize import check_output_path
+
+    if args.plot:
+        check_output_path(args.plot, ".png", "--plot")
+    if args.html:
+        check_output_path(args.html, ".html", "--html")
+    if args.all_heads:
+        from common.export.savedmodel import is_saved_model
+
+        if not (args.plot or args.html):
+            raise UserError("--all-heads: nothing to draw; add --plot OUT.png or --html OUT.html")
+        if args.attention_head is not None:
+            raise UserError("--all-heads draws every head; leave out --attention-head")
+        if is_saved_model(args.run_dir):
+            raise UserError("--all-heads: a SavedModel returns the attention chosen at export "
+                            "time; give a run directory")
+
+
+def _write_figures(args: argparse.Namespace, translator, texts, results) -> None:
+    from seq2seq.visualize import head_attention, write_alignment_plots, write_translation_viewer
+
+    heads = None
+    if args.all_heads:
+        heads = head_attention(translator, texts, args.attention_layer,
+                               beam_size=args.beam_size, batch_size=args.batch_size,
+                               max_length=args.max_decode_length)
+    if args.plot:
+        for path in write_alignment_plots(results, args.plot, heads):
+            print(f"{PROG} translate: wrote {path}", file=sys.stderr)
+    if args.html:
+        path = write_translation_viewer(results, args.html, heads)
+        if path is not None:
+            print(f"{PROG} translate: wrote {path}", file=sys.stderr)
+
+
 def _translate(args: argparse.Namespace) -> int:
+    _check_figure_options(args)
     translator = _load_translator(args)
+    if args.all_heads:
+        from seq2seq.visualize import require_heads
+
+        require_heads(translator)
     texts = list(args.text) if args.text else [line.rstrip("\r\n") for line in sys.stdin]
     options = {}
     if args.attention_layer != -1 or args.attention_head is not None:
@@ -186,6 +241,8 @@ def _translate(args: argparse.Namespace) -> int:
         else:
             print(result.text)
     sys.stdout.flush()
+    if args.plot or args.html:
+        _write_figures(args, translator, texts, results)
     return EXIT_USAGE if failed else 0
 
 
