@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,7 @@ def load_script():
     path = REPO / "scripts" / "benchmark_training.py"
     spec = importlib.util.spec_from_file_location("benchmark_training", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
@@ -150,3 +152,15 @@ def test_benchmark_script_rejects_bad_options_in_one_line(argv, message, capsys)
     assert load_script().main([*argv, "--steps", "1"]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_benchmark_script_reads_a_real_dataset_through_the_training_pipeline(tmp_path):
+    out = tmp_path / "bench.json"
+    status = load_script().main(["--arch", "transformer", "--size", "tiny", "--data", "dates",
+                                 "--steps", "2", "--warmup", "1", "--batch-size", "4",
+                                 "--out", str(out)])
+    assert status == 0
+    (result,) = json.loads(out.read_text())["results"]
+    assert result["data"] == "dates" and result["examples"] == 8
+    # Real targets are shorter than `--length` and padded: fewer tokens than 8 * 20.
+    assert 8 <= result["tokens"] < 8 * 20

@@ -1,0 +1,229 @@
+"""Training throughput: examples/s, target tokens/s and the share of time waiting on input.
+
+    python scripts/benchmark_training.py --arch transformer --size keras-io --steps 20
+    python scripts/benchmark_training.py --arch transformer,bahdanau --size spa-eng-cpu \
+        --precision float32 --out runs/bench.json
+
+Each (model, architecture, size, precision) is built with the project's own builders and
+timed through the Trainer's step (`common.training.step.make_train_step`) on synthetic batches
+of `--length` tokens served by `tf.data` (random ids, no padding), warm-up steps excluded (see
+`common.training.benchmark`). Sizes:
+
+| size | what |
+|---|---|
+| `keras-io` | the keras-io English-Spanish Transformer: 1 layer, embed 256, feed-forward 2048, 8 heads, dropout 0.5, vocabularies of 15,000 (Transformer only) |
+| `spa-eng-cpu` | the `spa-eng-cpu` preset (vocabularies of 12,000) |
+| `dates-demo` | the `dates-demo` preset (vocabularies of 64) |
+| `tiny` | the `tiny` preset (for tests) |
+
+A model family is one entry of `MODELS`: `(arch, size, data, batch_size, length) -> Bench`;
+the captioner can be added as `--model captioner` by registering its builder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from common.cli import run_cli  # noqa: E402
+from common.errors import UserError  # noqa: E402
+from common.registry import Registry  # noqa: E402
+
+MODELS = Registry("benchmark model")
+
+# size -> (preset or None, the model overrides, vocabulary size)
+TRANSLATOR_SIZES: dict[str, tuple[str | None, dict[str, Any], int]] = {
+    "keras-io": (None, {"layers": 1, "hidden_dim": 256, "heads": 8, "intermediate_dim": 2048,
+                        "dropout": 0.5, "max_length": 64}, 15000),
+    "spa-eng-cpu": ("spa-eng-cpu", {}, 12000),
+    "dates-demo": ("dates-demo", {}, 64),
+    "tiny": ("tiny", {}, 32),
+}
+
+COLUMNS = ["model", "arch", "size", "data", "precision", "jit", "batch", "length", "params",
+           "examples_per_s", "tokens_per_s", "input_wait_share", "median_step_ms"]
+
+@dataclasses.dataclass(frozen=True)
+class Bench:
+    """What a model family hands the benchmark.
+
+    Args:
+        build_model: `() -> keras.Model` implementing `loss_terms` (called in the scope).
+        make_dataset: `(context, batch_size, length) -> tf.data.Dataset`, repeating, of
+            per-replica batches (`context.get_per_replica_batch_size(batch_size)`).
+        sample: a small batch the model's variables are built on.
+    """
+
+    build_model: Callable[[], Any]
+    make_dataset: Callable[[Any, int, int], Any]
+    sample: dict
+
+
+@MODELS.register("translator")
+def translator(arch: str, size: str, data: str, batch_size: int, length: int) -> Bench:
+    """The seq2seq translator `arch` at `size`, on synthetic batches of `length` random ids
+    (`data="synthetic"`) or on a real dataset through the training pipeline (`"dates"`, or a
+    TSV path: pairs longer than `length` dropped, bucketed batches, shuffled)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from seq2seq.models import build_model
+    from seq2seq.train import make_run_config
+
+    if size not in TRANSLATOR_SIZES:
+        raise UserError(f"unknown size {size!r}; choose one of: {', '.join(TRANSLATOR_SIZES)}")
+    preset, overrides, vocab = TRANSLATOR_SIZES[size]
+    if preset is None and arch != "transformer":
+        raise UserError(f"size {size!r} is a Transformer size; got --arch {arch}")
+    dataset = "dates" if data in ("synthetic", "dates") else "tsv"
+    config = make_run_config(arch, dataset, preset,
+                             {**(overrides if arch == "transformer" else {}),
+                              "data": None if dataset == "dates" else data})
+
+    if data == "synthetic":
+        rng = np.random.default_rng(0)
+        rows = batch_size * 4  # 4 distinct batches, repeated
+        target = rng.integers(4, vocab, size=(rows, length + 1)).astype("int32")
+        target[:, 0] = 1
+        pool = {"source": rng.integers(4, vocab, size=(rows, length)).astype("int32"),
+                "target_in": target[:, :-1], "target_out": target[:, 1:]}
+        source_size = target_size = vocab
+
+        def make_dataset(context, batch, _length):
+            rows = context.get_per_replica_batch_size(batch)
+            return tf.data.Dataset.from_tensor_slices(pool).repeat().batch(rows).prefetch(
+                tf.data.AUTOTUNE)
+
+        sample = {k: v[:2] for k, v in pool.items()}
+    else:
+        from seq2seq.datasets import build_vocabularies, load_pairs
+        from seq2seq.datasets import make_dataset as pipeline
+
+        pairs = load_pairs(dataset, path=config.data.data, max_length=length,
+                           lowercase=config.data.lowercase)
+        if not pairs.sources:
+            raise UserError(f"no pairs of at most {length} tokens in {data}")
+        source_vocab, target_vocab = build_vocabularies(
+            pairs, min_count=config.data.min_count,
+            max_size=config.data.max_vocab if preset else vocab)
+        source_size, target_size = len(source_vocab), len(target_vocab)
+
+        def make_dataset(context, batch, _length):
+            rows = context.get_per_replica_batch_size(batch)
+            return pipeline(pairs, source_vocab, target_vocab, rows, shuffle=True).repeat()
+
+        sample = next(iter(pipeline(pairs, source_vocab, target_vocab, 2)))
+
+    return Bench(lambda: build_model(config.model, source_size, target_size), make_dataset,
+                 sample)
+
+
+def benchmark(model: str, arch: str, size: str, data: str, batch_size: int, length: int,
+              steps: int, warmup: int, precision: str, jit_compile: bool,
+              strategy: Any) -> dict[str, Any]:
+    """Builds one model in `strategy`'s scope and times `steps` training steps."""
+    import keras
+    import tensorflow as tf
+
+    from common.training.benchmark import time_steps
+    from common.training.step import make_train_step
+
+    bench = MODELS.get(model)(arch, size, data, batch_size, length)
+    keras.mixed_precision.set_dtype_policy(precision)
+    keras.utils.set_random_seed(0)
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        return bench.make_dataset(context, batch_size, length)
+
+    with strategy.scope():
+        network = bench.build_model()
+        optimizer = keras.optimizers.Adam(1e-4)
+        if precision == "mixed_float16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        network.loss_terms(bench.sample, training=False)
+        optimizer.build(network.trainable_variables)
+    step = make_train_step(network, optimizer, strategy, jit_compile=jit_compile)
+    batches = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    result = time_steps(step, batches, steps=steps, warmup=warmup)
+    keras.mixed_precision.set_dtype_policy("float32")
+    return {"model": model, "arch": arch, "size": size, "data": data, "precision": precision,
+            "jit": jit_compile, "batch": batch_size, "length": length,
+            "replicas": strategy.num_replicas_in_sync, "params": network.count_params(),
+            **result.as_dict()}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="benchmark_training.py",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="translator", help=f"one of: {', '.join(MODELS)}")
+    p.add_argument("--arch", default="transformer",
+                   help="comma-separated architectures (translator: transformer, bahdanau)")
+    p.add_argument("--size", default="keras-io",
+                   help=f"comma-separated sizes: {', '.join(TRANSLATOR_SIZES)}")
+    p.add_argument("--data", default="synthetic",
+                   help="synthetic (random ids, no padding), dates, or a TSV of pairs")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--length", type=int, default=20, help="source and target tokens")
+    p.add_argument("--steps", type=int, default=20, help="timed steps")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    p.add_argument("--precision", default="float32",
+                   help="comma-separated: float32, mixed_float16, mixed_bfloat16")
+    p.add_argument("--jit-compile", action="store_true", help="compile the step with XLA")
+    p.add_argument("--distribute", default="none", help="none, mirrored, multi-worker, auto")
+    p.add_argument("--logical-cpus", type=int, default=0, help="for --distribute mirrored")
+    p.add_argument("--out", help="also write the results (and device info) to this JSON file")
+    p.set_defaults(_run=run)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parses `argv` and runs the benchmark; a `UserError` prints one line and gives 2."""
+    return run_cli(build_parser(), argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    from common.training.config import TrainingConfig
+
+    MODELS.get(args.model)
+    for name in ("batch_size", "length", "steps"):
+        if getattr(args, name) < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    precisions = args.precision.split(",")
+    for precision in precisions:  # validates the names the way the trainer does
+        TrainingConfig(precision=precision, distribute=args.distribute,
+                       logical_cpus=args.logical_cpus, batch_size=args.batch_size)
+
+    from common.training import make_strategy
+    from common.training.benchmark import format_table, write_json
+
+    strategy = make_strategy(args.distribute, args.logical_cpus)  # before any other op
+    if args.batch_size % strategy.num_replicas_in_sync:
+        raise UserError(f"--batch-size {args.batch_size} does not split over "
+                        f"{strategy.num_replicas_in_sync} replicas")
+    rows = []
+    for arch in args.arch.split(","):
+        for size in args.size.split(","):
+            for precision in precisions:
+                rows.append(benchmark(args.model, arch, size, args.data, args.batch_size,
+                                      args.length, args.steps, args.warmup, precision,
+                                      args.jit_compile, strategy))
+                print(format_table(rows[-1:], COLUMNS).splitlines()[-1], flush=True)
+    print()
+    print(format_table(rows, COLUMNS))
+    if args.out:
+        write_json(args.out, rows, command=" ".join(sys.argv), distribute=args.distribute)
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
