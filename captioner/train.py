@@ -73,13 +73,16 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     from captioner.datasets.pipeline import build_vocabulary, make_dataset
     from common.text import Vocabulary
     from common.training import RunDir, Trainer, TrainingConfig, make_strategy
+    from common.training.distribute import is_chief
 
     check_config(config)
     training = from_dict(TrainingConfig, config.training)
     # Logical CPU devices can only be made before TensorFlow runs its first op.
     strategy = make_strategy(training.distribute, training.logical_cpus)
+    chief = is_chief(strategy)  # only the chief writes into the run directory
     run = RunDir(run_dir)
-    run.claim(resume)  # refuse a directory holding another run before writing anything
+    if chief:
+        run.claim(resume)  # refuse a directory holding another run before writing anything
     data = config.data
     split = load_split(data.dataset, "train", data.data_dir, **data.options)
     vocab_path = Path(run_dir) / VOCAB_FILE
@@ -87,10 +90,12 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
         vocab = Vocabulary.load(vocab_path)
     else:
         vocab = build_vocabulary(split, min_count=data.min_count)
-        vocab.save(vocab_path)
+        if chief:
+            vocab.save(vocab_path)
     config_dict = to_dict(config)
     config_dict["training"] = to_dict(training)
-    save_json(Path(run_dir) / CONFIG_FILE, config_dict)
+    if chief:
+        save_json(Path(run_dir) / CONFIG_FILE, config_dict)
 
     build_optimizer = None
     if config.cosine_decay:

@@ -146,7 +146,8 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
     import tensorflow as tf
 
     from common.text import Vocabulary
-    from common.training import RunDir, Trainer, TrainingConfig
+    from common.training import RunDir, Trainer, TrainingConfig, make_strategy
+    from common.training.distribute import is_chief
     from seq2seq.datasets import build_vocabularies, make_dataset
     from seq2seq.inference import SOURCE_VOCAB, TARGET_VOCAB
     from seq2seq.models import build_model, learning_rate
@@ -157,8 +158,12 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
         saved = from_dict(RunConfig, load_json(config_path))
         config = dataclasses.replace(saved, training=config.training)
     _check_data(config.data)
-    run.claim(resume)  # refuses a directory holding another run before anything is written
     training = from_dict(TrainingConfig, config.training)
+    # Before any TensorFlow op: logical CPU devices can only be made before TF starts.
+    strategy = make_strategy(training.distribute, training.logical_cpus)
+    chief = is_chief(strategy)  # only the chief writes into the run directory
+    if chief:
+        run.claim(resume)  # refuses a directory holding another run before anything is written
 
     pairs = load_split(config, "train", max_length=config.data.max_length)
     if not pairs.sources:
@@ -170,9 +175,11 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
         source_vocab, target_vocab = build_vocabularies(
             pairs, min_count=config.data.min_count, max_size=config.data.max_vocab
         )
-        source_vocab.save(run.path / SOURCE_VOCAB)
-        target_vocab.save(run.path / TARGET_VOCAB)
-    save_json(config_path, config)
+        if chief:
+            source_vocab.save(run.path / SOURCE_VOCAB)
+            target_vocab.save(run.path / TARGET_VOCAB)
+    if chief:
+        save_json(config_path, config)
     if verbose:
         print(f"{len(pairs.sources)} training pairs ({pairs.dropped} longer than "
               f"{config.data.max_length} tokens dropped); vocabularies: "
@@ -194,7 +201,7 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
     trainer = Trainer(
         run.path, training,
         lambda: build_model(config.model, len(source_vocab), len(target_vocab)),
-        build_optimizer=build_optimizer,
+        build_optimizer=build_optimizer, strategy=strategy,
     )
     validate = _make_validate(config, source_vocab, target_vocab, verbose)
     return trainer.fit(make, resume=resume, validate=validate, verbose=verbose)
