@@ -8,12 +8,13 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from common.layers.score import SCORES, Score
+from common.layers.dot_score import DotScore
+from common.layers.score import SCORES
 
 
 @SCORES.register("scaled_dot")
 @keras.saving.register_keras_serializable(package="common")
-class ScaledDotScore(Score):
+class ScaledDotScore(DotScore):
     """Scaled dot-product score `sᵀ h / √D`, with no weights.
 
     From "Attention Is All You Need" (Vaswani et al., 2017): scaling by `1/√D` keeps the
@@ -34,14 +35,9 @@ class ScaledDotScore(Score):
     (2, 3, 5)
     """
 
-    def build(self, query_shape, keys_shape):
-        self._check_same_size(query_shape, keys_shape)
-        self.built = True
-
     def score(self, query, projected_keys):
-        self._build_on_first_use(query, projected_keys)
+        logits = super().score(query, projected_keys)
         key_dim = projected_keys.shape[-1]
         if key_dim is None:
             key_dim = ops.shape(projected_keys)[-1]
-        logits = ops.matmul(query, ops.swapaxes(projected_keys, -1, -2))
         return logits / ops.sqrt(ops.cast(key_dim, logits.dtype))
