@@ -49,7 +49,7 @@ from common.decoding import beam_search, greedy_decode
 from common.errors import UserError
 from common.export import savedmodel
 from common.text import Vocabulary, detokenize_tf, normalize, tokenize, tokenize_texts
-from seq2seq.inference import Translation, Translator
+from seq2seq.inference import Translation, Translator, screen_lines
 
 KIND = "seq2seq.translator"
 WHAT = "an exported translator (make one with `seq2seq export RUN_DIR OUT_DIR`)"
@@ -345,19 +345,7 @@ class ExportedTranslator:
         if not 1 <= max_length <= limit:
             raise UserError(f"max decode length {max_length}: expected 1..{limit} for this model")
         token_lists = tokenize_texts(list(texts), lowercase=bool(self.info["lowercase"]))
-        results: list[Translation | None] = [None] * len(texts)
-        good = []
-        for i, (text, tokens) in enumerate(zip(texts, token_lists)):
-            if not tokens:
-                results[i] = Translation(source=text, error="empty line: nothing to translate")
-            elif len(tokens) > self.max_source_tokens:
-                results[i] = Translation(
-                    source=text, source_tokens=tokens,
-                    error=f"{len(tokens)} tokens; this model accepts at most "
-                          f"{self.max_source_tokens}",
-                )
-            else:
-                good.append(i)
+        results, good = screen_lines(texts, token_lists, self.max_source_tokens)
         for start in range(0, len(good), batch_size):
             chunk = good[start : start + batch_size]
             outputs = self.signature(

@@ -80,6 +80,29 @@ class Translation:
         return out
 
 
+def screen_lines(
+    texts: Sequence[str], token_lists: Sequence[list[str]], max_source_tokens: int
+) -> tuple[list[Translation | None], list[int]]:
+    """Per-line errors for lines that cannot be translated, and the indices of the rest.
+
+    Returns `(results, good)`: `results[i]` is a `Translation` carrying the error of an empty
+    line or of one longer than `max_source_tokens`, else None; `good` lists the other indices.
+    """
+    results: list[Translation | None] = [None] * len(texts)
+    good = []
+    for i, (text, tokens) in enumerate(zip(texts, token_lists)):
+        if not tokens:
+            results[i] = Translation(source=text, error="empty line: nothing to translate")
+        elif len(tokens) > max_source_tokens:
+            results[i] = Translation(
+                source=text, source_tokens=tokens,
+                error=f"{len(tokens)} tokens; this model accepts at most {max_source_tokens}",
+            )
+        else:
+            good.append(i)
+    return results, good
+
+
 def source_ids(vocab: Vocabulary, tokens: Sequence[str]) -> list[int]:
     """The model input for one tokenized source sentence (as `seq2seq.datasets` makes it)."""
     return vocab.encode(list(tokens))
@@ -261,19 +284,7 @@ class Translator:
         """
         lowercase = self.config.data.lowercase
         token_lists = tokenize_texts(list(texts), lowercase=lowercase) if texts else []
-        results: list[Translation | None] = [None] * len(texts)
-        good = []
-        for i, (text, tokens) in enumerate(zip(texts, token_lists)):
-            if not tokens:
-                results[i] = Translation(source=text, error="empty line: nothing to translate")
-            elif len(tokens) > self.max_source_tokens:
-                results[i] = Translation(
-                    source=text, source_tokens=tokens,
-                    error=f"{len(tokens)} tokens; this model accepts at most "
-                          f"{self.max_source_tokens}",
-                )
-            else:
-                good.append(i)
+        results, good = screen_lines(texts, token_lists, self.max_source_tokens)
         bar = None
         if progress:
             from tqdm import tqdm
