@@ -5,6 +5,8 @@
 - `render_alignment_heatmap` / `render_head_grid`: translation attention as heatmaps, one
   matrix or every head of a layer.
 - `write_html_viewer`: one self-contained HTML page; hover a word to see its attention.
+- `check_output_path` / `numbered_paths`: the command lines' output files, checked before any
+  work and numbered `OUT-1.png`, `OUT-2.png`, ... for several inputs.
 
 Everything takes plain arrays (NumPy or nested lists) and token lists, so the command lines
 pass what decoding returned and nothing here imports TensorFlow or Keras.
@@ -25,14 +27,17 @@ from common.viz.overlay import (
     render_caption_overlay,
     upsample_attention,
 )
+from common.viz.paths import check_output_path, numbered_paths
 
 __all__ = [
     "ITEM_KINDS",
     "SMOOTHING",
     "alignment_figure",
     "blend_attention",
+    "check_output_path",
     "default_label_height",
     "head_grid_figure",
+    "numbered_paths",
     "render_alignment_heatmap",
     "render_caption_gif",
     "render_caption_overlay",
