@@ -3,7 +3,6 @@
 import base64
 import io
 import json
-import os
 import re
 from html.parser import HTMLParser
 
@@ -14,11 +13,7 @@ from PIL import Image
 from common.errors import DataError, UserError
 from common.registry import UnknownNameError
 from common.viz import write_html_viewer
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+from tests.browser import CANVAS_ALPHAS, CANVAS_PNG, open_page
 
 SOURCE, TARGET = ["la", "casa", "verde", "."], ["the", "green", "house", "."]
 ALIGNMENT = np.array([[0.9, 0.05, 0.03, 0.02],
@@ -129,95 +124,61 @@ def test_bad_items_are_user_errors(tmp_path, items, error, message):
         write_html_viewer(items, tmp_path / "v.html")
 
 
-def _browser_missing():
-    if not os.access(CHROMIUM, os.X_OK):
-        return f"{CHROMIUM} is not installed (bash scripts/install_browser.sh installs it)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed (bash scripts/install_browser.sh installs it)"
-    return None
-
-
-# What a canvas shows, read in the page (moving every pixel to Python is slow): its PNG, and
-# the overlay's opacity at a few points.
-_CANVAS_PNG = "canvas => canvas.toDataURL()"
-_CANVAS_ALPHAS = """(canvas, points) => points.map(
-    ([x, y]) => canvas.getContext("2d").getImageData(x, y, 1, 1).data[3])"""
-
-
 def test_hovering_words_in_a_real_browser(tmp_path):
-    missing = _browser_missing()
-    if missing is not None:
-        if os.environ.get("CI") == "true":  # CI installs the browser: never skip there
-            pytest.fail(missing)
-        pytest.skip(missing)
-    from playwright.sync_api import sync_playwright
-
     path = write_html_viewer(_items(), tmp_path / "viewer.html")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1000, "height": 900})
-            errors, requests = [], []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.on("request", lambda request: requests.append(request.url))
-            page.goto(path.resolve().as_uri())
+    with open_page(path.resolve().as_uri()) as (page, errors, requests):
+        canvas = page.locator("#viz-overlay-0")
+        width, height = (int(canvas.get_attribute(a)) for a in ("width", "height"))
+        # "a" lights the top-left cell, "dog" the bottom-right one.
+        points = [(width // 16, height // 16), (width - width // 12, height - height // 12)]
+        assert canvas.get_attribute("data-step") == "-1"
+        assert canvas.evaluate(CANVAS_ALPHAS, points) == [0, 0]  # nothing drawn yet
+        empty = canvas.evaluate(CANVAS_PNG)
 
-            canvas = page.locator("#viz-overlay-0")
-            width, height = (int(canvas.get_attribute(a)) for a in ("width", "height"))
-            # "a" lights the top-left cell, "dog" the bottom-right one.
-            points = [(width // 16, height // 16), (width - width // 12, height - height // 12)]
-            assert canvas.get_attribute("data-step") == "-1"
-            assert canvas.evaluate(_CANVAS_ALPHAS, points) == [0, 0]  # nothing drawn yet
-            empty = canvas.evaluate(_CANVAS_PNG)
+        page.hover('.viz-word[data-item="0"][data-step="0"]')
+        assert canvas.get_attribute("data-step") == "0"
+        first = canvas.evaluate(CANVAS_PNG)
+        top_left, bottom_right = canvas.evaluate(CANVAS_ALPHAS, points)
+        assert top_left > 100 and bottom_right == 0
+        page.hover('.viz-word[data-item="0"][data-step="1"]')
+        assert canvas.get_attribute("data-step") == "1"
+        second = canvas.evaluate(CANVAS_PNG)
+        top_left, bottom_right = canvas.evaluate(CANVAS_ALPHAS, points)
+        assert top_left == 0 and bottom_right > 100
+        assert len({empty, first, second}) == 3
+        assert "active" in page.get_attribute('.viz-word[data-step="1"]', "class")
 
-            page.hover('.viz-word[data-item="0"][data-step="0"]')
-            assert canvas.get_attribute("data-step") == "0"
-            first = canvas.evaluate(_CANVAS_PNG)
-            top_left, bottom_right = canvas.evaluate(_CANVAS_ALPHAS, points)
-            assert top_left > 100 and bottom_right == 0
-            page.hover('.viz-word[data-item="0"][data-step="1"]')
-            assert canvas.get_attribute("data-step") == "1"
-            second = canvas.evaluate(_CANVAS_PNG)
-            top_left, bottom_right = canvas.evaluate(_CANVAS_ALPHAS, points)
-            assert top_left == 0 and bottom_right > 100
-            assert len({empty, first, second}) == 3
-            assert "active" in page.get_attribute('.viz-word[data-step="1"]', "class")
+        sources = page.locator('.viz-src[data-item="1"]')
+        before = [sources.nth(s).evaluate("e => getComputedStyle(e).backgroundColor")
+                  for s in range(4)]
+        page.hover('.viz-tgt[data-item="1"][data-index="1"]')  # "green" -> "verde"
+        after = [sources.nth(s).evaluate("e => getComputedStyle(e).backgroundColor")
+                 for s in range(4)]
+        assert after != before
+        weights = [float(sources.nth(s).get_attribute("data-weight")) for s in range(4)]
+        np.testing.assert_allclose(weights, ALIGNMENT[1], atol=1e-4)
+        assert after[2] == "rgb(255, 140, 0)"  # the largest weight is fully opaque
+        opacities = [float(re.findall(r"[\d.]+", c)[3]) if c.startswith("rgba") else 1.0
+                     for c in after]
+        np.testing.assert_allclose(opacities, ALIGNMENT[1] / ALIGNMENT[1].max(), atol=2e-3)
 
-            sources = page.locator('.viz-src[data-item="1"]')
-            before = [sources.nth(s).evaluate("e => getComputedStyle(e).backgroundColor")
-                      for s in range(4)]
-            page.hover('.viz-tgt[data-item="1"][data-index="1"]')  # "green" -> "verde"
-            after = [sources.nth(s).evaluate("e => getComputedStyle(e).backgroundColor")
-                     for s in range(4)]
-            assert after != before
-            weights = [float(sources.nth(s).get_attribute("data-weight")) for s in range(4)]
-            np.testing.assert_allclose(weights, ALIGNMENT[1], atol=1e-4)
-            assert after[2] == "rgb(255, 140, 0)"  # the largest weight is fully opaque
-            opacities = [float(re.findall(r"[\d.]+", c)[3]) if c.startswith("rgba") else 1.0
-                         for c in after]
-            np.testing.assert_allclose(opacities, ALIGNMENT[1] / ALIGNMENT[1].max(), atol=2e-3)
+        page.hover('.viz-tgt[data-item="1"][data-index="0"]')
+        assert page.get_attribute('.viz-src[data-item="1"][data-index="0"]',
+                                  "data-weight") == "0.9"
 
-            page.hover('.viz-tgt[data-item="1"][data-index="0"]')
-            assert page.get_attribute('.viz-src[data-item="1"][data-index="0"]',
-                                      "data-weight") == "0.9"
+        # The head picker switches which matrix the shading reads.
+        page.hover('.viz-tgt[data-item="2"][data-index="0"]')
+        mean_weight = page.get_attribute('.viz-src[data-item="2"][data-index="0"]',
+                                         "data-weight")
+        page.select_option('.viz-head[data-item="2"]', "2")  # head 1: reversed sources
+        head_weight = page.get_attribute('.viz-src[data-item="2"][data-index="0"]',
+                                         "data-weight")
+        assert (float(mean_weight), float(head_weight)) == (pytest.approx(0.46),
+                                                            pytest.approx(0.02))
 
-            # The head picker switches which matrix the shading reads.
-            page.hover('.viz-tgt[data-item="2"][data-index="0"]')
-            mean_weight = page.get_attribute('.viz-src[data-item="2"][data-index="0"]',
-                                             "data-weight")
-            page.select_option('.viz-head[data-item="2"]', "2")  # head 1: reversed sources
-            head_weight = page.get_attribute('.viz-src[data-item="2"][data-index="0"]',
-                                             "data-weight")
-            assert (float(mean_weight), float(head_weight)) == (pytest.approx(0.46),
-                                                                pytest.approx(0.02))
-
-            shot = tmp_path / "viewer.png"
-            page.screenshot(path=str(shot), full_page=True)
-            assert shot.stat().st_size > 1000
-            assert errors == []
-            assert all(url.startswith(("file:", "data:")) for url in requests), requests
-        finally:
-            browser.close()
+        shot = tmp_path / "viewer.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 1000
+        assert errors == []
+        assert all(url.startswith(("file:", "data:")) for url in requests), requests
 
