@@ -197,23 +197,94 @@ def _caption_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=positive_int, default=16)
     p.add_argument("--json", action="store_true",
                    help="print JSON (captions, words, attention maps) instead of text")
+    _figure_arguments(p, several="several images give OUT-1.png, OUT-2.png, ... numbered by "
+                             "position among the IMAGE arguments")
 
 
 def _caption(args: argparse.Namespace) -> int:
     from captioner.inference import load_run
+    from captioner.visualize import check_figure_paths
 
+    check_figure_paths(args.overlay, args.gif, args.html)
     run = load_run(args.run_dir)
     _warn_unfinished(run)
     done, failed = run.caption_files(args.images, args.batch_size, beam_size=args.beam_size)
     for _path, why in failed:
         print(f"{PROG}: error: {' '.join(why.split())}", file=sys.stderr)
+    results = [{"image": path, **caption.to_json(run.grid_shape)} for path, caption in done]
     if args.json:
-        print(json.dumps([{"image": path, **caption.to_json(run.grid_shape)}
-                          for path, caption in done], ensure_ascii=False))
+        print(json.dumps(results, ensure_ascii=False))
     else:
         for path, caption in done:
             print(f"{path}\t{caption.text}")
+    _draw_captions(args, results, run)
     return EXIT_USAGE if failed else 0
+
+
+# -- attention figures: caption --overlay/--gif/--html, render ------------------------------
+
+def _figure_arguments(p: argparse.ArgumentParser, several: str) -> None:
+    g = p.add_argument_group("attention figures")
+    g.add_argument("--overlay", metavar="OUT.png",
+                   help="the paper's figure: the image, then one panel per word with its "
+                        f"attention blended over the image; {several}")
+    g.add_argument("--gif", metavar="OUT.gif",
+                   help="an animation, one frame per word, numbered like --overlay")
+    g.add_argument("--html", metavar="OUT.html",
+                   help="one self-contained page with every image: hover a word to see where "
+                        "the model looked")
+    g.add_argument("--hard", action="store_true", default=None,
+                   help="mark the cell of highest weight, the one hard attention picks "
+                        "(default: when the model or the result says hard attention)")
+
+
+def _draw_captions(args: argparse.Namespace, results: list[dict[str, Any]], model) -> None:
+    """`caption --overlay/--gif/--html`: the results drawn over their images, files by input."""
+    if not (args.overlay or args.gif or args.html):
+        return
+    from captioner.visualize import attention_kind, input_order, write_caption_figures
+
+    hard = args.hard if args.hard else attention_kind(model) == "hard"
+    for path in write_caption_figures(input_order(args.images, results), args.overlay,
+                                      args.gif, args.html, hard=hard, source="image"):
+        print(f"{PROG} caption: wrote {path}", file=sys.stderr)
+
+
+def _render_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("results", metavar="RESULT.json",
+                   help="the output of `captioner caption --json` (a list, or one object)")
+    p.add_argument("--image", metavar="IMG",
+                   help="the image to draw on (default: each result's 'image'); without "
+                        "--index it also picks the result for that image")
+    p.add_argument("--index", type=int, metavar="N", help="draw only the result at position N")
+    p.add_argument("--out", metavar="OUT.png", help="same as --overlay")
+    _figure_arguments(p, several="several results give OUT-1.png, OUT-2.png, ... numbered by "
+                             "position in RESULT.json")
+
+
+def _render(args: argparse.Namespace) -> int:
+    from captioner.visualize import (
+        check_figure_paths,
+        load_results,
+        select_results,
+        write_caption_figures,
+    )
+
+    if args.out and args.overlay:
+        raise UserError("--out and --overlay name the same file; give one of them")
+    overlay = args.out or args.overlay
+    if not (overlay or args.gif or args.html):
+        raise UserError("nothing to draw; add --out OUT.png, --gif OUT.gif or --html OUT.html")
+    check_figure_paths(overlay, args.gif, args.html)
+    results = load_results(args.results)
+    chosen = select_results(results, args.index, args.image, source=args.results)
+    picked = [results[i] for i in chosen]
+    images = [args.image] * len(picked) if args.image else None
+    where = f"{args.results} entry {chosen[0]}" if len(chosen) == 1 else f"{args.results} entry"
+    for path in write_caption_figures(picked, overlay, args.gif, args.html, images=images,
+                                      hard=args.hard, source=where):
+        print(f"{PROG} render: wrote {path}", file=sys.stderr)
+    return 0
 
 
 def subcommands() -> list[Subcommand]:
@@ -228,8 +299,8 @@ def subcommands() -> list[Subcommand]:
                    not_yet(PROG, "export", "issue 5")),
         Subcommand("serve", "serve a SavedModel over TensorFlow Serving's REST API", _no_arguments,
                    not_yet(PROG, "serve", "issue 5")),
-        Subcommand("render", "draw attention overlays from saved caption JSON", _no_arguments,
-                   not_yet(PROG, "render", "issue 6")),
+        Subcommand("render", "draw attention overlays from saved caption JSON",
+                   _render_arguments, _render),
     ]
 
 

@@ -1,0 +1,249 @@
+"""Caption attention drawn from caption results: `caption --overlay/--gif/--html` and `render`."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from captioner.cli import main
+from captioner.datasets import load_split
+from captioner.visualize import caption_figure, input_order, select_results, write_caption_figures
+from tests.browser import CANVAS_ALPHAS, CANVAS_PNG, open_page
+from tests.captioner.test_cli import _one_line_error
+
+PANEL, LABEL, GREY = 60, 12, 40
+MARK = (255, 40, 0)
+
+
+def _result(image, hard=False):
+    """Three words over a 2x3 grid: "a" looks top-left, "red" bottom-right, "circle" all over.
+
+    The fourth row is the step that chose <end>, which has no word and is not drawn.
+    """
+    attention = np.zeros((4, 6))
+    attention[0, 0] = 1.0
+    attention[1, 5] = 0.7
+    attention[1, 4] = 0.3
+    attention[2] = 1 / 6
+    attention[3, 2] = 1.0
+    result = {"image": str(image), "caption": "a red circle", "words": ["a", "red", "circle"],
+              "score": -1.5, "finished": True, "attention": attention.tolist(), "grid": [2, 3]}
+    if hard:
+        result["attention_kind"] = "hard"
+    return result
+
+
+@pytest.fixture
+def grey_image(tmp_path):
+    path = tmp_path / "grey.png"
+    Image.new("RGB", (90, 50), (GREY, GREY, GREY)).save(path)
+    return path
+
+
+def _panel(figure, k, columns=2):
+    """The image part of panel `k` of a figure drawn with PANEL, LABEL and `columns`."""
+    array = np.asarray(figure).astype(int)
+    x, y = (k % columns) * PANEL, (k // columns) * (PANEL + LABEL)
+    return array[y:y + PANEL, x:x + PANEL]
+
+
+def _cell_center(row, col, grid=(2, 3)):
+    """(y, x) of a grid cell's centre inside a panel."""
+    return int((row + 0.5) * PANEL / grid[0]), int((col + 0.5) * PANEL / grid[1])
+
+
+def _draw(tmp_path, result, **kwargs):
+    out = tmp_path / "overlay.png"
+    write_caption_figures([result], overlay=out, panel_size=PANEL, label_height=LABEL,
+                          columns=2, **kwargs)
+    return Image.open(out).convert("RGB")
+
+
+def test_overlay_has_one_panel_per_word_in_a_wrapping_grid(tmp_path, grey_image):
+    figure = _draw(tmp_path, _result(grey_image))
+    # The image and three words (not the <end> step) in rows of 2.
+    assert figure.size == (2 * PANEL, 2 * (PANEL + LABEL))
+
+
+def test_blend_lights_the_pixels_where_the_weight_is_high(tmp_path, grey_image):
+    figure = _draw(tmp_path, _result(grey_image))
+    plain, a, red, circle = (_panel(figure, k) for k in range(4))
+    assert (plain == GREY).all()
+    top_left, bottom_right = _cell_center(0, 0), _cell_center(1, 2)
+    assert a[top_left].min() > GREY + 100 and (a[bottom_right] == GREY).all()
+    assert red[bottom_right].min() > GREY + 100 and (red[top_left] == GREY).all()
+    assert red[_cell_center(1, 1)].min() > GREY + 20  # the 0.3 of its weight
+    assert red[_cell_center(1, 1)].max() < red[bottom_right].min()
+    assert circle.min() > GREY + 100  # uniform attention lights the whole panel
+    assert not (np.asarray(figure) == MARK).all(-1).any()  # soft: nothing marked
+
+
+def test_hard_attention_marks_the_most_likely_cell(tmp_path, grey_image):
+    figure = _draw(tmp_path, _result(grey_image, hard=True))
+    red = _panel(figure, 2)
+    marked = (red == MARK).all(-1)
+    rows, cols = np.nonzero(marked)
+    # The outline lies in the bottom-right cell (the 0.7), not the 0.3 one beside it.
+    assert marked.any() and rows.min() >= PANEL // 2 - 1 and cols.min() >= 2 * PANEL // 3 - 1
+    soft = _draw(tmp_path, _result(grey_image, hard=True), hard=False)
+    assert not (np.asarray(soft) == MARK).all(-1).any()
+
+
+def test_gif_has_a_frame_per_word_and_the_page_every_result(tmp_path, grey_image):
+    gif, page = tmp_path / "cap.gif", tmp_path / "cap.html"
+    results = [_result(grey_image), None, _result(grey_image, hard=True)]
+    written = write_caption_figures(results, gif=gif, html=page, panel_size=PANEL)
+    assert written == [tmp_path / "cap-1.gif", tmp_path / "cap-3.gif", page]
+    with Image.open(tmp_path / "cap-1.gif") as animation:
+        assert animation.n_frames == 4
+    data = json.loads(re.search(r'id="viz-data">(.*?)</script>', page.read_text(), re.S)[1])
+    assert [item["hard_indices"] for item in data["items"]] == [None, [0, 5, 0]]
+    assert np.asarray(data["items"][0]["attention"]).shape == (3, 2, 3)
+
+
+def test_results_are_picked_by_index_or_image_and_kept_in_input_order():
+    results = [{"image": "data/a.png"}, {"image": "data/b.png"}]
+    assert select_results(results) == [0, 1]
+    assert select_results(results, index=-1) == [1]
+    assert select_results(results, image="data/b.png") == [1]
+    assert select_results(results, image="elsewhere/a.png") == [0]  # by file name
+    assert input_order(["a", "x", "b"], [{"image": "a"}, {"image": "b"}]) == [
+        {"image": "a"}, None, {"image": "b"}]
+    figure = caption_figure({"words": [], "attention": [], "grid": [2, 2]})
+    assert figure.maps.shape == (0, 2, 2)
+
+
+def _bad(result, **changes):
+    return [{**result, **changes}]
+
+
+@pytest.mark.parametrize("content, extra, needle", [
+    ("{not json", [], "not valid JSON"),
+    ([], [], "non-empty JSON list"),
+    ([{"words": ["a"]}], [], "missing keys ['attention', 'grid']"),
+    ("grid", [], "expected 'grid' as [h, w]"),
+    ("columns", [], "expected 'attention' of shape (steps, 6) for a 2x3 grid, got shape (4, 5)"),
+    ("rows", [], "at least one attention row per word (3 words), got 2 rows"),
+    ("words", [], "expected 'words' as a list of strings"),
+    ("kind", [], "expected 'attention_kind' as one of soft, hard"),
+    ("ok", ["--image", "{tmp}/missing.png"], "missing.png: no such image file"),
+    ("ok", ["--image", "{tmp}/broken.png"], "broken.png: not a readable image"),
+    ("two", ["--index", "2"], "--index 2: {tmp}/r.json holds 2 results; expected 0 to 1"),
+    ("two", ["--image", "{tmp}/other.png"], "no result is for that image"),
+])
+def test_render_reports_bad_input_in_one_line(capsys, tmp_path, grey_image, content, extra,
+                                              needle):
+    good = _result(grey_image)
+    cases = {
+        "ok": [good], "two": [good, good],
+        "grid": _bad(good, grid=[2, "3"]),
+        "columns": _bad(good, attention=np.ones((4, 5)).tolist()),
+        "rows": _bad(good, attention=good["attention"][:2]),
+        "words": _bad(good, words="a red circle"),
+        "kind": _bad(good, attention_kind="firm"),
+    }
+    data = cases.get(content, content) if isinstance(content, str) else content
+    (tmp_path / "r.json").write_text(data if isinstance(data, str) else json.dumps(data))
+    (tmp_path / "broken.png").write_bytes(b"not a png")
+    argv = ["render", "{tmp}/r.json", "--out", "{tmp}/o.png", *extra]
+    err = _one_line_error(capsys, [a.format(tmp=tmp_path) for a in argv])
+    assert needle.format(tmp=tmp_path) in err
+    assert not (tmp_path / "o.png").exists()
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["render", "{tmp}/none.json", "--out", "{tmp}/o.png"], "none.json: no such file"),
+    (["render", "{tmp}/r.json"], "nothing to draw"),
+    (["render", "{tmp}/r.json", "--out", "{tmp}/o.jpg"], "expected a file name ending in .png"),
+    (["render", "{tmp}/r.json", "--html", "{tmp}/no/dir/v.html"], "does not exist"),
+    (["caption", "{tmp}", "x.png", "--gif", "{tmp}/o.png"], "ending in .gif"),
+])
+def test_bad_options_fail_before_any_work(capsys, tmp_path, argv, needle):
+    (tmp_path / "r.json").write_text("[]")
+    assert needle in _one_line_error(capsys, [a.format(tmp=tmp_path) for a in argv])
+
+
+# -- from a trained run: caption --json, then render without the model ---------------------
+
+@pytest.fixture(scope="module")
+def captioned(tmp_path_factory):
+    """A tiny run's `caption --json --overlay --html` over two shapes images and a broken one."""
+    tmp = tmp_path_factory.mktemp("captioned")
+    run = tmp / "run"
+    assert main(["train", "--preset", "tiny", "--out", str(run), "--seed", "5"]) == 0
+    images = []
+    for i, record in enumerate(load_split("shapes", "test", num_images=2)):
+        images.append(tmp / f"shapes{i}.png")
+        Image.fromarray(record.image).resize((96, 96)).save(images[-1])
+    broken = tmp / "broken.png"
+    broken.write_bytes(b"not a png")
+    return tmp, run, [images[0], broken, images[1]]
+
+
+@pytest.mark.slow
+def test_caption_overlays_and_render_from_its_json_agree(capsys, captioned):
+    tmp, run, images = captioned
+    argv = ["caption", str(run), *map(str, images), "--json", "--overlay", str(tmp / "cap.png"),
+            "--html", str(tmp / "cap.html")]
+    assert main(argv) == 2  # the broken image is reported; the others are drawn
+    captured = capsys.readouterr()
+    (tmp / "caption.json").write_text(captured.out)
+    results = json.loads(captured.out)
+    assert "broken.png" in captured.err and "wrote" in captured.err
+    # Files are numbered by input: the broken second image gets none.
+    assert (tmp / "cap-1.png").is_file() and (tmp / "cap-3.png").is_file()
+    assert not (tmp / "cap-2.png").exists()
+    page = (tmp / "cap.html").read_text()
+    assert page.count('class="viz-item viz-caption"') == 2
+
+    out = tmp / "rendered.png"
+    assert main(["render", str(tmp / "caption.json"), "--image", str(images[2]),
+                 "--out", str(out), "--gif", str(tmp / "rendered.gif")]) == 0
+    words = results[1]["words"]
+    drawn, rendered = Image.open(tmp / "cap-3.png"), Image.open(out)
+    columns = min(5, len(words) + 1)
+    rows = -(-(len(words) + 1) // columns)
+    assert rendered.size == (columns * 224, rows * (224 + 32))
+    # Drawn from the JSON without the model: the same picture as `caption --overlay` (the JSON
+    # rounds the weights to 5 decimals).
+    difference = np.abs(np.asarray(drawn, int) - np.asarray(rendered, int))
+    assert difference.max() <= 1
+    with Image.open(tmp / "rendered.gif") as animation:
+        assert animation.n_frames == len(words) + 1
+
+
+# -- the viewer in a real browser ----------------------------------------------------------
+
+def test_hovering_caption_words_in_a_real_browser(tmp_path, grey_image):
+    page_path = tmp_path / "viewer.html"
+    write_caption_figures([_result(grey_image), _result(grey_image, hard=True)], html=page_path)
+    with open_page(page_path.resolve().as_uri()) as (page, errors, requests):
+        canvas = page.locator("#viz-overlay-1")
+        width, height = (int(canvas.get_attribute(a)) for a in ("width", "height"))
+        points = [(width // 6, height // 4), (width - width // 6, height - height // 4)]
+        assert canvas.evaluate(CANVAS_ALPHAS, points) == [0, 0]
+        empty = canvas.evaluate(CANVAS_PNG)
+
+        page.hover('.viz-word[data-item="1"][data-step="0"]')  # "a": top-left
+        assert canvas.get_attribute("data-step") == "0"
+        top_left, bottom_right = canvas.evaluate(CANVAS_ALPHAS, points)
+        assert top_left > 100 and bottom_right == 0
+        first = canvas.evaluate(CANVAS_PNG)
+
+        page.hover('.viz-word[data-item="1"][data-step="1"]')  # "red": bottom-right
+        assert canvas.get_attribute("data-step") == "1"
+        top_left, bottom_right = canvas.evaluate(CANVAS_ALPHAS, points)
+        assert top_left == 0 and bottom_right > 100
+        assert len({empty, first, canvas.evaluate(CANVAS_PNG)}) == 3
+        assert "active" in page.get_attribute('.viz-word[data-item="1"][data-step="1"]',
+                                              "class")
+        # The other caption's overlay is untouched.
+        assert page.locator("#viz-overlay-0").get_attribute("data-step") == "-1"
+
+        shot = tmp_path / "viewer.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert Image.open(shot).size[0] == 1000
+        assert errors == []
+        assert all(url.startswith(("file:", "data:")) for url in requests), requests
