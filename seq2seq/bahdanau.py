@@ -1,8 +1,10 @@
 """RNNsearch: a bidirectional recurrent encoder and an attentive recurrent decoder.
 
 Paper: Bahdanau, Cho and Bengio, "Neural Machine Translation by Jointly Learning to Align and
-Translate", ICLR 2015 (https://arxiv.org/abs/1409.0473); optional input feeding from Luong,
-Pham and Manning, "Effective Approaches to Attention-based Neural Machine Translation", 2015.
+Translate", ICLR 2015 (https://arxiv.org/abs/1409.0473); optional input feeding and local
+attention from Luong, Pham and Manning, "Effective Approaches to Attention-based Neural Machine
+Translation", 2015 (https://arxiv.org/abs/1508.04025); optional copying from See, Liu and
+Manning, "Get To The Point", 2017 (`seq2seq.copying`).
 
 Dimensions: `B` batch, `S` source steps, `T` target steps, `E` embedding, `U` recurrent units,
 `V` target vocabulary.
@@ -13,8 +15,11 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from common.layers import Attention
-from seq2seq.losses import token_loss_terms
+from common.errors import UserError
+from common.layers import Attention, LocalAttention
+from seq2seq.config import LOCAL_MODES
+from seq2seq.copying import UNK_ID, embeddable, pointer_generator_log_probs
+from seq2seq.losses import log_prob_loss_terms, token_loss_terms
 
 
 @keras.saving.register_keras_serializable(package="seq2seq")
@@ -30,6 +35,16 @@ class BahdanauTranslator(keras.Model):
     the logits. Training is teacher-forced; `step` runs one decoding step for
     `common.decoding`.
 
+    With `local` the attention is Luong's local attention (`common.layers.LocalAttention`):
+    a window of `2 * attention_window + 1` source positions around `p_t = t` (`"monotonic"`,
+    local-m) or around a position predicted from `s_{t-1}` (`"predictive"`, local-p, with the
+    Gaussian term); weights outside the window are exactly zero.
+
+    With `copy` the decoder is a pointer-generator (`seq2seq.copying`): `p_gen = sigmoid(w [s_t;
+    c_t; y_{t-1}])` mixes the vocabulary distribution with the attention over the source, and
+    the model returns log-probabilities over the extended vocabulary `V + S` instead of logits
+    over `V` (decoding takes either). The inputs then carry `source_copy (B, S)`.
+
     Args:
         source_vocab_size: source vocabulary size.
         target_vocab_size: target vocabulary size `V`.
@@ -42,14 +57,20 @@ class BahdanauTranslator(keras.Model):
         dropout: dropout rate on embeddings and attentional vectors.
         label_smoothing: label smoothing of the training loss.
         max_source_length: the longest source, used by the `location` score.
+        local: None (global attention), `"monotonic"` or `"predictive"`.
+        attention_window: the half-width `D` of the local window.
+        copy: the pointer-generator output.
 
     Call arguments:
         inputs: a dict with `source` `(B, S)` int and `target_in` `(B, T)` int
-            (`<start>` followed by the target, without `<end>`).
+            (`<start>` followed by the target, without `<end>`); with `copy`, optionally
+            `source_copy (B, S)` (`seq2seq.copying.copy_ids`; without it every source token
+            points at `<unk>`).
         training: whether dropout is on.
+        return_attention: also return the attention weights `(B, T, S)`.
 
     Returns:
-        logits `(B, T, V)`.
+        logits `(B, T, V)` (log-probabilities `(B, T, V + S)` with `copy`).
 
     Example:
     >>> model = BahdanauTranslator(20, 30, embedding_dim=8, units=8)
@@ -72,9 +93,15 @@ class BahdanauTranslator(keras.Model):
         dropout: float = 0.1,
         label_smoothing: float = 0.0,
         max_source_length: int = 128,
+        local: str | None = None,
+        attention_window: int = 5,
+        copy: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if local is not None and local not in LOCAL_MODES:
+            raise UserError(f"unknown local attention {local!r}; choose one of: "
+                            f"{', '.join(LOCAL_MODES)} (or none for global attention)")
         self.source_vocab_size = source_vocab_size
         self.target_vocab_size = target_vocab_size
         self.embedding_dim = embedding_dim
@@ -86,6 +113,9 @@ class BahdanauTranslator(keras.Model):
         self.dropout = dropout
         self.label_smoothing = label_smoothing
         self.max_source_length = max_source_length
+        self.local = local
+        self.attention_window = attention_window
+        self.copy = bool(copy)
 
         rnn = keras.layers.LSTM if cell == "lstm" else keras.layers.GRU
         self.source_embedding = keras.layers.Embedding(
@@ -101,20 +131,31 @@ class BahdanauTranslator(keras.Model):
         self.bridge_h = keras.layers.Dense(units, activation="tanh", name="bridge_h")
         if cell == "lstm":
             self.bridge_c = keras.layers.Dense(units, activation="tanh", name="bridge_c")
-        self.key_projection = keras.layers.Dense(units, use_bias=False, name="key_projection")
-        score_kwargs = {}
-        if score == "additive":
-            score_kwargs["units"] = attention_units
-        elif score == "location":
-            score_kwargs["max_positions"] = max_source_length
-        # No `name=`: Attention passes it on to scores without their own __init__ (DotScore).
-        self.attention = Attention(score=score, **score_kwargs)
+        self._create_memory_layers()
         cell_class = keras.layers.LSTMCell if cell == "lstm" else keras.layers.GRUCell
         self.decoder_cell = cell_class(units, name="decoder_cell")
         self.attentional = keras.layers.Dense(units, activation="tanh", name="attentional")
         self.output_projection = keras.layers.Dense(target_vocab_size, name="output_projection")
         self.embedding_dropout = keras.layers.Dropout(dropout)
         self.output_dropout = keras.layers.Dropout(dropout)
+        if self.copy:
+            self.generate_gate = keras.layers.Dense(1, activation="sigmoid", name="generate_gate")
+
+    def _create_memory_layers(self) -> None:
+        """The layers that read the encoder states: the key projection and the attention."""
+        self.key_projection = keras.layers.Dense(self.units, use_bias=False,
+                                                 name="key_projection")
+        score_kwargs = {}
+        if self.score == "additive":
+            score_kwargs["units"] = self.attention_units
+        elif self.score == "location":
+            score_kwargs["max_positions"] = self.max_source_length
+        # No `name=`: Attention passes it on to scores without their own __init__ (DotScore).
+        if self.local is None:
+            self.attention = Attention(score=self.score, **score_kwargs)
+        else:
+            self.attention = LocalAttention(score=self.score, mode=self.local,
+                                            window=self.attention_window, **score_kwargs)
 
     @property
     def _num_states(self) -> int:
@@ -126,8 +167,12 @@ class BahdanauTranslator(keras.Model):
 
     # -- encoder -------------------------------------------------------------------------
 
-    def encode(self, source, training=False):
-        """Encodes `source (B, S)` into the decoder's initial state (a dict, leading dim B)."""
+    def encode(self, source, training=False, source_copy=None):
+        """Encodes `source (B, S)` into the decoder's initial state (a dict, leading dim B).
+
+        `source_copy (B, S)` is the copy ids of a `copy` model (default: every real source
+        token points at `<unk>`).
+        """
         mask = ops.not_equal(source, 0)
         x = self.embedding_dropout(self.source_embedding(source), training=training)
         outputs = self.encoder(x, mask=mask, training=training)
@@ -139,32 +184,70 @@ class BahdanauTranslator(keras.Model):
             for layer, f, b in zip(self._bridges, forward, backward)
         ]
         values = values * ops.cast(mask[:, :, None], values.dtype)
-        keys = self.attention.project_keys(self.key_projection(values))
         batch = ops.shape(source)[0]
         state = {
             "recurrent": recurrent,
             "feed": ops.zeros((batch, self.units), values.dtype),
-            "keys": keys,
+            **self._memory(values, forward, backward, mask),
+        }
+        if self.copy:
+            if source_copy is None:
+                source_copy = ops.where(mask, UNK_ID, 0)
+            state["copy_ids"] = ops.cast(source_copy, "int32")
+        return state
+
+    def _memory(self, values, forward, backward, mask) -> dict:
+        """What the decoder reads of the source: keys, values and mask for the attention."""
+        memory = {
+            "keys": self.attention.project_keys(self.key_projection(values)),
             "values": values,
             "mask": ops.cast(mask, "float32"),
         }
-        return state
+        if self.local == "monotonic":
+            memory["position"] = ops.zeros((ops.shape(values)[0],), "float32")
+        return memory
 
-    def _decoder_step(self, embedded, recurrent, feed, keys, values, mask, training=False):
-        """One step: `embedded (B, E)` -> (attentional `(B, U)`, new recurrent, alpha `(B, S)`)."""
-        query = recurrent[0][:, None, :]
+    def _attend(self, query, state):
+        """`query (B, U)` -> `(context (B, 2U), alpha (B, S))` over the state's memory."""
+        options = {}
+        if self.local == "monotonic":
+            options["positions"] = state["position"][:, None]
         context, alpha = self.attention.attend(
-            query, keys, values, mask=ops.cast(mask, "bool")
+            query[:, None, :], state["keys"], state["values"],
+            mask=ops.cast(state["mask"], "bool"), **options,
         )
-        context, alpha = context[:, 0], alpha[:, 0]
-        pieces = [embedded, context] + ([feed] if self.input_feeding else [])
+        return context[:, 0], alpha[:, 0]
+
+    def aligned_positions(self, query, state):
+        """The local window's centre `p_t (B,)` for `query (B, U)` (local attention only)."""
+        options = {}
+        if self.local == "monotonic":
+            options["positions"] = state["position"]
+        return self.attention.aligned_positions(query, ops.cast(state["mask"], "bool"),
+                                                **options)
+
+    def _decoder_step(self, embedded, state, training=False):
+        """One step from `embedded (B, E)`.
+
+        Returns:
+            `(updates, attentional (B, U), alpha (B, S), p_gen (B,) or None)`: `updates` are
+            the new `recurrent`, `feed` (and `position`) entries of the state.
+        """
+        recurrent = state["recurrent"]
+        context, alpha = self._attend(recurrent[0], state)
+        pieces = [embedded, context] + ([state["feed"]] if self.input_feeding else [])
         output, new_recurrent = self.decoder_cell(
             ops.concatenate(pieces, axis=-1), list(recurrent), training=training
         )
         if not isinstance(new_recurrent, (list, tuple)):
             new_recurrent = [new_recurrent]
-        attentional = self.attentional(ops.concatenate([output, context, embedded], axis=-1))
-        return attentional, list(new_recurrent), alpha
+        features = ops.concatenate([output, context, embedded], axis=-1)
+        attentional = self.attentional(features)
+        updates = {"recurrent": list(new_recurrent), "feed": attentional}
+        if "position" in state:
+            updates["position"] = state["position"] + 1.0
+        p_gen = self.generate_gate(features)[:, 0] if self.copy else None
+        return updates, attentional, alpha, p_gen
 
     def build(self, input_shape=None):
         # Sub-layers are built by one tiny forward pass, so that a checkpoint can be restored
@@ -175,50 +258,89 @@ class BahdanauTranslator(keras.Model):
 
     # -- teacher-forced pass -----------------------------------------------------------------
 
-    def call(self, inputs, training=False, return_attention=False):
-        state = self.encode(inputs["source"], training=training)
+    def _teacher_forced(self, inputs, training=False, positions=False) -> dict:
+        """Runs the decoder over `target_in`: a dict of `logits`, `alpha` `(B, T, S)` (and
+        `positions (B, T)`, the local windows' centres, when asked)."""
+        state = self.encode(inputs["source"], training=training,
+                            source_copy=inputs.get("source_copy"))
         target_in = inputs["target_in"]
+        if self.copy:
+            target_in = embeddable(target_in, self.target_vocab_size)
         embedded = self.embedding_dropout(self.target_embedding(target_in), training=training)
-        keys, values, mask = state["keys"], state["values"], state["mask"]
-        batch, source_len = ops.shape(values)[0], ops.shape(values)[1]
         # Run one step outside the loop so every sub-layer is built before tracing the scan.
-        self._decoder_step(embedded[:, 0], state["recurrent"], state["feed"], keys, values, mask)
+        self._decoder_step(embedded[:, 0], state)
+        batch, source_len = ops.shape(inputs["source"])[0], ops.shape(inputs["source"])[1]
+        zeros = ops.zeros((batch,), "float32")
+        # Keras' TensorFlow scan wants the per-step outputs shaped as the carry: one dict.
+        init = {"recurrent": state["recurrent"], "feed": state["feed"],
+                "alpha": ops.zeros((batch, 0 if "context" in state else source_len), "float32")}
+        if "position" in state:
+            init["position"] = state["position"]
+        if self.copy:
+            init["p_gen"] = zeros
+        if positions:
+            init["window"] = zeros
 
         def body(carry, x):
-            attentional, recurrent, alpha = self._decoder_step(
-                x, carry["recurrent"], carry["feed"], keys, values, mask, training=training
-            )
-            new = {"recurrent": recurrent, "feed": attentional, "alpha": alpha}
+            current = dict(state, **carry)
+            updates, attentional, alpha, p_gen = self._decoder_step(x, current,
+                                                                    training=training)
+            new = dict(updates, alpha=ops.cast(alpha, "float32"))
+            new["feed"] = attentional
+            if p_gen is not None:
+                new["p_gen"] = ops.cast(p_gen, "float32")
+            if positions:
+                new["window"] = self.aligned_positions(current["recurrent"][0], current)
             return new, new
 
-        init = {
-            "recurrent": state["recurrent"],
-            "feed": state["feed"],
-            "alpha": ops.zeros((batch, source_len), values.dtype),
-        }
         _, outputs = ops.scan(body, init, ops.transpose(embedded, (1, 0, 2)))
-        attentional = ops.transpose(outputs["feed"], (1, 0, 2))
-        logits = self.output_projection(self.output_dropout(attentional, training=training))
+        outputs = {k: ops.moveaxis(v, 0, 1) for k, v in outputs.items() if k != "recurrent"}
+        outputs["attentional"] = outputs["feed"]
+        logits = self.output_projection(
+            self.output_dropout(outputs["attentional"], training=training))
+        if self.copy:
+            logits = pointer_generator_log_probs(logits, outputs["p_gen"], outputs["alpha"],
+                                                 state["copy_ids"])
+        result = {"logits": logits, "alpha": outputs["alpha"]}
+        if positions:
+            result["positions"] = outputs["window"]
+        return result
+
+    def call(self, inputs, training=False, return_attention=False):
+        outputs = self._teacher_forced(inputs, training=training)
         if return_attention:
-            return logits, ops.transpose(outputs["alpha"], (1, 0, 2))
-        return logits
+            return outputs["logits"], outputs["alpha"]
+        return outputs["logits"]
+
+    def window_positions(self, inputs):
+        """The local windows' centres `p_t (B, T)` of the teacher-forced pass (float32, in
+        `[0, S' - 1]` for a source of `S'` real tokens). Local attention only."""
+        if self.local is None:
+            raise UserError("window_positions: this model has global attention (no window)")
+        return self._teacher_forced(inputs, positions=True)["positions"]
 
     def loss_terms(self, batch, training: bool) -> dict:
         """Masked token cross-entropy terms for `common.training.Trainer`.
 
-        `batch` is a dict of `source (B, S)`, `target_in (B, T)`, `target_out (B, T)`.
+        `batch` is a dict of `source (B, S)`, `target_in (B, T)`, `target_out (B, T)` (and
+        `source_copy (B, S)` with `copy`, `target_out` then over the extended vocabulary).
         """
         inputs = {"source": batch["source"], "target_in": batch["target_in"]}
+        if self.copy:
+            inputs["source_copy"] = batch.get("source_copy")
+            log_probs = self(inputs, training=training)
+            return log_prob_loss_terms(log_probs, batch["target_out"], self.label_smoothing,
+                                       smoothing_size=self.target_vocab_size)
         logits = self(inputs, training=training)
         return token_loss_terms(logits, batch["target_out"], self.label_smoothing)
 
     # -- incremental decoding ------------------------------------------------------------
 
-    def initial_state(self, source):
+    def initial_state(self, source, source_copy=None):
         """The decoding state for `source (B, S)`: a dict of tensors with leading dim B."""
         if not self.built:
             self.build()
-        return self.encode(source, training=False)
+        return self.encode(source, training=False, source_copy=source_copy)
 
     def step(self, tokens, state, index):
         """One decoding step for `common.decoding`.
@@ -229,16 +351,18 @@ class BahdanauTranslator(keras.Model):
             index: scalar, the position being generated (unused: the state carries it).
 
         Returns:
-            `(logits (N, V), new_state, alpha (N, S))`.
+            `(logits (N, V), new_state, alpha (N, S))`; with `copy`, log-probabilities
+            `(N, V + S)` instead of the logits.
         """
+        if self.copy:
+            tokens = embeddable(tokens, self.target_vocab_size)
         embedded = self.target_embedding(tokens)
-        attentional, recurrent, alpha = self._decoder_step(
-            embedded, state["recurrent"], state["feed"], state["keys"], state["values"],
-            state["mask"],
-        )
+        updates, attentional, alpha, p_gen = self._decoder_step(embedded, state)
         logits = self.output_projection(attentional)
-        new_state = dict(state, recurrent=recurrent, feed=attentional)
-        return logits, new_state, alpha
+        if self.copy:
+            logits = pointer_generator_log_probs(
+                logits[:, None], p_gen[:, None], alpha[:, None], state["copy_ids"])[:, 0]
+        return logits, dict(state, **updates), alpha
 
     def make_step(self, **unused):
         """The step function for `common.decoding` (no options for this architecture)."""
@@ -259,6 +383,9 @@ class BahdanauTranslator(keras.Model):
                 "dropout": self.dropout,
                 "label_smoothing": self.label_smoothing,
                 "max_source_length": self.max_source_length,
+                "local": self.local,
+                "attention_window": self.attention_window,
+                "copy": self.copy,
             }
         )
         return config

@@ -16,13 +16,14 @@ from common.cli import (
     positive_int,
     run_cli,
 )
-from seq2seq.config import CELLS, POSITIONS
+from seq2seq.config import CELLS, LOCAL_MODES, POSITIONS
 from seq2seq.models import ARCHS
 from seq2seq.presets import PRESETS
 
 PROG = "seq2seq"
 DESCRIPTION = """\
-Attention translators: Bahdanau (RNNsearch) and the Transformer.
+Attention translators: Bahdanau (RNNsearch) and the Transformer, and the encoder-decoder
+without attention (seq2seq-noattn) to compare them with.
 
 Typical use:
   seq2seq train --dataset dates --arch transformer --preset dates-demo --out runs/dates
@@ -45,6 +46,9 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", help="training TSV (source<TAB>target), for --dataset tsv")
     p.add_argument("--reverse", action="store_true", default=None,
                    help="translate the second column into the first")
+    p.add_argument("--min-count", type=positive_int,
+                   help="the fewest occurrences that put a token in a vocabulary")
+    p.add_argument("--max-vocab", type=positive_int, help="the largest vocabulary per side")
     p.add_argument("--arch", required=True, help=f"one of: {', '.join(ARCHS.names())}")
     p.add_argument("--preset", help=f"starting sizes, one of: {', '.join(PRESETS.names())}")
     p.add_argument("--out", required=True, help="the run directory to write")
@@ -70,6 +74,14 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--score", help=f"bahdanau attention score: {', '.join(SCORES)}")
     g.add_argument("--attention-units", type=positive_int, help="bahdanau additive score size")
     g.add_argument("--input-feeding", action="store_true", default=None, help="bahdanau")
+    g.add_argument("--local", choices=LOCAL_MODES,
+                   help="bahdanau: Luong's local attention, monotonic (local-m) or predictive "
+                        "(local-p, with the Gaussian term); default global")
+    g.add_argument("--attention-window", type=positive_int, metavar="D",
+                   help="bahdanau --local: the window's half-width (2D+1 positions; default 5)")
+    g.add_argument("--copy", action="store_true", default=None,
+                   help="bahdanau, transformer: a pointer-generator that copies source words "
+                        "(names outside the target vocabulary come through)")
     g.add_argument("--layers", type=positive_int, help="transformer layers")
     g.add_argument("--hidden-dim", type=positive_int, help="transformer width")
     g.add_argument("--heads", type=positive_int, help="transformer heads")
@@ -218,6 +230,10 @@ def _write_figures(args: argparse.Namespace, translator, texts, results) -> None
 def _translate(args: argparse.Namespace) -> int:
     _check_figure_options(args)
     translator = _load_translator(args)
+    if args.plot or args.html:
+        from seq2seq.visualize import require_attention
+
+        require_attention(translator)
     if args.all_heads:
         from seq2seq.visualize import require_heads
 

@@ -1,7 +1,8 @@
 """Frozen dataclass configs of the translators and of a translator run.
 
 A run directory's `config.json` is `to_dict(RunConfig)`: the family, the model (architecture
-and the sizes of both architectures, only the chosen one is used), the data, the training
+and the sizes of both families, only the chosen one is used: `bahdanau` and
+`seq2seq-noattn` read the recurrent sizes, `transformer` the Transformer's), the data, the training
 options and the decoding defaults. `seq2seq evaluate` and `seq2seq translate` rebuild the model
 from it.
 """
@@ -15,11 +16,17 @@ from common.errors import UserError
 
 CELLS = ("gru", "lstm")
 POSITIONS = ("sine", "learned")
+LOCAL_MODES = ("monotonic", "predictive")
+# The architecture -> the section of `ModelConfig` holding its sizes.
+SIZES_SECTION = {"bahdanau": "bahdanau", "seq2seq-noattn": "bahdanau",
+                 "transformer": "transformer"}
 
 
 @dataclass(frozen=True)
 class BahdanauConfig:
-    """Sizes of the RNNsearch translator (Bahdanau et al. 2015).
+    """Sizes of the RNNsearch translator (Bahdanau et al. 2015), and of the encoder-decoder
+    without attention (`seq2seq-noattn`, which uses `embedding_dim`, `units`, `cell` and
+    `dropout` only).
 
     Args:
         embedding_dim: source and target embedding size `E`.
@@ -29,6 +36,9 @@ class BahdanauConfig:
         attention_units: hidden size of the additive score (ignored by the others).
         input_feeding: feed the previous attentional vector into the decoder (Luong et al. 2015).
         dropout: dropout rate on embeddings and the attentional vector.
+        local: None for global attention, or Luong's local attention (Luong et al. 2015):
+            `"monotonic"` (local-m) or `"predictive"` (local-p).
+        attention_window: the half-width `D` of the local window (2D + 1 positions).
     """
 
     embedding_dim: int = 128
@@ -38,11 +48,16 @@ class BahdanauConfig:
     attention_units: int = 128
     input_feeding: bool = False
     dropout: float = 0.1
+    local: str | None = None
+    attention_window: int = 5
 
     def __post_init__(self) -> None:
         if self.cell not in CELLS:
             raise UserError(f"unknown cell {self.cell!r}; choose one of: {', '.join(CELLS)}")
-        _check_positive(self, "embedding_dim", "units", "attention_units")
+        if self.local is not None and self.local not in LOCAL_MODES:
+            raise UserError(f"unknown local attention {self.local!r}; choose one of: "
+                            f"{', '.join(LOCAL_MODES)}")
+        _check_positive(self, "embedding_dim", "units", "attention_units", "attention_window")
         _check_rate(self.dropout)
 
 
@@ -93,11 +108,14 @@ class ModelConfig:
     """Which architecture, and the sizes of each.
 
     Args:
-        arch: `"bahdanau"` or `"transformer"` (the `seq2seq.models.ARCHS` registry).
-        bahdanau: sizes used when `arch == "bahdanau"`.
+        arch: `"bahdanau"`, `"seq2seq-noattn"` or `"transformer"` (the
+            `seq2seq.models.ARCHS` registry).
+        bahdanau: sizes used when `arch` is `"bahdanau"` or `"seq2seq-noattn"`.
         transformer: sizes used when `arch == "transformer"`.
         label_smoothing: label smoothing of the token cross-entropy, in [0, 1).
         max_decode_length: the longest output generated, in tokens.
+        copy: a pointer-generator output that can copy source tokens (See et al. 2017;
+            `seq2seq.copying`); Bahdanau and Transformer only.
     """
 
     arch: str = "transformer"
@@ -105,11 +123,15 @@ class ModelConfig:
     transformer: TransformerConfig = field(default_factory=TransformerConfig)
     label_smoothing: float = 0.0
     max_decode_length: int = 60
+    copy: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.label_smoothing < 1.0:
             raise UserError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         _check_positive(self, "max_decode_length")
+        if self.copy and self.arch == "seq2seq-noattn":
+            raise UserError("copying points through the attention; seq2seq-noattn has none "
+                            "(use --arch bahdanau or transformer with --copy)")
 
 
 @dataclass(frozen=True)

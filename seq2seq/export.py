@@ -27,6 +27,12 @@ within `max_length`), `attention (B, T, S)` (over the source tokens, zero past e
 `source_tokens (B, S)` (padded with ""), `source_lengths (B,)` and `copied (B, T)` (the output
 positions whose `<unk>` was replaced by the most attended source token).
 
+A pointer-generator (`--copy`) computes its copy ids from the source strings in the graph
+(`seq2seq.copying.copy_ids_tf`, the same ids as in-process) and maps an extended output id
+`V + s` to the source token at `s`. A model without attention (`seq2seq-noattn`) returns an
+empty `attention (B, T, 0)` and copies no `<unk>`; `export_info.json` records `attention` and
+`copy`.
+
 Not in the graph: Unicode NFKC normalization (core TensorFlow has no op for it). Clients
 should send NFKC text; `seq2seq translate` normalizes before calling the SavedModel. Empty
 sentences and sentences longer than the model accepts fail the whole call with an
@@ -49,6 +55,7 @@ from common.decoding import beam_search, greedy_decode
 from common.errors import UserError
 from common.export import savedmodel
 from common.text import Vocabulary, detokenize_tf, normalize, tokenize, tokenize_texts
+from seq2seq.copying import copy_ids_tf
 from seq2seq.inference import Translation, Translator, screen_lines
 
 KIND = "seq2seq.translator"
@@ -152,20 +159,21 @@ class TranslatorModule(tf.Module):
         return self._translate(sentences, self.default_beam_size,
                                tf.constant(self.max_decode_length, tf.int32))
 
-    def _decode(self, source, beam_size: int, max_length):
+    def _decode(self, source, source_copy, beam_size: int, max_length):
         """`inference.decode_batch` for a `max_length` tensor (K = 1 squeezed away)."""
         vocab, model = self.target_vocab, self.model
         step = model.make_step(attention_layer=self.attention_layer,
                                attention_head=self.attention_head)
         batch = tf.shape(source)[0]
+        options = {"source_copy": source_copy} if source_copy is not None else {}
         if hasattr(model, "max_length"):
             # The Transformer's cache size must be a Python int: build the largest one and
             # cut it to `max_length` steps, the cache `decode_batch` builds in-process.
-            state = model.initial_state(source, max_length=self.max_length_limit)
+            state = model.initial_state(source, max_length=self.max_length_limit, **options)
             state = dict(state, self_cache=tuple(
                 cache[:, :, :max_length] for cache in state["self_cache"]))
         else:
-            state = model.initial_state(source)
+            state = model.initial_state(source, **options)
         if beam_size == 1:
             decoded = greedy_decode(step, state, batch, vocab.start_id, vocab.end_id, max_length)
         else:
@@ -199,9 +207,12 @@ class TranslatorModule(tf.Module):
                                tf.maximum(longest, self.max_source_tokens))
             source = self.source_vocab.encode_tf(words).to_tensor(0, shape=[batch, width])
             source_tokens = words.to_tensor("", shape=[batch, width])
+        source_copy = None
+        if getattr(self.model, "copy", False):  # the pointer-generator's extended ids
+            source_copy = copy_ids_tf(source_tokens, self.target_vocab)
         if isinstance(beam_size, int):
-            ids, lengths, scores, attention, finished = self._decode(source, beam_size,
-                                                                     max_length)
+            ids, lengths, scores, attention, finished = self._decode(source, source_copy,
+                                                                     beam_size, max_length)
         else:
             known = tf.reduce_any(tf.equal(tf.constant(self.beam_sizes, tf.int32), beam_size))
             check = tf.debugging.Assert(known, [
@@ -210,18 +221,18 @@ class TranslatorModule(tf.Module):
             with tf.control_dependencies([check]):
                 beam_size = tf.identity(beam_size)
             ids, lengths, scores, attention, finished = self._dispatch(
-                source, beam_size, max_length, self.beam_sizes)
+                source, source_copy, beam_size, max_length, self.beam_sizes)
         return self._postprocess(ids, lengths, scores, attention, finished, source_tokens,
                                  n_source)
 
-    def _dispatch(self, source, beam_size, max_length, sizes: Sequence[int]):
+    def _dispatch(self, source, source_copy, beam_size, max_length, sizes: Sequence[int]):
         """`_decode` with the compiled size equal to the `beam_size` tensor (nested tf.cond)."""
         if len(sizes) == 1:
-            return self._decode(source, sizes[0], max_length)
+            return self._decode(source, source_copy, sizes[0], max_length)
         return tf.cond(
             tf.equal(beam_size, sizes[0]),
-            lambda: self._decode(source, sizes[0], max_length),
-            lambda: self._dispatch(source, beam_size, max_length, sizes[1:]),
+            lambda: self._decode(source, source_copy, sizes[0], max_length),
+            lambda: self._dispatch(source, source_copy, beam_size, max_length, sizes[1:]),
         )
 
     def _postprocess(self, ids, lengths, scores, attention, finished, source_tokens, n_source):
@@ -229,11 +240,20 @@ class TranslatorModule(tf.Module):
         steps = tf.shape(ids)[1]
         n = lengths - tf.cast(finished, tf.int32)  # drop <end>
         within = tf.range(steps)[None, :] < n[:, None]
-        words = tf.gather(tf.constant(vocab.tokens, tf.string), ids)
-        # <unk> -> the source token attended to most (padded keys have zero weight).
-        copied = within & tf.equal(ids, vocab.unk_id) & (n_source[:, None] > 0)
-        best = tf.argmax(attention, axis=-1, output_type=tf.int32)
-        words = tf.where(copied, tf.gather(source_tokens, best, batch_dims=1), words)
+        size = len(vocab)
+        pointed = ids >= size  # a pointer-generator's extended id: the source token at id - V
+        words = tf.gather(tf.constant(vocab.tokens, tf.string),
+                          tf.where(pointed, vocab.unk_id, ids))
+        width = tf.shape(source_tokens)[1]
+        words = tf.where(pointed, tf.gather(source_tokens, tf.clip_by_value(
+            ids - size, 0, width - 1), batch_dims=1), words)
+        if attention.shape[-1] == 0:  # no attention (seq2seq-noattn): nothing to copy from
+            copied = tf.zeros_like(within)
+        else:
+            # <unk> -> the source token attended to most (padded keys have zero weight).
+            copied = within & tf.equal(ids, vocab.unk_id) & (n_source[:, None] > 0)
+            best = tf.argmax(attention, axis=-1, output_type=tf.int32)
+            words = tf.where(copied, tf.gather(source_tokens, best, batch_dims=1), words)
         special = (tf.equal(ids, vocab.pad_id) | tf.equal(ids, vocab.start_id)
                    | tf.equal(ids, vocab.end_id))
         keep = within & (copied | ~special)
@@ -259,6 +279,8 @@ class TranslatorModule(tf.Module):
             "default_beam_size": self.default_beam_size,
             "length_penalty": self.length_penalty, "attention_layer": self.attention_layer,
             "attention_head": self.attention_head,
+            "attention": bool(getattr(self.model, "has_attention", True)),
+            "copy": bool(getattr(self.model, "copy", False)),
             "source_vocab_size": len(self.source_vocab),
             "target_vocab_size": len(self.target_vocab), "outputs": list(OUTPUTS),
         }
@@ -374,7 +396,8 @@ def _translation(text: str, outputs: dict[str, np.ndarray], row: int,
         source_tokens=[t.decode("utf-8") for t in outputs["source_tokens"][row, :n_source]],
         score=float(outputs["scores"][row]),
         finished=finished,
-        attention=outputs["attention"][row, :steps, :n_source],
+        attention=(outputs["attention"][row, :steps, :n_source]
+                   if outputs["attention"].shape[-1] else None),
         copied=[int(t) for t in np.flatnonzero(outputs["copied"][row])],
     )
     if not finished:

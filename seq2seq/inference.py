@@ -9,6 +9,9 @@ when it produced it (Luong et al. 2015, "Addressing the Rare Word Problem in NMT
 simplest form: copy, no dictionary). For names, numbers and words the target vocabulary does not
 hold this gives the right token more often than not; it never emits `<unk>` unless the attended
 source token is itself padding. `Translation.copied` lists the output positions replaced.
+A pointer-generator (`--copy`, `seq2seq.copying`) copies by itself: its extended ids `>= V` are
+mapped back to the source tokens they point to, and a `<unk>` it still emits is replaced as
+above. A model without attention (`seq2seq-noattn`) cannot copy: its `<unk>`s stay.
 
 Dimensions: `B` batch, `K` hypotheses, `S` source steps, `T` target steps.
 """
@@ -29,6 +32,7 @@ from common.decoding import Decoded, beam_search, greedy_decode
 from common.errors import UserError
 from common.text import Vocabulary, detokenize, tokenize_texts
 from seq2seq.config import RunConfig
+from seq2seq.copying import copy_ids, extended_words
 from seq2seq.models import build_model
 
 SOURCE_VOCAB = "vocab.source.txt"
@@ -47,7 +51,8 @@ class Translation:
         score: the sum of log-probabilities of the output.
         finished: whether the model emitted `<end>` within the length limit; when False the
             translation was cut at `max_decode_length` and `warning` says so.
-        attention: `(T, S)` the attention over source tokens for each output token.
+        attention: `(T, S)` the attention over source tokens for each output token; None for
+            a model without attention (`seq2seq-noattn`).
         copied: the output positions whose `<unk>` was replaced by a source token.
         error: a one-line reason this line could not be translated, or None.
         warning: a one-line note about a translation that was produced (unfinished, empty).
@@ -128,19 +133,27 @@ def decode_batch(
     length_penalty: float = 0.6,
     attention_layer: int = -1,
     attention_head: int | None = None,
+    source_copy: Any = None,
 ) -> Decoded:
     """Greedy decoding (`beam_size == 1`) or beam search of `source (B, S)`.
 
+    `source_copy (B, S)` is the copy ids of a copying model (`seq2seq.copying.copy_ids`); its
+    tokens may then be extended ids `>= V`.
+
     Returns:
-        A `Decoded` with `K = 1`: tokens `(B, 1, T)`, attention `(B, 1, T, S)`.
+        A `Decoded` with `K = 1`: tokens `(B, 1, T)`, attention `(B, 1, T, S)` (`(B, 1, T, 0)`
+        for a model without attention).
     """
     source = tf.convert_to_tensor(source, tf.int32)
     batch = tf.shape(source)[0]
     step = model.make_step(attention_layer=attention_layer, attention_head=attention_head)
+    options = {}
+    if getattr(model, "copy", False):
+        options["source_copy"] = source_copy
     if hasattr(model, "max_length"):  # Transformer: the cache holds `max_length` steps
-        state = model.initial_state(source, max_length=max_length)
+        state = model.initial_state(source, max_length=max_length, **options)
     else:
-        state = model.initial_state(source)
+        state = model.initial_state(source, **options)
     if beam_size == 1:
         return greedy_decode(step, state, batch, start_id, end_id, max_length)
     return beam_search(step, state, batch, start_id, end_id, max_length, beam_size,
@@ -213,10 +226,10 @@ class Translator:
             vocab = self.target_vocab
 
             @tf.function(reduce_retracing=True)
-            def run(source):
+            def run(source, source_copy=None):
                 return decode_batch(self.model, source, vocab.start_id, vocab.end_id, max_length,
                                     beam_size, attention_layer=attention_layer,
-                                    attention_head=attention_head)
+                                    attention_head=attention_head, source_copy=source_copy)
 
             self._decoders[key] = run
         return self._decoders[key]
@@ -233,9 +246,10 @@ class Translator:
         """Translates already tokenized, valid sentences in one batch."""
         max_length = max_length or self.config.model.max_decode_length
         rows = [source_ids(self.source_vocab, tokens) for tokens in token_lists]
-        decoded = self._decoder(beam_size, max_length, attention_layer, attention_head)(
-            pad_batch(rows)
-        )
+        inputs = [pad_batch(rows)]
+        if getattr(self.model, "copy", False):  # the pointer-generator's extended ids
+            inputs.append(pad_batch([copy_ids(t, self.target_vocab) for t in token_lists]))
+        decoded = self._decoder(beam_size, max_length, attention_layer, attention_head)(*inputs)
         tokens = decoded.tokens.numpy()[:, 0]
         lengths = decoded.lengths.numpy()[:, 0]
         scores = decoded.scores.numpy()[:, 0]
@@ -245,10 +259,12 @@ class Translator:
         for i, source_tokens in enumerate(token_lists):
             n = int(lengths[i]) - int(bool(finished[i]))  # drop <end>
             ids = tokens[i, :n].tolist()
-            words = self.target_vocab.decode(ids, strip_special=False)
+            words = extended_words(ids, source_tokens, self.target_vocab)
             alpha = attention[i, :n, : len(source_tokens)]
+            if not attention.shape[-1]:  # a model without attention (seq2seq-noattn)
+                alpha = None
             copied = []
-            if copy_unknown:
+            if copy_unknown and alpha is not None:
                 for t, word in enumerate(words):
                     if word == "<unk>" and len(source_tokens):
                         words[t] = source_tokens[int(np.argmax(alpha[t]))]

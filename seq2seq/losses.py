@@ -35,20 +35,42 @@ def token_loss_terms(logits, targets, label_smoothing: float = 0.0, pad_id: int 
     1.0
     """
     logits = ops.cast(logits, "float32")
+    return log_prob_loss_terms(ops.log_softmax(logits, axis=-1), targets, label_smoothing, pad_id)
+
+
+def log_prob_loss_terms(log_probs, targets, label_smoothing: float = 0.0, pad_id: int = 0,
+                        smoothing_size: int | None = None) -> dict:
+    """`token_loss_terms` of normalized log-probabilities `(B, T, V')`.
+
+    The copying translators (`seq2seq.copying`) give log-probabilities over an extended
+    vocabulary `V' = V + S`; their label smoothing spreads `eps` over the first
+    `smoothing_size` ids (the target vocabulary `V`) only, the per-batch source slots being no
+    words of their own.
+
+    Args:
+        log_probs: `(B, T, V')` log-probabilities (each row's exponentials sum to 1).
+        targets: `(B, T)` int ids in `[0, V')`; `pad_id` marks padding.
+        label_smoothing: `eps` in [0, 1).
+        pad_id: the padding id.
+        smoothing_size: how many leading ids the smoothing covers (None: all `V'`).
+
+    Returns:
+        The dict of `token_loss_terms`.
+    """
+    log_probs = ops.cast(log_probs, "float32")
     targets = ops.cast(targets, "int32")
     mask = ops.cast(ops.not_equal(targets, pad_id), "float32")
-    log_probs = ops.log_softmax(logits, axis=-1)
-    vocab_size = ops.shape(logits)[-1]
+    vocab_size = ops.shape(log_probs)[-1]
     one_hot = ops.one_hot(targets, vocab_size, dtype="float32")
     nll = -ops.sum(one_hot * log_probs, axis=-1)
     if label_smoothing:
-        smooth = -ops.mean(log_probs, axis=-1)
+        smoothed = log_probs if smoothing_size is None else log_probs[..., :smoothing_size]
+        smooth = -ops.mean(smoothed, axis=-1)
         nll = (1.0 - label_smoothing) * nll + label_smoothing * smooth
-    predictions = ops.cast(ops.argmax(logits, axis=-1), "int32")
+    predictions = ops.cast(ops.argmax(log_probs, axis=-1), "int32")
     correct = ops.cast(ops.equal(predictions, targets), "float32") * mask
     return {
         "loss_sum": ops.sum(nll * mask),
         "count": ops.sum(mask),
         "accuracy": ops.sum(correct),
     }
-

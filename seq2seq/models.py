@@ -9,7 +9,12 @@ Every model built here has the same translator interface:
 - `model.loss_terms({"source", "target_in", "target_out"}, training) -> {"loss_sum", "count",
   "accuracy"}` for `common.training.Trainer`;
 - `model.initial_state(source (B, S)) -> state` and `model.make_step(...) -> step(tokens (N,),
-  state, index) -> (logits (N, V), state, alpha (N, S))` for `common.decoding`.
+  state, index) -> (logits (N, V), state, alpha (N, S))` for `common.decoding` (`alpha` is
+  `(N, 0)` for `seq2seq-noattn`, which has no attention).
+
+A model built with `config.copy` (`model.copy` true) also takes `source_copy (B, S)` in its
+inputs and in `initial_state(source, source_copy)`, and gives log-probabilities over the
+extended vocabulary `V + S` where the others give logits (`seq2seq.copying`).
 """
 
 from __future__ import annotations
@@ -39,7 +44,30 @@ def build_bahdanau(config: ModelConfig, source_vocab_size: int, target_vocab_siz
         input_feeding=sizes.input_feeding,
         dropout=sizes.dropout,
         label_smoothing=config.label_smoothing,
+        local=sizes.local,
+        attention_window=sizes.attention_window,
+        copy=config.copy,
         name="bahdanau",
+    )
+
+
+@ARCHS.register("seq2seq-noattn")
+def build_encoder_decoder(config: ModelConfig, source_vocab_size: int,
+                          target_vocab_size: int) -> Any:
+    """An `EncoderDecoderTranslator` (no attention) with the recurrent sizes of
+    `config.bahdanau`."""
+    from seq2seq.encoder_decoder import EncoderDecoderTranslator
+
+    sizes = config.bahdanau
+    return EncoderDecoderTranslator(
+        source_vocab_size,
+        target_vocab_size,
+        embedding_dim=sizes.embedding_dim,
+        units=sizes.units,
+        cell=sizes.cell,
+        dropout=sizes.dropout,
+        label_smoothing=config.label_smoothing,
+        name="seq2seq_noattn",
     )
 
 
@@ -62,6 +90,7 @@ def build_transformer(config: ModelConfig, source_vocab_size: int, target_vocab_
         norm_first=sizes.norm_first,
         tie_embeddings=sizes.tie_embeddings,
         label_smoothing=config.label_smoothing,
+        copy=config.copy,
         name="transformer",
     )
 

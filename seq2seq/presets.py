@@ -42,6 +42,10 @@ class Preset:
     overrides: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def for_arch(self, arch: str) -> dict[str, dict[str, Any]]:
+        """The overrides for `arch`; `seq2seq-noattn` without its own takes Bahdanau's (the
+        same recurrent sizes, only the attention differs)."""
+        if arch not in self.overrides and arch == "seq2seq-noattn":
+            arch = "bahdanau"
         return self.overrides.get(arch, {})
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from common.config import from_dict, load_json, save_json, to_dict
 from common.errors import DataError, UserError
-from seq2seq.config import DataConfig, ModelConfig, RunConfig
+from seq2seq.config import SIZES_SECTION, DataConfig, ModelConfig, RunConfig
 from seq2seq.models import ARCHS
 from seq2seq.presets import get_preset
 
@@ -36,6 +36,9 @@ OPTION_FIELDS = {
     "score": ("bahdanau", "score"),
     "attention_units": ("bahdanau", "attention_units"),
     "input_feeding": ("bahdanau", "input_feeding"),
+    "local": ("bahdanau", "local"),
+    "attention_window": ("bahdanau", "attention_window"),
+    "copy": ("model", "copy"),
     "layers": ("transformer", "num_layers"),
     "hidden_dim": ("transformer", "hidden_dim"),
     "heads": ("transformer", "num_heads"),
@@ -48,6 +51,8 @@ OPTION_FIELDS = {
     "max_decode_length": ("model", "max_decode_length"),
     "data": ("data", "data"),
     "reverse": ("data", "reverse"),
+    "min_count": ("data", "min_count"),
+    "max_vocab": ("data", "max_vocab"),
 }
 
 VALIDATION_PAIRS = 200
@@ -82,7 +87,7 @@ def make_run_config(
         if value is None:
             continue
         if name == "dropout":
-            sections[arch]["dropout"] = value
+            sections[SIZES_SECTION[arch]]["dropout"] = value
         elif name == "post_norm":
             sections["transformer"]["norm_first"] = not value
         else:
@@ -188,7 +193,8 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
     def make(epoch: int, context: tf.distribute.InputContext) -> tf.data.Dataset:
         batch = context.get_per_replica_batch_size(training.batch_size)
         dataset = make_dataset(pairs, source_vocab, target_vocab, batch, shuffle=True,
-                               seed=training.seed + epoch, drop_remainder=False)
+                               seed=training.seed + epoch, drop_remainder=False,
+                               copy=config.model.copy)
         if context.num_input_pipelines > 1:
             dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
         return dataset.repeat() if training.steps_per_epoch else dataset

@@ -16,7 +16,8 @@ import keras_hub
 from keras import ops
 
 from common.errors import UserError
-from seq2seq.losses import token_loss_terms
+from seq2seq.copying import UNK_ID, embeddable, pointer_generator_log_probs
+from seq2seq.losses import log_prob_loss_terms, token_loss_terms
 from seq2seq.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
 
 
@@ -35,6 +36,12 @@ class TransformerTranslator(keras.Model):
     self-attention keys/values into a cache `(B, 2, T_max, H, D/H)` per layer, and gives the same
     logits as the full pass at that position.
 
+    With `copy` the output is a pointer-generator (`seq2seq.copying`): the copy distribution
+    is the last decoder layer's cross-attention averaged over heads, and `p_gen =
+    sigmoid(w [x_t; e_t])` is read from the decoder's output `x_t` and its input embedding
+    `e_t`. The model then returns log-probabilities over the extended vocabulary `V + S`
+    instead of logits, and takes `source_copy (B, S)` in its inputs and `initial_state`.
+
     Args:
         source_vocab_size: source vocabulary size.
         target_vocab_size: target vocabulary size `V`.
@@ -48,13 +55,17 @@ class TransformerTranslator(keras.Model):
         norm_first: pre-layer-norm (True) or post-layer-norm (False).
         tie_embeddings: share the target embedding with the output projection.
         label_smoothing: label smoothing of the training loss.
+        copy: the pointer-generator output.
 
     Call arguments:
-        inputs: a dict with `source` `(B, S)` int and `target_in` `(B, T)` int.
+        inputs: a dict with `source` `(B, S)` int and `target_in` `(B, T)` int (and, with
+            `copy`, optionally `source_copy (B, S)`; without it every source token points at
+            `<unk>`).
         training: whether dropout is on.
+        return_attention: also return each decoder layer's cross-attention `(B, H, T, S)`.
 
     Returns:
-        logits `(B, T, V)`.
+        logits `(B, T, V)` (log-probabilities `(B, T, V + S)` with `copy`).
 
     Example:
     >>> model = TransformerTranslator(20, 30, num_layers=1, hidden_dim=8, num_heads=2,
@@ -79,6 +90,7 @@ class TransformerTranslator(keras.Model):
         norm_first: bool = True,
         tie_embeddings: bool = False,
         label_smoothing: float = 0.0,
+        copy: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -94,6 +106,7 @@ class TransformerTranslator(keras.Model):
         self.norm_first = norm_first
         self.tie_embeddings = tie_embeddings
         self.label_smoothing = label_smoothing
+        self.copy = bool(copy)
 
         init = keras.initializers.RandomNormal(stddev=hidden_dim**-0.5)
         self.source_embedding = keras.layers.Embedding(
@@ -123,6 +136,8 @@ class TransformerTranslator(keras.Model):
         self.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="decoder_norm")
         self.drop = keras.layers.Dropout(dropout)
         self._scale = math.sqrt(hidden_dim)
+        if self.copy:
+            self.generate_gate = keras.layers.Dense(1, activation="sigmoid", name="generate_gate")
 
     def build(self, input_shape=None):
         # Sub-layers are built by one tiny forward pass, so that a checkpoint can be restored
@@ -156,11 +171,14 @@ class TransformerTranslator(keras.Model):
             x = self.encoder_norm(x)
         return x, source_mask
 
-    def decode(self, target_in, memory, source_mask, training=False):
-        """Teacher-forced decoder: -> `(logits (B, T, V), [cross weights (B, H, T, S)] * N)`."""
+    def decode(self, target_in, memory, source_mask, training=False, source_copy=None):
+        """Teacher-forced decoder: -> `(logits (B, T, V), [cross weights (B, H, T, S)] * N)`
+        (log-probabilities `(B, T, V + S)` with `copy`)."""
+        if self.copy:
+            target_in = embeddable(target_in, self.target_vocab_size)
         target_mask = ops.not_equal(target_in, 0)
-        x = self._embed(self.target_embedding, self.target_positions, target_in,
-                        training=training)
+        embedded = x = self._embed(self.target_embedding, self.target_positions, target_in,
+                                   training=training)
         weights = []
         for layer in self.decoder_layers:
             x, w = layer(x, memory, target_mask=target_mask, source_mask=source_mask,
@@ -168,11 +186,25 @@ class TransformerTranslator(keras.Model):
             weights.append(w)
         if self.norm_first:
             x = self.decoder_norm(x)
-        return self.target_embedding(x, reverse=True), weights
+        logits = self.target_embedding(x, reverse=True)
+        if self.copy:
+            if source_copy is None:
+                source_copy = ops.where(source_mask, UNK_ID, 0)
+            logits = self._pointer(logits, x, embedded, weights[-1], source_copy)
+        return logits, weights
+
+    def _pointer(self, logits, x, embedded, weights, source_copy):
+        """The pointer-generator log-probabilities `(B, T, V + S)` from the vocabulary
+        `logits (B, T, V)`, decoder output `x` and input `embedded` `(B, T, D)` and the last
+        layer's cross-attention `weights (B, H, T, S)`."""
+        p_gen = self.generate_gate(ops.concatenate([x, embedded], axis=-1))[..., 0]
+        alpha = ops.mean(ops.cast(weights, "float32"), axis=1)
+        return pointer_generator_log_probs(logits, p_gen, alpha, source_copy)
 
     def call(self, inputs, training=False, return_attention=False):
         memory, source_mask = self.encode(inputs["source"], training=training)
-        logits, weights = self.decode(inputs["target_in"], memory, source_mask, training)
+        logits, weights = self.decode(inputs["target_in"], memory, source_mask, training,
+                                      source_copy=inputs.get("source_copy"))
         if return_attention:
             return logits, weights
         return logits
@@ -180,26 +212,33 @@ class TransformerTranslator(keras.Model):
     def loss_terms(self, batch, training: bool) -> dict:
         """Masked (label-smoothed) token cross-entropy terms for `common.training.Trainer`.
 
-        `batch` is a dict of `source (B, S)`, `target_in (B, T)`, `target_out (B, T)`.
+        `batch` is a dict of `source (B, S)`, `target_in (B, T)`, `target_out (B, T)` (and
+        `source_copy (B, S)` with `copy`, `target_out` then over the extended vocabulary).
         """
         inputs = {"source": batch["source"], "target_in": batch["target_in"]}
+        if self.copy:
+            inputs["source_copy"] = batch.get("source_copy")
+            log_probs = self(inputs, training=training)
+            return log_prob_loss_terms(log_probs, batch["target_out"], self.label_smoothing,
+                                       smoothing_size=self.target_vocab_size)
         logits = self(inputs, training=training)
         return token_loss_terms(logits, batch["target_out"], self.label_smoothing)
 
     # -- incremental decoding ------------------------------------------------------------
 
-    def initial_state(self, source, max_length: int | None = None):
+    def initial_state(self, source, max_length: int | None = None, source_copy=None):
         """Encodes `source (B, S)` once for decoding.
 
         Args:
             source: `(B, S)` int token ids.
             max_length: the most steps that will be decoded (the self-attention cache size);
                 at most the model's `max_length` with learned positions.
+            source_copy: `(B, S)` the copy ids of a `copy` model (`seq2seq.copying`).
 
         Returns:
             A dict with leading dimension B: `self_cache`, one `(B, 2, T_max, H, D/H)` zero
             tensor per decoder layer; `cross_cache`, one `(B, 2, S, H, D/H)` per layer;
-            `source_mask (B, S)` float.
+            `source_mask (B, S)` float; with `copy`, `copy_ids (B, S)` int32.
         """
         if not self.built:
             self.build()
@@ -208,17 +247,25 @@ class TransformerTranslator(keras.Model):
         batch = ops.shape(source)[0]
         key_dim = self.hidden_dim // self.num_heads
         shape = (batch, 2, max_length, self.num_heads, key_dim)
-        return {
+        state = {
             "self_cache": tuple(ops.zeros(shape, memory.dtype) for _ in self.decoder_layers),
             "cross_cache": tuple(layer.cross_attention_cache(memory)
                                  for layer in self.decoder_layers),
             "source_mask": ops.cast(source_mask, "float32"),
         }
+        if self.copy:
+            if source_copy is None:
+                source_copy = ops.where(source_mask, UNK_ID, 0)
+            state["copy_ids"] = ops.cast(source_copy, "int32")
+        return state
 
     def step_with_weights(self, tokens, state, index):
-        """One token through the decoder: -> `(logits (N, V), new_state, [(N, H, S)] * N)`."""
-        x = self._embed(self.target_embedding, self.target_positions, tokens[:, None],
-                        start_index=index)
+        """One token through the decoder: -> `(logits (N, V), new_state, [(N, H, S)] * N)`
+        (log-probabilities `(N, V + S)` with `copy`)."""
+        if self.copy:
+            tokens = embeddable(tokens, self.target_vocab_size)
+        embedded = x = self._embed(self.target_embedding, self.target_positions,
+                                   tokens[:, None], start_index=index)
         source_mask = ops.cast(state["source_mask"], "bool")
         caches, weights = [], []
         for i, layer in enumerate(self.decoder_layers):
@@ -229,7 +276,11 @@ class TransformerTranslator(keras.Model):
             weights.append(w[:, :, 0])
         if self.norm_first:
             x = self.decoder_norm(x)
-        logits = self.target_embedding(x, reverse=True)[:, 0]
+        logits = self.target_embedding(x, reverse=True)
+        if self.copy:
+            logits = self._pointer(logits, x, embedded, weights[-1][:, :, None],
+                                   state["copy_ids"])
+        logits = logits[:, 0]
         new_state = dict(state, self_cache=tuple(caches))
         return logits, new_state, weights
 
@@ -275,6 +326,7 @@ class TransformerTranslator(keras.Model):
                 "norm_first": self.norm_first,
                 "tie_embeddings": self.tie_embeddings,
                 "label_smoothing": self.label_smoothing,
+                "copy": self.copy,
             }
         )
         return config

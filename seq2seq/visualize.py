@@ -83,6 +83,21 @@ def alignment(result: Translation, weights: Any = None) -> tuple[list[str], list
     return list(result.source_tokens), target[:n], matrix[..., :n, :]
 
 
+def require_attention(translator: Any) -> None:
+    """Raises `UserError` when `translator` has no attention to draw (`seq2seq-noattn`).
+
+    `translator` is a `Translator` (its run config names the architecture) or an
+    `ExportedTranslator` (its `export_info.json` says whether it returns attention).
+    """
+    config = getattr(translator, "config", None)
+    arch = getattr(getattr(config, "model", None), "arch", None)
+    has_attention = (arch != "seq2seq-noattn" if config is not None
+                     else getattr(translator, "info", {}).get("attention", True))
+    if not has_attention:
+        raise UserError(f"--plot/--html: a {arch or 'seq2seq-noattn'} model has no attention "
+                        "to draw; use a bahdanau or transformer run")
+
+
 def require_heads(translator: Any) -> None:
     """Raises `UserError` unless `translator` is a Transformer run's `Translator`."""
     arch = getattr(getattr(translator, "config", None), "model", None)

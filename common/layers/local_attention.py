@@ -128,6 +128,8 @@ class LocalAttention(BaseAttention):
     def attend(self, query, projected_keys, value, mask=None, positions=None):
         """Attends with keys already projected by `project_keys`; returns `(context, weights)`."""
         query, single_step = _as_sequence(query)
+        # Decoders call `project_keys`/`attend` directly, never `__call__` (which builds).
+        self._build_positions(query.shape[-1])
         logits = self.scorer.score(query, projected_keys)  # (B, T, S)
         source_length = ops.shape(logits)[-1]
         aligned = self._aligned(query, mask, positions, single_step, source_length)  # (B, T)

@@ -57,6 +57,7 @@ def make_dataset(
     bucket: bool = True,
     drop_remainder: bool = False,
     bucket_width: int = 8,
+    copy: bool = False,
 ) -> tf.data.Dataset:
     """Batches of padded id tensors for teacher-forced training and evaluation.
 
@@ -71,12 +72,17 @@ def make_dataset(
             `bucket_width` tokens wide) so that batches carry little padding.
         drop_remainder: drop the last, smaller batch of each bucket (a fixed batch shape).
         bucket_width: tokens per bucket.
+        copy: for a copying translator (`seq2seq.copying`): add `"source_copy"` and give
+            `"target_out"` over the extended vocabulary.
 
     Returns:
         A prefetched `tf.data.Dataset` of dicts:
         `"source"`: `(B, S)` int32, padded with 0;
         `"target_in"`: `(B, T)` int32, `<start>` followed by the target ids, padded with 0;
-        `"target_out"`: `(B, T)` int32, the target ids followed by `<end>`, padded with 0.
+        `"target_out"`: `(B, T)` int32, the target ids followed by `<end>`, padded with 0;
+        with `copy`, `"source_copy"`: `(B, S)` int32, each source token's extended id
+        (`copy_ids`), and `"target_out"` holds `V + s` for a target word outside the target
+        vocabulary found at source position `s` (`extend_target_ids`).
     """
     if batch_size < 1:
         raise UserError(f"batch_size must be >= 1, got {batch_size}")
@@ -86,18 +92,26 @@ def make_dataset(
     sources, source_lengths = _padded([source_vocab.encode(t) for t in pairs.source_tokens])
     targets = [target_vocab.encode(tokens) for tokens in pairs.target_tokens]
     target_in, target_lengths = _padded([[start] + ids for ids in targets])
+    if copy:
+        from seq2seq.copying import copy_ids, extend_target_ids
+
+        targets = [extend_target_ids(target, source, target_vocab)
+                   for source, target in zip(pairs.source_tokens, pairs.target_tokens)]
+        source_copy, _ = _padded([copy_ids(t, target_vocab) for t in pairs.source_tokens])
     target_out, _ = _padded([ids + [end] for ids in targets])
 
-    def unpad(source, source_length, target_in, target_out, target_length):
-        return {
+    def unpad(source, source_length, target_in, target_out, target_length, *extra):
+        batch = {
             "source": source[:source_length],
             "target_in": target_in[:target_length],
             "target_out": target_out[:target_length],
         }
+        if extra:
+            batch["source_copy"] = extra[0][:source_length]
+        return batch
 
-    dataset = tf.data.Dataset.from_tensor_slices(
-        (sources, source_lengths, target_in, target_out, target_lengths)
-    )
+    columns = (sources, source_lengths, target_in, target_out, target_lengths)
+    dataset = tf.data.Dataset.from_tensor_slices(columns + ((source_copy,) if copy else ()))
     if shuffle:
         dataset = dataset.shuffle(len(pairs), seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.map(unpad)

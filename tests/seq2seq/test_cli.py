@@ -81,7 +81,7 @@ def test_wrong_arch_is_a_one_line_error(tmp_path, capsys):
     status = main(["train", "--dataset", "dates", "--arch", "rnn", "--out", str(tmp_path)])
     err = capsys.readouterr().err.strip()
     assert status == 2
-    assert len(err.splitlines()) == 1 and "bahdanau, transformer" in err
+    assert len(err.splitlines()) == 1 and "bahdanau, seq2seq-noattn, transformer" in err
 
 
 def test_missing_data_file_is_a_one_line_error(tmp_path, capsys):

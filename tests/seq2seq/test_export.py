@@ -15,6 +15,7 @@ from common.text import Vocabulary
 from seq2seq.bahdanau import BahdanauTranslator
 from seq2seq.cli import main
 from seq2seq.config import RunConfig
+from seq2seq.encoder_decoder import EncoderDecoderTranslator
 from seq2seq.export import KIND, ExportedTranslator, TranslatorModule
 from seq2seq.inference import Translator
 from seq2seq.transformer import TransformerTranslator
@@ -223,15 +224,20 @@ def test_unknown_words_are_copied_from_the_most_attended_source_token():
 # -- .keras round trips with safe_mode on -----------------------------------------------------
 
 
-@pytest.mark.parametrize("arch", ["transformer", "bahdanau"])
+@pytest.mark.parametrize("arch", ["transformer", "bahdanau", "seq2seq-noattn",
+                                  "bahdanau-local-copy", "transformer-copy"])
 def test_keras_file_round_trip_in_safe_mode(tmp_path, arch):
-    if arch == "transformer":
+    if arch.startswith("transformer"):
         model = TransformerTranslator(11, 9, num_layers=1, hidden_dim=8, num_heads=2,
                                       intermediate_dim=16, max_length=16, tie_embeddings=True,
-                                      label_smoothing=0.1)
+                                      label_smoothing=0.1, copy=arch.endswith("copy"))
+    elif arch == "seq2seq-noattn":
+        model = EncoderDecoderTranslator(11, 9, embedding_dim=8, units=8, cell="lstm")
     else:
+        local = {"local": "predictive", "attention_window": 1, "copy": True}
         model = BahdanauTranslator(11, 9, embedding_dim=8, units=8, cell="lstm", score="general",
-                                   attention_units=8, input_feeding=True)
+                                   attention_units=8, input_feeding=True,
+                                   **(local if arch.endswith("copy") else {}))
     inputs = {"source": np.array([[4, 5, 6, 0], [7, 8, 0, 0]], np.int32),
               "target_in": np.array([[1, 4, 5], [1, 6, 0]], np.int32)}
     logits = np.asarray(model(inputs))

@@ -16,7 +16,7 @@ TOKENS = np.array([[4, 5, 6], [7, 0, 0]], np.int32)
 
 
 def test_unknown_architecture_lists_the_choices():
-    with pytest.raises(UserError, match="bahdanau, transformer"):
+    with pytest.raises(UserError, match="bahdanau, seq2seq-noattn, transformer"):
         build_model(ModelConfig(arch="rnn"), 10, 10)
 
 
@@ -49,7 +49,7 @@ def test_bad_option_values_are_user_errors():
         make_run_config("transformer", "dates", overrides={"hidden_dim": 10, "heads": 4})
 
 
-@pytest.mark.parametrize("arch", ["bahdanau", "transformer"])
+@pytest.mark.parametrize("arch", ["bahdanau", "seq2seq-noattn", "transformer"])
 def test_checkpoint_restores_every_weight(arch, tmp_path):
     config = make_run_config(arch, "dates", preset="tiny",
                              overrides={"cell": "lstm", "layers": 2}).model
