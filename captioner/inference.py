@@ -133,23 +133,23 @@ class CaptionerRun:
         return done, failed
 
 
-def read_image(path: str | os.PathLike, image_size: tuple[int, int]) -> np.ndarray:
-    """An image file as `(H, W, 3)` float32 in [0, 255], resized to `image_size` (H, W).
+def read_image(path: str | os.PathLike | bytes, image_size: tuple[int, int]) -> np.ndarray:
+    """An image file (or its bytes) as `(H, W, 3)` float32 in [0, 255], resized to `image_size`.
+
+    Any raster image a user is likely to have is read (`common.images.load_image`: RGBA,
+    grayscale, 16-bit, palette, CMYK, animations' first frame, TIFF, WebP, ...).
 
     Raises:
-        DataError: the file is missing or not an image.
+        DataError: one line naming the file and the reason (missing, empty, not an image,
+            truncated, or a header declaring more pixels than `common.images` allows).
     """
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
-    try:
-        with Image.open(path) as image:
-            image = image.convert("RGB").resize((image_size[1], image_size[0]),
-                                                Image.Resampling.BILINEAR)
-            return np.asarray(image, np.float32)
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such image file") from None
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise DataError(f"{path}: not a readable image ({type(exc).__name__})") from None
+    from common.images import load_image
+
+    image = load_image(path)
+    image = image.resize((image_size[1], image_size[0]), Image.Resampling.BILINEAR)
+    return np.asarray(image, np.float32)
 
 
 def load_run(run_dir: str | os.PathLike) -> CaptionerRun:

@@ -1,0 +1,219 @@
+"""Reading images users have on their disk, or that clients send: RGB out, or one clear error.
+
+`load_image(path_or_bytes)` opens a file (or encoded bytes) with Pillow and returns an RGB
+`PIL.Image`, whatever the file holds: RGBA (alpha dropped, as `tf.io.decode_image(channels=3)`
+does), grayscale, 16-bit (scaled to 8 bits as TensorFlow does), palette, CMYK JPEG, the first
+frame of an animation, BMP, TIFF, WebP, and a JPEG named `.png`. Anything else raises a
+`common.errors.DataError` of one line that names the file and says why: a missing path, a
+directory, an empty file, a text file, an SVG, random bytes, truncated data, and an image whose
+header declares more than `max_pixels` pixels (a decompression bomb), refused from the header
+before any pixel is decoded.
+
+`graph_bytes` gives the bytes a SavedModel's `tf.io.decode_image` should receive: the file as
+it is when TensorFlow decodes it the same way Pillow does, else the image re-encoded as PNG
+(TIFF, CMYK JPEG, ...). `declared_size` reads only the header (the server's pixel check).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from common.errors import DataError
+
+Source = str | os.PathLike | bytes
+
+#: The most pixels an image may declare (5000 x 5000); larger ones are refused unread.
+DEFAULT_MAX_PIXELS = 25_000_000
+#: What `tf.io.decode_image` reads (Pillow's format names).
+GRAPH_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "WEBP")
+READABLE = "PNG, JPEG, GIF, BMP, TIFF or WebP"
+
+
+def _name(source: Source, name: str | None) -> str:
+    if name is not None:
+        return name
+    return "image" if isinstance(source, (bytes, bytearray)) else str(source)
+
+
+def read_bytes(source: Source, name: str | None = None) -> bytes:
+    """The bytes of a path (or `source` itself when it is bytes); `DataError` if unreadable."""
+    if isinstance(source, (bytes, bytearray)):
+        return bytes(source)
+    path = Path(source)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{_name(source, name)}: no such file") from None
+    except IsADirectoryError:
+        raise DataError(f"{_name(source, name)}: is a directory, not an image file") from None
+    except PermissionError:
+        raise DataError(f"{_name(source, name)}: permission denied") from None
+    except OSError as exc:
+        raise DataError(f"{_name(source, name)}: cannot be read ({exc.strerror or exc})") from None
+    return data
+
+
+def _open(data: bytes, where: str, max_pixels: int):
+    """`Image.open` (header only) with every refusal turned into a one-line `DataError`."""
+    from PIL import Image, UnidentifiedImageError
+
+    if not data:
+        raise DataError(f"{where}: empty file (0 bytes), not an image")
+    head = data[:256].lstrip().lower()
+    if head.startswith((b"<?xml", b"<svg", b"<!doctype svg")) or b"<svg" in head:
+        raise DataError(f"{where}: an SVG (vector) image; expected a raster image ({READABLE})")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as exc:  # Pillow's own, larger limit
+        found = re.search(r"\((\d+) pixels\)", str(exc))
+        declared = f"{int(found.group(1))} pixels" if found else "too many pixels"
+        raise DataError(f"{where}: the header declares {declared}, more than the limit of "
+                        f"{max_pixels}; refused before decoding") from None
+    except UnidentifiedImageError:
+        kind = "a text file" if _looks_like_text(data) else "unrecognized data"
+        raise DataError(f"{where}: not an image ({kind}); expected {READABLE}") from None
+    except Exception as exc:  # a header Pillow recognizes but cannot parse
+        raise DataError(f"{where}: corrupt image header ({_reason(exc)})") from None
+    width, height = image.size
+    if width * height > max_pixels:
+        image.close()
+        raise DataError(f"{where}: the header declares {width}x{height} = {width * height} "
+                        f"pixels, more than the limit of {max_pixels}; refused before decoding")
+    if width < 1 or height < 1:
+        image.close()
+        raise DataError(f"{where}: the header declares an empty {width}x{height} image")
+    return image
+
+
+def _looks_like_text(data: bytes) -> bool:
+    try:
+        data[:1024].decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"[:200] if text else type(exc).__name__
+
+
+def declared_size(source: Source, name: str | None = None,
+                  max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int, str]:
+    """`(width, height, format)` from the header alone; `DataError` as `load_image`.
+
+    Example:
+    >>> declared_size("assets/samples/shapes_1.png")  # doctest: +SKIP
+    (64, 64, 'PNG')
+    """
+    where = _name(source, name)
+    with _open(read_bytes(source, name), where, max_pixels) as image:
+        return image.size[0], image.size[1], image.format or "unknown"
+
+
+def load_image(source: Source, name: str | None = None,
+               max_pixels: int = DEFAULT_MAX_PIXELS):
+    """An image file or encoded bytes as a fully decoded RGB `PIL.Image.Image`.
+
+    Args:
+        source: a path, or the encoded bytes.
+        name: how to name the image in errors (default: the path, or "image").
+        max_pixels: the most pixels the header may declare; checked before decoding.
+
+    Raises:
+        DataError: one line naming the image and the reason (see the module doc).
+
+    Example:
+    >>> load_image("assets/samples/shapes_1.png").mode  # doctest: +SKIP
+    'RGB'
+    """
+    where = _name(source, name)
+    image = _open(read_bytes(source, name), where, max_pixels)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # palette transparency notes, EXIF oddities
+            image.seek(0)  # the first frame of an animation
+            image.load()
+            return _to_rgb(image)
+    except DataError:
+        raise
+    except Exception as exc:  # truncated or corrupt data: Pillow raises many kinds
+        kind = image.format or "image"
+        raise DataError(f"{where}: truncated or corrupt {kind} data ({_reason(exc)})") from None
+    finally:
+        image.close()
+
+
+def _to_rgb(image):
+    from PIL import Image
+
+    mode = image.mode
+    if mode in ("I;16", "I;16L", "I;16B", "I;16N", "I", "F"):
+        # 16-bit (or wider) grayscale: scale to 8 bits as tf.io.decode_png does (x / 257).
+        values = np.asarray(image, dtype=np.float64)
+        if mode == "F" or (mode == "I" and values.max(initial=0) <= 255):
+            scaled = values
+        else:
+            scaled = values / 257.0
+        gray = np.clip(np.rint(scaled), 0, 255).astype(np.uint8)
+        return Image.fromarray(gray, "L").convert("RGB")
+    if mode == "P" and "transparency" in image.info:
+        image = image.convert("RGBA")
+    if image.mode == "RGB":
+        return image.copy()
+    return image.convert("RGB")
+
+
+def graph_bytes(source: Source, name: str | None = None,
+                max_pixels: int = DEFAULT_MAX_PIXELS) -> bytes:
+    """Bytes for a SavedModel's in-graph decoder, after checking the image fully with Pillow.
+
+    The original bytes when `tf.io.decode_image` reads the format and decodes it as Pillow
+    does (PNG, JPEG but CMYK, GIF, BMP, WebP), else the RGB image re-encoded as PNG.
+
+    Raises:
+        DataError: as `load_image`.
+    """
+    data = read_bytes(source, name)
+    where = _name(source, name)
+    with _open(data, where, max_pixels) as image:
+        fmt, mode = image.format, image.mode
+    rgb = load_image(data, where, max_pixels)  # decodes once: truncated data fails here
+    if fmt in GRAPH_FORMATS and not (fmt == "JPEG" and mode == "CMYK"):
+        return data
+    return png_bytes(rgb)
+
+
+def png_bytes(image) -> bytes:
+    """A PIL image encoded as PNG."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def reencode_if_needed(data: bytes, where: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> bytes:
+    """For a server: `data` unchanged unless Pillow reads it and TensorFlow would not (or not
+    the same way, CMYK JPEG): then PNG. Unreadable data is returned as is, for the model to
+    refuse. `DataError` only for the pixel limit.
+    """
+    try:
+        with _open(data, where, max_pixels) as image:
+            fmt, mode = image.format, image.mode
+    except DataError as exc:
+        if "refused before decoding" in str(exc):
+            raise
+        return data
+    if fmt in GRAPH_FORMATS and not (fmt == "JPEG" and mode == "CMYK"):
+        return data
+    try:
+        return png_bytes(load_image(data, where, max_pixels))
+    except DataError:
+        return data

@@ -1,0 +1,95 @@
+"""`common.images`: every image a user is likely to have is read as RGB; everything else is a
+one-line `DataError` naming the file, and decompression bombs are refused unread."""
+
+import io
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image, ImageFile
+
+from common.errors import DataError
+from common.images import declared_size, graph_bytes, load_image
+from tests.common.image_cases import bad_images, bomb_png, good_images, write_cases
+
+GOOD = good_images()
+BAD = bad_images()
+
+
+@pytest.mark.parametrize("name", sorted(GOOD))
+def test_every_likely_image_is_read_as_rgb(name):
+    image = load_image(GOOD[name], name)
+    assert image.mode == "RGB"
+    with Image.open(io.BytesIO(GOOD[name])) as original:
+        assert image.size == original.size  # the first frame of an animation
+
+
+@pytest.mark.parametrize("name", sorted(GOOD))
+def test_graph_bytes_decode_in_tensorflow_like_pillow(name):
+    # What a SavedModel's tf.io.decode_image sees matches Pillow's reading of the file.
+    data = graph_bytes(GOOD[name], name)
+    decoded = tf.io.decode_image(data, channels=3, expand_animations=False).numpy()
+    expected = np.asarray(load_image(GOOD[name], name), np.float64)
+    assert decoded.shape == expected.shape
+    lossy = name.endswith(".jpg") or name == "jpeg-named.png"
+    assert np.abs(decoded - expected).mean() < (2.0 if lossy else 0.51), name
+
+
+def test_formats_the_graph_cannot_read_are_reencoded_and_the_others_kept():
+    for name in ("image.tiff", "cmyk.jpg"):
+        assert graph_bytes(GOOD[name], name).startswith(b"\x89PNG"), name
+    for name in ("rgb.png", "photo.jpg", "animated.gif", "image.bmp", "image.webp",
+                 "jpeg-named.png", "gray16.png"):
+        assert graph_bytes(GOOD[name], name) == GOOD[name], name
+
+
+def test_sixteen_bit_is_scaled_like_tensorflow():
+    pixels = np.array([[0, 257, 32896, 65535]], np.uint16)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    ours = np.asarray(load_image(buffer.getvalue()))[..., 0]
+    theirs = tf.io.decode_png(buffer.getvalue(), channels=1).numpy()[..., 0]
+    assert ours.tolist() == theirs.tolist() == [[0, 1, 128, 255]]
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_files_are_one_line_data_errors_naming_the_file(tmp_path, name):
+    data, word = BAD[name]
+    path = tmp_path / name
+    path.write_bytes(data)
+    for source in (path, str(path)):
+        with pytest.raises(DataError) as caught:
+            load_image(source)
+        message = str(caught.value)
+        assert message.startswith(f"{path}: ") and word in message
+        assert "\n" not in message
+
+
+def test_a_directory_and_a_missing_path(tmp_path):
+    _, bad = write_cases(tmp_path / "cases")
+    for name in ("a-folder.png", "missing.png"):
+        path, word = bad[name]
+        with pytest.raises(DataError, match=word):
+            load_image(path)
+
+
+def test_bytes_are_named_as_told():
+    with pytest.raises(DataError, match=r"^upload 3: empty file"):
+        load_image(b"", name="upload 3")
+
+
+def test_a_bomb_is_refused_from_its_header_without_decoding(monkeypatch):
+    def no_decoding(self, *args, **kwargs):
+        raise AssertionError("the bomb was decoded")
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", no_decoding)
+    for width, height in ((40_000, 40_000), (6_000, 6_000)):  # above and below Pillow's limit
+        with pytest.raises(DataError, match="refused before decoding"):
+            load_image(bomb_png(width, height), name="bomb.png")
+    with pytest.raises(DataError, match="6000x6000 = 36000000 pixels"):
+        graph_bytes(bomb_png(6_000, 6_000), name="bomb.png")
+    # a raised limit lets the header through (and then the fake pixels fail to decode)
+    monkeypatch.undo()
+    assert declared_size(bomb_png(6_000, 6_000), max_pixels=40_000_000) == (6000, 6000, "PNG")
+    with pytest.raises(DataError, match="truncated or corrupt PNG"):
+        load_image(bomb_png(6_000, 6_000), max_pixels=40_000_000)
