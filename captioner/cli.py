@@ -11,12 +11,14 @@ from typing import Any
 from common.cli import (
     EXIT_USAGE,
     Subcommand,
+    add_serve_arguments,
+    beam_size_list,
     build_parser,
     non_negative_float,
-    not_yet,
     positive_float,
     positive_int,
     run_cli,
+    serve_savedmodel,
 )
 from common.errors import UserError
 
@@ -28,6 +30,9 @@ Typical use:
   captioner train --dataset shapes --preset demo --out runs/demo
   captioner evaluate runs/demo --dataset shapes --split test
   captioner caption runs/demo assets/samples/*.png
+  captioner export runs/demo export/demo
+  captioner caption export/demo photo.jpg --json
+  captioner serve export/demo --port 8501
 """
 
 
@@ -191,9 +196,12 @@ def _evaluate(args: argparse.Namespace) -> int:
 # -- caption ------------------------------------------------------------------------------
 
 def _caption_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("run_dir", metavar="MODEL",
+                   help="a run directory, or a SavedModel written by `captioner export`")
     p.add_argument("images", nargs="+", metavar="IMAGE")
-    p.add_argument("--beam-size", type=positive_int, default=3)
+    p.add_argument("--beam-size", type=positive_int,
+                   help="1 is greedy (default: 3 for a run, the export's default for a "
+                        "SavedModel)")
     p.add_argument("--batch-size", type=positive_int, default=16)
     p.add_argument("--json", action="store_true",
                    help="print JSON (captions, words, attention maps) instead of text")
@@ -202,13 +210,12 @@ def _caption_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _caption(args: argparse.Namespace) -> int:
-    from captioner.inference import load_run
     from captioner.visualize import check_figure_paths
 
     check_figure_paths(args.overlay, args.gif, args.html)
-    run = load_run(args.run_dir)
-    _warn_unfinished(run)
-    done, failed = run.caption_files(args.images, args.batch_size, beam_size=args.beam_size)
+    run = _load_captioner(args.run_dir)
+    options = {"beam_size": args.beam_size} if args.beam_size else {}
+    done, failed = run.caption_files(args.images, args.batch_size, **options)
     for _path, why in failed:
         print(f"{PROG}: error: {' '.join(why.split())}", file=sys.stderr)
     results = [{"image": path, **caption.to_json(run.grid_shape)} for path, caption in done]
@@ -287,18 +294,78 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- caption with a run or a SavedModel; export; serve --------------------------------------
+
+def _load_captioner(path_text: str):
+    """A `CaptionerRun` for a run directory, an `ExportedCaptioner` for a SavedModel."""
+    from pathlib import Path
+
+    from common.export.savedmodel import is_saved_model
+
+    path = Path(path_text)
+    if is_saved_model(path):
+        from captioner.export import ExportedCaptioner
+
+        return ExportedCaptioner(path)
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise UserError(f"{path} is not a captioner run directory (no config.json) nor an "
+                        "exported captioner SavedModel (no saved_model.pb)")
+    from captioner.inference import load_run
+
+    run = load_run(path)
+    _warn_unfinished(run)
+    return run
+
+
+def _export_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="the SavedModel directory to write")
+    p.add_argument("--beam-sizes", type=beam_size_list, default=(1, 2, 3, 4, 5),
+                   help="the beam sizes compiled in (each adds export time and graph size)")
+    p.add_argument("--beam-size", type=positive_int, default=3,
+                   help="the default beam size (of the `caption` signature and the server)")
+    p.add_argument("--max-decode-length", type=positive_int,
+                   help="the default longest caption (default: the run's)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT_DIR")
+
+
+def _export(args: argparse.Namespace) -> int:
+    from captioner.export import export_run
+
+    sizes = tuple(sorted(set(args.beam_sizes) | {args.beam_size}))
+    out = export_run(args.run_dir, args.out_dir, beam_sizes=sizes,
+                     default_beam_size=args.beam_size, max_decode_length=args.max_decode_length,
+                     overwrite=args.overwrite)
+    print(f"Exported {out} (signatures: serving_default, caption; beam sizes: "
+          f"{', '.join(map(str, sizes))})")
+    return 0
+
+
+def _serve_arguments(p: argparse.ArgumentParser) -> None:
+    add_serve_arguments(p, PROG, model_name="captioner", instances="images", max_batch_size=16)
+    p.add_argument("--max-image-pixels", type=positive_int, default=25_000_000,
+                   help="images whose header declares more pixels are refused unread")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from captioner.export import KIND, WHAT
+
+    return serve_savedmodel(args, KIND, WHAT, max_image_pixels=args.max_image_pixels,
+                            reencode_images=True)
+
+
 def subcommands() -> list[Subcommand]:
     return [
         Subcommand("train", "train a captioner into a run directory", _train_arguments,
                    _train),
         Subcommand("evaluate", "score a trained run with the COCO caption metrics",
                    _evaluate_arguments, _evaluate),
-        Subcommand("caption", "caption images with a run directory", _caption_arguments,
-                   _caption),
-        Subcommand("export", "export a run as a self-contained SavedModel", _no_arguments,
-                   not_yet(PROG, "export", "issue 5")),
-        Subcommand("serve", "serve a SavedModel over TensorFlow Serving's REST API", _no_arguments,
-                   not_yet(PROG, "serve", "issue 5")),
+        Subcommand("caption", "caption images with a run directory or a SavedModel",
+                   _caption_arguments, _caption),
+        Subcommand("export", "export a run as a self-contained SavedModel", _export_arguments,
+                   _export),
+        Subcommand("serve", "serve a SavedModel over TensorFlow Serving's REST API",
+                   _serve_arguments, _serve),
         Subcommand("render", "draw attention overlays from saved caption JSON",
                    _render_arguments, _render),
     ]

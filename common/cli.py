@@ -154,3 +154,45 @@ def positive_float(text: str) -> float:
     if value == 0:
         raise argparse.ArgumentTypeError("expected a number > 0, got 0")
     return value
+
+
+def beam_size_list(text: str) -> tuple[int, ...]:
+    """argparse type: comma-separated positive integers (`--beam-sizes 1,2,4`)."""
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated positive integers like 1,2,4, got {text!r}")
+    return sizes
+
+
+def add_serve_arguments(p: argparse.ArgumentParser, prog: str, model_name: str,
+                        instances: str, max_batch_size: int = 32) -> None:
+    """The options of `PROG serve SAVEDMODEL_DIR` (read by `serve_savedmodel`)."""
+    p.add_argument("export_dir", metavar="SAVEDMODEL_DIR", help=f"written by `{prog} export`")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="the address to bind (put an authenticating proxy in front before "
+                        "exposing it)")
+    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--model-name", default=model_name, help="the NAME in /v1/models/NAME")
+    p.add_argument("--max-batch-size", type=positive_int, default=max_batch_size,
+                   help=f"the most {instances} merged into one model call")
+    p.add_argument("--batch-timeout-ms", type=non_negative_float, default=5.0,
+                   help="how long a request waits for others to share its call")
+
+
+def serve_savedmodel(args: argparse.Namespace, kind: str, what: str, **options) -> int:
+    """`PROG serve`: check the SavedModel is of `kind`, then serve it until interrupted.
+
+    `options` go to `common.export.server.serve` (e.g. `max_image_pixels`).
+    """
+    from common.export.savedmodel import require_kind
+
+    require_kind(args.export_dir, kind, what)
+    from common.export.server import serve
+
+    serve(args.export_dir, args.model_name, host=args.host, port=args.port,
+          max_batch_size=args.max_batch_size, batch_timeout_ms=args.batch_timeout_ms, **options)
+    return EXIT_OK

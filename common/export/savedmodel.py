@@ -167,7 +167,16 @@ blocked |= set(request["forbidden"])
 loaded = tf.saved_model.load(request["export_dir"])
 fn = loaded.signatures[request["signature"]]
 specs = fn.structured_input_signature[1]
-inputs = {name: tf.constant(value, dtype=specs[name].dtype)
+
+
+def unwrap(value):  # {"b64": ...} -> bytes, as in TensorFlow Serving's JSON
+    if isinstance(value, dict) and list(value) == ["b64"]:
+        import base64
+        return base64.b64decode(value["b64"])
+    return [unwrap(v) for v in value] if isinstance(value, list) else value
+
+
+inputs = {name: tf.constant(unwrap(value), dtype=specs[name].dtype)
           for name, value in request["inputs"].items()}
 outputs = {name: value.numpy() for name, value in fn(**inputs).items()}
 np.savez(request["out"], **outputs)
@@ -197,7 +206,8 @@ def run_signature_isolated(
 
     Args:
         export_dir: the SavedModel directory.
-        inputs: input name -> JSON-ready value (lists of `str` for `tf.string`).
+        inputs: input name -> JSON-ready value (lists of `str` for `tf.string`, or of
+            `{"b64": ...}` for binary strings such as encoded images).
         signature: the signature to call.
         python: the interpreter (default: this one).
         forbidden: top-level module names the child may not import.

@@ -1,0 +1,266 @@
+"""`captioner export` and captioning with the export: the in-process model's tokens, stock
+TensorFlow only, `saved_model_cli`, every image a user is likely to have, one-line errors,
+and `.keras` round trips."""
+
+import base64
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from captioner.cli import main
+from captioner.config import DecoderConfig, EncoderConfig
+from captioner.export import KIND, ExportedCaptioner
+from captioner.inference import CaptionerRun, read_image
+from captioner.model import ShowAttendTell
+from common.export import savedmodel
+from tests.common.image_cases import write_cases
+
+
+@pytest.fixture(scope="module")
+def run(trained_captioner):
+    return CaptionerRun(trained_captioner)
+
+
+@pytest.fixture(scope="module")
+def exported(exported_captioner):
+    return ExportedCaptioner(exported_captioner)
+
+
+def b64(path):
+    return {"b64": base64.b64encode(path.read_bytes()).decode("ascii")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("beam_size", [1, 2])
+def test_export_gives_the_in_process_captions(run, exported, shape_images, beam_size):
+    expected, failed = run.caption_files(shape_images, beam_size=beam_size)
+    got, failed_too = exported.caption_files(shape_images, beam_size=beam_size)
+    assert failed == failed_too == []
+    assert len({c.text for _, c in expected}) > 1, "the model is degenerate"
+    for (path, e), (same_path, g) in zip(expected, got):
+        assert path == same_path
+        assert g.words == e.words and g.text == e.text and g.finished == e.finished
+        assert g.score == pytest.approx(e.score, abs=1e-4)
+        assert g.attention.shape == e.attention.shape == (len(e.words) + e.finished, 64)
+        np.testing.assert_allclose(g.attention, e.attention, atol=1e-5)
+        assert g.to_json(exported.grid_shape).keys() == e.to_json(run.grid_shape).keys()
+
+
+@pytest.mark.slow
+def test_export_runs_on_stock_tensorflow_alone(run, exported_captioner, shape_images):
+    expected, _ = run.caption_files(shape_images, beam_size=2)
+    images = [b64(path) for path in shape_images]
+    outputs, imported = savedmodel.run_signature_isolated(
+        exported_captioner, {"images": images, "beam_size": 2, "max_length": 12})
+    assert imported == []
+    assert [c.decode() for c in outputs["captions"]] == [e.text for _, e in expected]
+    assert outputs["tokens"].shape == (len(images), 12)
+    assert outputs["attention"].shape == (len(images), 12, 8, 8)  # (B, T, gh, gw)
+    for row, (_, e) in enumerate(expected):
+        n = int(outputs["lengths"][row])
+        assert [t.decode() for t in outputs["tokens"][row, :n]] == e.words
+        steps = int(outputs["attention_lengths"][row])
+        assert steps == len(e.words) + e.finished
+        np.testing.assert_allclose(outputs["attention"][row, :steps].reshape(steps, -1),
+                                   e.attention, atol=1e-5)
+        assert not outputs["attention"][row, steps:].any()
+    # the signature without options uses the export-time defaults (beam 2, the run's length)
+    outputs, imported = savedmodel.run_signature_isolated(
+        exported_captioner, {"images": images}, signature="caption")
+    assert imported == []
+    assert [c.decode() for c in outputs["captions"]] == [e.text for _, e in expected]
+
+
+@pytest.mark.slow
+def test_beam_size_1_is_greedy_through_the_export(run, exported, shape_images):
+    pixels = np.stack([read_image(p, run.image_size) for p in shape_images])
+    vocab = run.vocab
+    greedy = run.model.caption(pixels, start_id=vocab.start_id, end_id=vocab.end_id,
+                               method="greedy")
+    beam_1 = run.model.caption(pixels, start_id=vocab.start_id, end_id=vocab.end_id,
+                               method="beam", beam_size=1)
+    np.testing.assert_array_equal(greedy.tokens.numpy(), beam_1.tokens.numpy())
+    got = exported.caption_bytes([p.read_bytes() for p in shape_images], beam_size=1)
+    for row, caption in enumerate(got):
+        assert caption.words == vocab.decode(greedy.tokens.numpy()[row, 0])
+        assert caption.score == pytest.approx(float(greedy.scores[row, 0]), abs=1e-4)
+
+
+@pytest.mark.slow
+def test_saved_model_cli_shows_and_runs_the_signature(run, exported_captioner, shape_images,
+                                                      tmp_path):
+    shown = savedmodel.saved_model_cli("show", "--dir", str(exported_captioner), "--all")
+    assert "signature_def['serving_default']" in shown and "signature_def['caption']" in shown
+    assert "name: serving_default_images:0" in shown and "DT_STRING" in shown
+    # the bytes in an object array (`--inputs` reads .npy files), the options as literals
+    np.save(tmp_path / "images.npy", np.array([shape_images[0].read_bytes()], dtype=object))
+    savedmodel.saved_model_cli(
+        "run", "--dir", str(exported_captioner), "--tag_set", "serve", "--signature_def",
+        "serving_default", "--inputs", f"images={tmp_path / 'images.npy'}",
+        "--input_exprs", "beam_size=1;max_length=12", "--outdir", str(tmp_path))
+    got = np.load(tmp_path / "captions.npy", allow_pickle=True)
+    expected, _ = run.caption_files(shape_images[:1], beam_size=1)
+    assert [c.decode() for c in got] == [expected[0][1].text]
+
+
+@pytest.mark.slow
+def test_export_info_and_defaults(exported_captioner, trained_captioner, capsys):
+    info = savedmodel.require_kind(exported_captioner, KIND, "a captioner")
+    assert info["beam_sizes"] == [1, 2] and info["default_beam_size"] == 2
+    assert info["image_size"] == [32, 32] and info["grid_shape"] == [8, 8]
+    assert info["max_decode_length"] == 12 and info["attention"] == "soft"
+    defaults = json.loads(
+        (exported_captioner / "assets.extra" / "serving_input_defaults.json").read_text())
+    assert defaults == {"beam_size": 2, "max_length": 12}
+    # exporting onto an existing directory is refused unless --overwrite
+    assert main(["export", str(trained_captioner), str(exported_captioner)]) == 2
+    assert "already exists" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_signature_refuses_bad_input(exported_captioner, shape_images):
+    fn = tf.saved_model.load(str(exported_captioner)).signatures["serving_default"]
+    good = shape_images[0].read_bytes()
+
+    def call(images, beam=1, length=12):
+        return fn(images=tf.constant(images), beam_size=tf.constant(beam),
+                  max_length=tf.constant(length))
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="beam_size must be one of"):
+        call([good], beam=3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_length must be"):
+        call([good], length=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_length must be"):
+        call([good], length=101)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Unknown image file format"):
+        call([good, b"not an image"])
+    assert call([good], length=4)["attention"].shape == (1, 4, 8, 8)
+
+
+@pytest.mark.slow
+def test_caption_cli_same_text_from_run_and_export(trained_captioner, exported_captioner,
+                                                   shape_images, capsys):
+    paths = [str(p) for p in shape_images]
+    assert main(["caption", str(trained_captioner), *paths, "--beam-size", "2"]) == 0
+    from_run = capsys.readouterr().out
+    assert main(["caption", str(exported_captioner), *paths, "--beam-size", "2"]) == 0
+    assert capsys.readouterr().out == from_run
+    assert main(["caption", str(exported_captioner), *paths, "--beam-size", "5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "beam sizes [1, 2]" in err
+
+
+@pytest.fixture(scope="module")
+def image_cases(tmp_path_factory):
+    return write_cases(tmp_path_factory.mktemp("image-cases"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["run", "export"])
+def test_caption_cli_accepts_every_likely_image(model, trained_captioner, exported_captioner,
+                                                image_cases, capsys):
+    good, _ = image_cases
+    source = trained_captioner if model == "run" else exported_captioner
+    assert main(["caption", str(source), *map(str, good.values()), "--json"]) == 0
+    captured = capsys.readouterr()
+    answers = json.loads(captured.out)
+    assert [a["image"] for a in answers] == [str(p) for p in good.values()]
+    for answer in answers:
+        assert isinstance(answer["caption"], str) and answer["grid"] == [8, 8]
+        assert np.asarray(answer["attention"]).shape == (
+            len(answer["words"]) + answer["finished"], 64)
+    assert "error" not in captured.err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["run", "export"])
+def test_caption_cli_names_each_bad_image_and_answers_the_good(
+        model, trained_captioner, exported_captioner, image_cases, capsys):
+    good, bad = image_cases
+    source = trained_captioner if model == "run" else exported_captioner
+    good_paths = [str(good["rgb.png"]), str(good["image.tiff"])]
+    argv = ["caption", str(source), good_paths[0], *(str(p) for p, _ in bad.values()),
+            good_paths[1], "--json"]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert [a["image"] for a in json.loads(captured.out)] == good_paths
+    lines = captured.err.strip().splitlines()
+    assert "Traceback" not in captured.err
+    assert len(lines) == len(bad), lines
+    for (path, word), line in zip(bad.values(), lines):
+        assert line.startswith(f"captioner: error: {path}: ") and word in line, line
+
+
+@pytest.mark.slow
+def test_the_bomb_is_refused_before_decoding(trained_captioner, exported_captioner,
+                                             image_cases, capsys, monkeypatch):
+    from PIL import ImageFile
+
+    def no_decoding(self, *args, **kwargs):
+        raise AssertionError("the bomb was decoded")
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", no_decoding)
+    _, bad = image_cases
+    for source in (trained_captioner, exported_captioner):
+        assert main(["caption", str(source), str(bad["bomb.png"][0])]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "refused before decoding" in err, err
+
+
+def _other_savedmodel(path, kind):
+    module = tf.Module()
+    module.f = tf.function(lambda x: {"y": x}, input_signature=[tf.TensorSpec([None], tf.string)])
+    savedmodel.save(module, path, {"serving_default": module.f.get_concrete_function()}, kind)
+    return path
+
+
+@pytest.mark.parametrize("command", ["caption", "serve"])
+def test_a_translator_savedmodel_is_a_one_line_error(tmp_path, capsys, command):
+    path = _other_savedmodel(tmp_path / "translator", "seq2seq.translator")
+    extra = ["photo.png"] if command == "caption" else []
+    assert main([command, str(path), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "'seq2seq.translator'" in err and "expected an exported captioner" in err
+
+
+def test_a_directory_that_is_neither_is_a_one_line_error(tmp_path, capsys):
+    assert main(["caption", str(tmp_path), "photo.png"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "not a captioner run directory" in err and "captioner SavedModel" in err
+
+
+def test_serve_refuses_a_directory_that_is_not_a_savedmodel(tmp_path, capsys):
+    assert main(["serve", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not a SavedModel directory" in err
+
+
+# -- .keras round trips with safe_mode on -----------------------------------------------------
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_keras_file_round_trip_in_safe_mode(tmp_path, attention):
+    model = ShowAttendTell(
+        30, EncoderConfig("small-cnn", (32, 32), "none", filters=(8, 16), coordinates=True),
+        DecoderConfig(embedding_dim=8, units=16, attention_units=8, attention=attention,
+                      dropout=0.0, score="general" if attention == "soft" else "additive"))
+    model.reward_baseline.update(-4.0)  # a non-trainable weight that must survive too
+    inputs = {"image": np.random.default_rng(0).uniform(0, 255, (2, 32, 32, 3)).astype("float32"),
+              "caption_in": np.array([[1, 4, 5], [1, 6, 0]], np.int32)}
+    outputs = model(inputs)
+    model.save(tmp_path / "captioner.keras")
+    loaded = keras.saving.load_model(tmp_path / "captioner.keras", safe_mode=True)
+    assert type(loaded) is ShowAttendTell
+    assert loaded.get_config() == model.get_config()
+    assert float(loaded.baseline) == pytest.approx(float(model.baseline))
+    reloaded = loaded(inputs)
+    for name in ("logits", "alpha"):
+        np.testing.assert_array_equal(np.asarray(reloaded[name]), np.asarray(outputs[name]))
+    a = model.caption(inputs["image"], start_id=1, end_id=2, beam_size=2, max_length=5)
+    b = loaded.caption(inputs["image"], start_id=1, end_id=2, beam_size=2, max_length=5)
+    np.testing.assert_array_equal(a.tokens.numpy(), b.tokens.numpy())
