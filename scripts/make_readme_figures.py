@@ -1,13 +1,27 @@
-"""Regenerate the README's attention figures from trained runs.
+"""Regenerate the README's attention figures from trained runs, training those that are absent.
+
+    nice -n 19 python scripts/make_readme_figures.py                  # the captioner figures
+    python scripts/make_readme_figures.py --translation-run RUN_DIR   # and the dates heatmaps
+
+Caption overlays (Xu et al. 2015, figures 2-3: the image, then each word's attention over it):
+
+- `OUT_DIR/overlay_shapes.png`: a `shapes` sample captioned by the demo run
+  (`captioner train --dataset shapes --preset demo --attention soft --out runs/demo`, trained
+  here when `--shapes-run` holds no checkpoint; 6-10 minutes on a laptop CPU).
+- `OUT_DIR/overlay_coco_<image id>.png`: two photos of `../shared/data/coco-mini` captioned
+  by a small captioner trained from scratch on its 26 photos (`COCO_TRAIN_OPTIONS`, a few
+  minutes): no pretrained weights can be downloaded here, so it has memorized its training
+  captions rather than learned to caption. Each photo's attribution is printed from
+  `ATTRIBUTION.tsv`.
 
 The translation figure, `OUT_DIR/dates_alignment.png`, shows the alignment heatmaps of a few
 dates sentences side by side (Bahdanau et al. 2015, figure 3): each output token is a row, each
 source token a column. A Bahdanau run shows the clearest alignment:
 
     seq2seq train --dataset dates --arch bahdanau --preset dates-demo --out /tmp/l/dates-bahdanau
-    python scripts/make_readme_figures.py --translation-run /tmp/l/dates-bahdanau --out-dir assets
+    python scripts/make_readme_figures.py --only dates --translation-run /tmp/l/dates-bahdanau
 
-Deterministic for a given run (greedy decoding, fixed sentences).
+Deterministic for given runs (beam search or greedy decoding, fixed inputs).
 """
 
 from __future__ import annotations
@@ -24,6 +38,17 @@ from common.cli import run_cli
 from common.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
+FIGURES = ("shapes", "coco", "dates")
+SHAPES_SAMPLE = ROOT / "assets" / "samples" / "shapes_2.png"
+SHAPES_TRAIN_OPTIONS = ("--dataset", "shapes", "--preset", "demo", "--attention", "soft")
+COCO_DATA = ROOT.parent / "shared" / "data" / "coco-mini"
+COCO_PHOTOS = ("000000252639.jpg", "000000525891.jpg")
+COCO_TRAIN_OPTIONS = ("--dataset", "coco", "--encoder", "small-cnn", "--weights", "none",
+                      "--image-size", "112", "--embedding-dim", "128", "--units", "256",
+                      "--attention-units", "128", "--dropout", "0.1", "--epochs", "40",
+                      "--batch-size", "16", "--learning-rate", "0.002", "--seed", "1")
+OVERLAY_PANEL = 144  # pixels per panel; keeps each figure well under 300 KB
+OVERLAY_COLUMNS = 6
 DATES_SENTENCES = ("25th of November 2026", "Nov 3, 1999", "tuesday 7 march 2023")
 DATES_FIGURE = "dates_alignment.png"
 GAP = 36  # pixels between panels
@@ -72,22 +97,118 @@ def translation_figure(run_dir: str | Path, out_path: str | Path,
     return path
 
 
+def ensure_captioner_run(run_dir: str | Path, train_options: Sequence[str]) -> Path:
+    """`run_dir`, trained first with `captioner train OPTIONS --out RUN_DIR` when it has no
+    finished checkpoint (an interrupted run is resumed)."""
+    from captioner.cli import main as captioner_main
+    from common.training import RunDir
+
+    run_dir = Path(run_dir)
+    if run_dir.is_dir() and (RunDir(run_dir).read_status() or {}).get("state") == "finished":
+        return run_dir
+    if (run_dir / "config.json").is_file():
+        argv = ["train", "--out", str(run_dir), "--resume"]
+    else:
+        argv = ["train", *train_options, "--out", str(run_dir)]
+    print("running: captioner " + " ".join(argv), file=sys.stderr)
+    if captioner_main(argv) != 0:
+        raise UserError(f"training {run_dir} failed; see the message above")
+    return run_dir
+
+
+def caption_overlays(run_dir: str | Path, images: Sequence[Path],
+                     out_paths: Sequence[Path]) -> list[dict]:
+    """Captions `images` with the run (beam 3) and draws each one's overlay to its out path.
+
+    Returns:
+        The caption results, as `captioner caption --json` prints them.
+    """
+    from captioner.inference import load_run
+    from captioner.visualize import as_result, attention_kind, write_caption_figures
+
+    run = load_run(run_dir)
+    done, failed = run.caption_files([str(p) for p in images], beam_size=3)
+    if failed:
+        raise UserError(f"{failed[0][0]}: {failed[0][1]}")
+    results = []
+    for (path, caption), out in zip(done, out_paths):
+        result = as_result(caption, run.grid_shape, path, attention_kind(run))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_caption_figures([result], overlay=out, panel_size=OVERLAY_PANEL,
+                              columns=OVERLAY_COLUMNS)
+        _shrink_png(out)
+        results.append(result)
+    return results
+
+
+def _shrink_png(path: Path) -> None:
+    """Re-saves a photo figure with a 256-colour palette; PNG keeps photos large otherwise."""
+    with Image.open(path) as image:
+        small = image.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT)
+    small.save(path, format="PNG", optimize=True)
+
+
+def coco_attributions(data_dir: Path, names: Sequence[str]) -> list[str]:
+    """`file: license, source` lines for `names` from the data's `ATTRIBUTION.tsv`."""
+    table = data_dir / "ATTRIBUTION.tsv"
+    rows = {}
+    for line in table.read_text(encoding="utf-8").splitlines()[1:]:
+        fields = line.split("\t")
+        if len(fields) >= 3:
+            rows[fields[0]] = fields
+    missing = [name for name in names if name not in rows]
+    if missing:
+        raise UserError(f"{table}: no attribution for {', '.join(missing)}")
+    return [f"{name}: {rows[name][1]}, {rows[name][2]}" for name in names]
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="make_readme_figures.py",
                                 description=__doc__.split("\n")[0])
+    p.add_argument("--only", action="append", choices=FIGURES,
+                   help="draw only these figures (repeatable; default: shapes and coco, and "
+                        "dates when --translation-run is given)")
     p.add_argument("--translation-run", metavar="RUN_DIR",
                    help=f"a dates translator run: writes OUT_DIR/{DATES_FIGURE}")
+    p.add_argument("--shapes-run", metavar="RUN_DIR", default=str(ROOT / "runs" / "demo"),
+                   help="the shapes demo captioner (trained here unless it is a finished run)")
+    p.add_argument("--coco-run", metavar="RUN_DIR",
+                   default=str(ROOT / "runs" / "coco-mini-figures"),
+                   help="the coco-mini captioner (trained here unless it is a finished run)")
+    p.add_argument("--coco-data", metavar="DIR", default=str(COCO_DATA),
+                   help="the coco-mini folder (images, annotations, ATTRIBUTION.tsv)")
     p.add_argument("--out-dir", default=str(ROOT / "assets"), help="where the figures go")
     p.set_defaults(_run=_run)
     return p
 
 
 def _run(args: argparse.Namespace) -> int:
-    if not args.translation_run:
-        raise UserError("nothing to draw; expected --translation-run RUN_DIR")
+    figures = args.only or ["shapes", "coco"] + (["dates"] if args.translation_run else [])
+    if "dates" in figures and not args.translation_run:
+        raise UserError("--only dates: expected --translation-run RUN_DIR")
     out_dir = Path(args.out_dir)
-    path = translation_figure(args.translation_run, out_dir / DATES_FIGURE)
-    print(f"wrote {path}")
+    written = []
+    if "dates" in figures:
+        written.append(translation_figure(args.translation_run, out_dir / DATES_FIGURE))
+    if "shapes" in figures:
+        run = ensure_captioner_run(args.shapes_run, SHAPES_TRAIN_OPTIONS)
+        out = out_dir / "overlay_shapes.png"
+        (result,) = caption_overlays(run, [SHAPES_SAMPLE], [out])
+        print(f"{SHAPES_SAMPLE.name}: {result['caption']}")
+        written.append(out)
+    if "coco" in figures:
+        data = Path(args.coco_data)
+        if not (data / "train2017").is_dir():
+            raise UserError(f"--coco-data {data}: no train2017 folder of photos")
+        run = ensure_captioner_run(args.coco_run, [*COCO_TRAIN_OPTIONS, "--data-dir", str(data)])
+        outs = [out_dir / f"overlay_coco_{Path(name).stem.lstrip('0')}.png"
+                for name in COCO_PHOTOS]
+        results = caption_overlays(run, [data / "train2017" / n for n in COCO_PHOTOS], outs)
+        for result, line in zip(results, coco_attributions(data, COCO_PHOTOS)):
+            print(f"{line}\n  caption: {result['caption']}")
+        written.extend(outs)
+    for path in written:
+        print(f"wrote {path} ({path.stat().st_size // 1024} KB)")
     return 0
 
 
