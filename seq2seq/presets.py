@@ -8,6 +8,7 @@ options given explicitly on the command line override the preset in turn.
 | `tiny` | tests: a model of a few thousand weights, a handful of steps |
 | `dates-demo` | the dates task (≥ 98% exact match held out, ≤ 5 minutes on 2 CPU cores) |
 | `spa-eng-cpu` | English→Spanish on `../shared/data/spa-eng/train.tsv`, ≤ 60 minutes on 2 cores |
+| `spa-eng-compare` | the equal-budget comparison of `seq2seq-noattn`, `bahdanau` and `transformer` (same steps, batch and data; about 10 minutes each on 2 cores) |
 
 Measured on 2 shared CPU cores (other jobs running, so times are inflated): `dates-demo`
 trains in 112 s (Transformer) and 85 s (Bahdanau), both reaching 100% exact match on the 1,000
@@ -125,6 +126,36 @@ _add(Preset(
             "training": {"epochs": 10, "steps_per_epoch": 500, "batch_size": 64,
                          "learning_rate": 1e-3, "clip_norm": 5.0, "log_every": 100,
                          "checkpoint_every": 500},
+        },
+    },
+))
+
+
+# The comparison of issue #9 (Bahdanau et al. 2015, figure 2): the three architectures see the
+# same pairs in the same batches for the same number of steps; seq2seq-noattn takes Bahdanau's
+# recurrent sizes (`Preset.for_arch`), so the two differ only by the attention.
+_COMPARE_DATA = {"max_vocab": 8000, "min_count": 2, "max_length": 30}
+_COMPARE_TRAINING = {"epochs": 5, "steps_per_epoch": 400, "batch_size": 64, "clip_norm": 5.0,
+                     "log_every": 100, "checkpoint_every": 400}
+_add(Preset(
+    "spa-eng-compare",
+    "equal budgets for seq2seq-noattn, bahdanau and transformer on spa-eng (~10 min each)",
+    {
+        "bahdanau": {
+            "model": {"bahdanau": {"embedding_dim": 128, "units": 128, "attention_units": 128,
+                                   "dropout": 0.1, "cell": "gru"},
+                      "max_decode_length": 40},
+            "data": _COMPARE_DATA,
+            "training": {**_COMPARE_TRAINING, "learning_rate": 2e-3},
+        },
+        "transformer": {
+            "model": {"transformer": {"num_layers": 2, "hidden_dim": 128, "num_heads": 4,
+                                      "intermediate_dim": 256, "dropout": 0.1,
+                                      "max_length": 48, "warmup_steps": 300,
+                                      "tie_embeddings": True},
+                      "label_smoothing": 0.1, "max_decode_length": 40},
+            "data": _COMPARE_DATA,
+            "training": {**_COMPARE_TRAINING, "learning_rate": 2e-3},
         },
     },
 ))
