@@ -351,7 +351,7 @@ def _serve(args: argparse.Namespace) -> int:
     from captioner.export import KIND, WHAT
 
     return serve_savedmodel(args, KIND, WHAT, max_image_pixels=args.max_image_pixels,
-                            reencode_images=True)
+                            screen_images=True)
 
 
 def subcommands() -> list[Subcommand]:

@@ -11,7 +11,8 @@ before any pixel is decoded.
 
 `graph_bytes` gives the bytes a SavedModel's `tf.io.decode_image` should receive: the file as
 it is when TensorFlow decodes it the same way Pillow does, else the image re-encoded as PNG
-(TIFF, CMYK JPEG, ...). `declared_size` reads only the header (the server's pixel check).
+(TIFF, CMYK JPEG, ...); `prepare_for_graph` is its header-only version for a server.
+`declared_size` reads only the header.
 """
 
 from __future__ import annotations
@@ -199,21 +200,16 @@ def png_bytes(image) -> bytes:
     return buffer.getvalue()
 
 
-def reencode_if_needed(data: bytes, where: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> bytes:
-    """For a server: `data` unchanged unless Pillow reads it and TensorFlow would not (or not
-    the same way, CMYK JPEG): then PNG. Unreadable data is returned as is, for the model to
-    refuse. `DataError` only for the pixel limit.
+def prepare_for_graph(data: bytes, where: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> bytes:
+    """For a server: `data` unchanged when its header is of a format the graph decodes
+    faithfully, else the image re-encoded as PNG (TIFF, CMYK JPEG). Only the header is read
+    for the formats the graph decodes (their truncated data is the graph's to refuse).
+
+    Raises:
+        DataError: not an image, an SVG, empty, or over the pixel limit (from the header).
     """
-    try:
-        with _open(data, where, max_pixels) as image:
-            fmt, mode = image.format, image.mode
-    except DataError as exc:
-        if "refused before decoding" in str(exc):
-            raise
-        return data
+    with _open(data, where, max_pixels) as image:
+        fmt, mode = image.format, image.mode
     if fmt in GRAPH_FORMATS and not (fmt == "JPEG" and mode == "CMYK"):
         return data
-    try:
-        return png_bytes(load_image(data, where, max_pixels))
-    except DataError:
-        return data
+    return png_bytes(load_image(data, where, max_pixels))

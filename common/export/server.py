@@ -48,9 +48,6 @@ DEFAULTS_FILE = os.path.join("assets.extra", "serving_input_defaults.json")
 TOP_LEVEL_KEYS = ("signature_name", "instances", "inputs")
 DECODED_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "WEBP")  # what tf.io.decode_image reads
 IMAGE_MAGIC = (b"\x89PNG", b"\xff\xd8", b"GIF8", b"BM", b"RIFF")  # their first bytes
-# Images worth a look when re-encoding: TIFF (not decoded in the graph), JPEG (CMYK ones are
-# decoded with the wrong colours).
-REENCODE_MAGIC = (b"II*\x00", b"MM\x00*", b"\xff\xd8")
 
 
 class RequestError(UserError):
@@ -204,8 +201,10 @@ class ServedModel:
         input_defaults: values for scalar (per-request) signature inputs that a request leaves
             out; by default read from `assets.extra/serving_input_defaults.json` if present.
         max_image_pixels: the most pixels an image input's header may declare.
-        reencode_images: re-encode as PNG the binary inputs Pillow reads but the graph's
-            `tf.io.decode_image` does not, or not faithfully (TIFF, CMYK JPEG).
+        screen_images: the binary inputs are images: read each header with Pillow
+            (`common.images.prepare_for_graph`), refuse what is not an image with its reason,
+            and re-encode as PNG what the graph's `tf.io.decode_image` does not decode
+            faithfully (TIFF, CMYK JPEG).
     """
 
     def __init__(
@@ -213,7 +212,7 @@ class ServedModel:
         saved_model_dir: str | os.PathLike,
         input_defaults: Mapping[str, Any] | None = None,
         max_image_pixels: int = 25_000_000,
-        reencode_images: bool = False,
+        screen_images: bool = False,
     ):
         import tensorflow as tf
 
@@ -227,7 +226,7 @@ class ServedModel:
             raise UserError(f"{path}: the SavedModel has no signatures to serve")
         self.signature_defs = _read_signature_defs(path)
         self.max_image_pixels = int(max_image_pixels)
-        self.reencode_images = bool(reencode_images)
+        self.screen_images = bool(screen_images)
         self.specs = {
             name: fn.structured_input_signature[1] for name, fn in self.signatures.items()
         }
@@ -399,12 +398,11 @@ class ServedModel:
         flat = array.reshape(-1)  # a view: re-encoded images are written back into `array`
         for i, value in enumerate(flat):
             _check_image_size(value, self.max_image_pixels, where)
-            if self.reencode_images and isinstance(value, bytes) and value.startswith(
-                    REENCODE_MAGIC):
-                from common.images import reencode_if_needed
+            if self.screen_images and isinstance(value, bytes):
+                from common.images import prepare_for_graph
 
                 try:
-                    flat[i] = reencode_if_needed(value, where, self.max_image_pixels)
+                    flat[i] = prepare_for_graph(value, where, self.max_image_pixels)
                 except UserError as exc:
                     raise RequestError(str(exc)) from None
 
@@ -595,7 +593,7 @@ def create_app(
     batch_timeout_ms: float = 5.0,
     max_image_pixels: int = 25_000_000,
     input_defaults: Mapping[str, Any] | None = None,
-    reencode_images: bool = False,
+    screen_images: bool = False,
 ) -> web.Application:
     """The aiohttp application serving `saved_model_dir` as `model_name` (loads it now).
 
@@ -608,8 +606,8 @@ def create_app(
         batch_timeout_ms: how long a request waits for others to share its call.
         max_image_pixels: binary inputs whose image header declares more pixels get 400.
         input_defaults: values for scalar inputs (e.g. `{"beam_size": 3}`) a request omits.
-        reencode_images: re-encode as PNG the images the graph cannot decode faithfully
-            (TIFF, CMYK JPEG); see `ServedModel`.
+        screen_images: binary inputs are images: refuse non-images from their header and
+            re-encode what the graph cannot decode faithfully (see `ServedModel`).
 
     Returns:
         A `web.Application`; `app[BATCHER].stats` counts requests and model calls.
@@ -618,7 +616,7 @@ def create_app(
         raise UserError(f"model name must be non-empty without '/' or ':', got {model_name!r}")
     if max_body_bytes < 1:
         raise UserError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
-    model = ServedModel(saved_model_dir, input_defaults, max_image_pixels, reencode_images)
+    model = ServedModel(saved_model_dir, input_defaults, max_image_pixels, screen_images)
     batcher = Batcher(
         model.run,
         max_batch_size=max_batch_size,
@@ -655,7 +653,7 @@ def serve(
     batch_timeout_ms: float = 5.0,
     max_image_pixels: int = 25_000_000,
     input_defaults: Mapping[str, Any] | None = None,
-    reencode_images: bool = False,
+    screen_images: bool = False,
 ) -> None:
     """Serve `saved_model_dir` on `host:port` until interrupted (arguments as `create_app`).
 
@@ -669,7 +667,7 @@ def serve(
         saved_model_dir, model_name, max_body_bytes=max_body_bytes,
         max_batch_size=max_batch_size, batch_timeout_ms=batch_timeout_ms,
         max_image_pixels=max_image_pixels, input_defaults=input_defaults,
-        reencode_images=reencode_images,
+        screen_images=screen_images,
     )
     url = f"http://{host}:{port}/v1/models/{model_name}"
     web.run_app(app, host=host, port=port, print=lambda _: print(f"Serving {url}", flush=True))

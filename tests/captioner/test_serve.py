@@ -86,7 +86,7 @@ def test_concurrent_valid_and_invalid_requests(exported_captioner, expected, sha
         requests.append((body, lambda s, r: 400 <= s < 500 and isinstance(r.get("error"), str)))
 
     app = create_app(exported_captioner, "captioner", batch_timeout_ms=20,
-                     max_body_bytes=200_000, reencode_images=True)
+                     max_body_bytes=200_000, screen_images=True)
     with serve_in_background(app) as url:
         predict = f"{url}/v1/models/captioner:predict"
         results = [None] * len(requests)
@@ -104,9 +104,12 @@ def test_concurrent_valid_and_invalid_requests(exported_captioner, expected, sha
         for (body, check), result in zip(requests, results):
             shown = body if isinstance(body, bytes) else json.dumps(body)[:200]
             assert result is not None and check(*result), (shown, result)
-        # the bomb is refused from its header, before the model decodes anything
-        bomb_at = len(images) + 4 + list(bad_images()).index("bomb.png")
-        assert "pixels" in results[bomb_at][1]["error"], results[bomb_at]
+        # each bad image is refused with its reason: from its header (the bomb before the
+        # model decodes anything), the truncated JPEG by the model's decoder
+        for offset, (name, (_, word)) in enumerate(bad_images().items()):
+            error = results[len(images) + 4 + offset][1]["error"]
+            word = {"truncated.jpg": "Invalid JPEG data", "bomb.png": "pixels"}.get(name, word)
+            assert word in error, error
         # still up, and still right
         with urllib.request.urlopen(f"{url}/v1/models/captioner", timeout=60) as response:
             status = json.loads(response.read())
