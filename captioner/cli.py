@@ -36,10 +36,6 @@ Typical use:
 """
 
 
-def _no_arguments(parser) -> None:
-    pass
-
-
 def _key_value(text: str) -> tuple[str, Any]:
     """argparse type: `KEY=VALUE`, the value read as JSON when it is JSON (`num_images=100`)."""
     key, sep, value = text.partition("=")

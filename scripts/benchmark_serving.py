@@ -23,6 +23,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -65,6 +66,19 @@ def timed(fn, runs: int, warmup: int) -> dict:
             "result": result}
 
 
+@contextlib.contextmanager
+def serving_signature(args: argparse.Namespace, export_run, beam_sizes: list[int]):
+    """`serving_default` of `--export`, or of the run exported now into a temporary dir."""
+    import tensorflow as tf
+
+    with tempfile.TemporaryDirectory() as tmp:
+        export_dir = args.export
+        if export_dir is None:
+            export_dir = os.path.join(tmp, "export")
+            export_run(args.run_dir, export_dir, beam_sizes=beam_sizes)
+        yield tf.saved_model.load(export_dir).signatures["serving_default"]
+
+
 def captioner_rows(args: argparse.Namespace, beam_sizes: list[int]) -> list[dict]:
     """The savedmodel and keras rows for one image, per beam size."""
     import tensorflow as tf
@@ -76,12 +90,7 @@ def captioner_rows(args: argparse.Namespace, beam_sizes: list[int]) -> list[dict
     with open(args.image, "rb") as f:
         data = f.read()
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        export_dir = args.export
-        if export_dir is None:
-            export_dir = os.path.join(tmp, "export")
-            export_run(args.run_dir, export_dir, beam_sizes=beam_sizes)
-        signature = tf.saved_model.load(export_dir).signatures["serving_default"]
+    with serving_signature(args, export_run, beam_sizes) as signature:
         images = tf.constant([data])
         max_length = tf.constant(run.config.decoder.max_length)
         for beam in beam_sizes:
@@ -147,12 +156,7 @@ def translator_rows(args: argparse.Namespace, beam_sizes: list[int]) -> list[dic
     from seq2seq.inference import Translator
 
     translator = Translator.from_run_dir(args.run_dir)
-    with tempfile.TemporaryDirectory() as tmp:
-        export_dir = args.export
-        if export_dir is None:
-            export_dir = os.path.join(tmp, "export")
-            export_run(args.run_dir, export_dir, beam_sizes=beam_sizes)
-        signature = tf.saved_model.load(export_dir).signatures["serving_default"]
+    with serving_signature(args, export_run, beam_sizes) as signature:
         max_length = translator.config.model.max_decode_length
         sentence = tf.constant([normalize(args.sentence)])
         rows = []
