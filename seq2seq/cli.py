@@ -64,6 +64,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
                    help="Adam's learning rate (the Transformer's peak after warm-up)")
     g.add_argument("--clip-norm", type=positive_float)
     g.add_argument("--seed", type=int)
+    g.add_argument("--checkpoint-every", type=int, metavar="N",
+                   help="also save a checkpoint every N steps (0: at epoch ends only)")
     g.add_argument("--distribute", help="none, mirrored, multi-worker or auto")
     g.add_argument("--logical-cpus", type=int, help="split the CPU into this many devices")
 

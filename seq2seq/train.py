@@ -28,6 +28,7 @@ OPTION_FIELDS = {
     "learning_rate": ("training", "learning_rate"),
     "clip_norm": ("training", "clip_norm"),
     "seed": ("training", "seed"),
+    "checkpoint_every": ("training", "checkpoint_every"),
     "distribute": ("training", "distribute"),
     "logical_cpus": ("training", "logical_cpus"),
     "embedding_dim": ("bahdanau", "embedding_dim"),

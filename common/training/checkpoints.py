@@ -21,18 +21,29 @@ A checkpoint is a `tf.train.Checkpoint` with these entries:
 Only the chief writes into `RUN_DIR/checkpoints`; other workers of a multi-worker run save
 into a temporary directory and delete it (as in the TensorFlow multi-worker tutorial), because
 saving mirrored variables may need every worker.
+
+Atomicity: TensorFlow writes a checkpoint's shards into `ckpt-N_temp/`, merges them into
+`ckpt-N.index` and `ckpt-N.data-*`, and only then rewrites the `checkpoint` state file (by an
+atomic rename). A save interrupted before that last step leaves the state file naming the
+previous checkpoint. Beyond that, `complete_checkpoints` ignores any checkpoint whose index or
+data shards are missing, and `CheckpointKeeper.restore` falls back to the one before when a
+newer one cannot be read (a truncated file), so a kill during a save never costs more than the
+checkpoint being written.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import keras
 import tensorflow as tf
 
+from common.config import atomic_write_text
 from common.errors import UserError
 
 
@@ -111,6 +122,67 @@ def make_checkpoint(
     )
 
 
+_NUMBER = re.compile(r"-(\d+)$")
+_SHARD = re.compile(r"\.data-(\d{5})-of-(\d{5})$")
+# What reading a damaged or half-written checkpoint raises (a data file cut short gives
+# IndexError "Read less bytes than requested").
+UNREADABLE = (tf.errors.DataLossError, tf.errors.NotFoundError, tf.errors.OutOfRangeError,
+              IndexError)
+
+
+def _reason(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
+def _skip_warning(path: str, exc: BaseException) -> None:
+    print(f"warning: skipping unreadable checkpoint {path} ({_reason(exc)}); trying the one "
+          "before", file=sys.stderr)
+
+
+def _is_complete(prefix: str) -> bool:
+    """Whether `prefix.index` and every `prefix.data-0000i-of-0000n` shard exist, non-empty."""
+    index = Path(prefix + ".index")
+    if not index.is_file() or index.stat().st_size == 0:
+        return False
+    shards = {}
+    for path in Path(prefix).parent.glob(Path(prefix).name + ".data-*"):
+        match = _SHARD.search(path.name)
+        if match:
+            shards[int(match.group(1))] = int(match.group(2))
+    return bool(shards) and set(shards) == set(range(next(iter(shards.values()))))
+
+
+def complete_checkpoints(directory: str | os.PathLike) -> list[str]:
+    """The complete checkpoints of `directory` (see `_is_complete`), newest first.
+
+    Both the ones the `checkpoint` state file lists and any `ckpt-N.index` on disk count (a
+    state file lost or naming a checkpoint that was never finished does not hide the others).
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    prefixes = {str(p)[: -len(".index")] for p in directory.glob("*.index")}
+    try:
+        state = tf.train.get_checkpoint_state(str(directory))
+    except (tf.errors.OpError, ValueError):  # an unreadable state file
+        state = None
+    if state is not None:
+        for path in state.all_model_checkpoint_paths:
+            prefixes.add(path if os.path.isabs(path) else str(directory / path))
+
+    def number(prefix: str) -> int:
+        match = _NUMBER.search(prefix)
+        return int(match.group(1)) if match else -1
+
+    return sorted((p for p in prefixes if _is_complete(p)), key=number, reverse=True)
+
+
+def latest_checkpoint(directory: str | os.PathLike) -> str | None:
+    """The newest complete checkpoint of `directory`, or None."""
+    found = complete_checkpoints(directory)
+    return found[0] if found else None
+
+
 class CheckpointKeeper:
     """Saves checkpoints into `directory` on the chief, into a throw-away directory elsewhere.
 
@@ -126,14 +198,15 @@ class CheckpointKeeper:
         self.checkpoint = checkpoint
         self.directory = Path(directory)
         self.chief = chief
+        self.keep = keep
         write_dir = self.directory if chief else Path(tempfile.mkdtemp(prefix="ckpt-worker-"))
         self._write_dir = write_dir
         self.manager = tf.train.CheckpointManager(checkpoint, str(write_dir), max_to_keep=keep)
 
     @property
     def latest(self) -> str | None:
-        """The newest checkpoint of the chief's directory, or None."""
-        return tf.train.latest_checkpoint(str(self.directory))
+        """The newest complete checkpoint of the chief's directory, or None."""
+        return latest_checkpoint(self.directory)
 
     def save(self) -> str | None:
         """Write a checkpoint (`ckpt-1`, `ckpt-2`, ...); returns its path on the chief only."""
@@ -144,25 +217,54 @@ class CheckpointKeeper:
         return path
 
     def restore(self, path: str | None = None) -> str | None:
-        """Restore `path` (default: the latest checkpoint); returns what was restored or None.
+        """Restore `path` (default: the newest readable checkpoint); returns it, or None.
 
-        The model and optimizer variables must already exist.
+        Without `path`, a checkpoint that cannot be read (cut short by a kill during its save)
+        is reported on stderr and the one before it is tried. The model and optimizer
+        variables must already exist.
 
         Raises:
-            UserError: the checkpoint does not match the model (another architecture).
+            UserError: the checkpoint does not match the model (another architecture), or
+                `path` cannot be read.
         """
-        path = path or self.latest
-        if path is None:
-            return None
-        status = self.checkpoint.restore(path)
-        try:
-            status.assert_existing_objects_matched()
-        except AssertionError as exc:
-            first = " ".join(str(exc).split())[:300]
-            raise UserError(
-                f"checkpoint {path} does not match the model being trained: {first}"
-            ) from None
-        return path
+        candidates = [path] if path else complete_checkpoints(self.directory)
+        for candidate in candidates:
+            try:
+                status = self.checkpoint.restore(candidate)
+            except UNREADABLE as exc:
+                if path:
+                    raise UserError(f"checkpoint {path} cannot be read: {_reason(exc)}") from None
+                _skip_warning(candidate, exc)
+                continue
+            try:
+                status.assert_existing_objects_matched()
+            except AssertionError as exc:
+                first = " ".join(str(exc).split())[:300]
+                raise UserError(
+                    f"checkpoint {candidate} does not match the model being trained: {first}"
+                ) from None
+            return candidate
+        if candidates:  # never start over silently on top of a run's checkpoints
+            raise UserError(f"no checkpoint in {self.directory} can be read; expected at least "
+                            "one complete checkpoint (move the directory aside to start over)")
+        return None
+
+    def discard(self, path: str) -> None:
+        """Delete checkpoint `path` and drop it from the state file (the chief only)."""
+        if not self.chief:
+            return
+        for file in Path(path).parent.glob(Path(path).name + ".*"):
+            file.unlink(missing_ok=True)
+        remaining = [Path(p).name for p in self.manager.checkpoints if p != path]
+        state_file = self.directory / "checkpoint"
+        if remaining:  # the text proto TensorFlow writes, relative paths
+            lines = [f'model_checkpoint_path: "{remaining[-1]}"']
+            lines += [f'all_model_checkpoint_paths: "{name}"' for name in remaining]
+            atomic_write_text(state_file, "\n".join(lines) + "\n")
+        else:
+            state_file.unlink(missing_ok=True)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, str(self._write_dir), max_to_keep=self.keep)
 
 
 def restore_model(model: keras.Model, checkpoint: str | os.PathLike) -> str:
@@ -182,12 +284,25 @@ def restore_model(model: keras.Model, checkpoint: str | os.PathLike) -> str:
     path = Path(checkpoint)
     if path.is_dir():
         directory = path / "checkpoints" if (path / "checkpoints").is_dir() else path
-        latest = tf.train.latest_checkpoint(str(directory))
-        if latest is None:
+        candidates = complete_checkpoints(directory)
+        if not candidates:
             raise UserError(f"no checkpoint in {directory}; expected a training run directory")
-        path = Path(latest)
-    elif not tf.io.gfile.glob(str(path) + ".index"):
+        for candidate in candidates:  # newest first; one cut short by a kill is skipped
+            try:
+                return _restore_model(model, Path(candidate))
+            except UNREADABLE as exc:
+                _skip_warning(candidate, exc)
+        raise UserError(f"no checkpoint in {directory} can be read; expected at least one "
+                        "complete checkpoint")
+    if not tf.io.gfile.glob(str(path) + ".index"):
         raise UserError(f"no checkpoint at {path}; expected RUN_DIR/checkpoints/ckpt-N")
+    try:
+        return _restore_model(model, path)
+    except UNREADABLE as exc:
+        raise UserError(f"checkpoint {path} cannot be read: {_reason(exc)}") from None
+
+
+def _restore_model(model: keras.Model, path: Path) -> str:
     variables = model_variables(model)
     reader = tf.train.load_checkpoint(str(path))
     count_key = "num_model_variables/.ATTRIBUTES/VARIABLE_VALUE"

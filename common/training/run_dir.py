@@ -13,12 +13,18 @@ A directory "holds a run" when it has any of the trainer's entries (a non-empty
 `checkpoints/` or `logs/`, `history.jsonl`, `status.json`). Starting a new run there without
 `resume` is refused, so nobody's run is overwritten; the families' own files (`config.json`,
 vocabularies) written just before training do not count.
+
+A directory that cannot be written (read-only, a file in the way, no space left) is a
+`RunDirError`: `claim` tries a small write before anything else, and the trainer turns a
+failed write of a checkpoint, `history.jsonl` or `status.json` into one, keeping the last
+complete checkpoint.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +33,18 @@ from common.config import atomic_write_text, save_json
 from common.errors import UserError
 
 STATES = ("training", "finished", "failed")
+
+
+class RunDirError(UserError):
+    """The run directory cannot be written: read-only, a file in the way, or no space left."""
+
+
+def write_failure(path: str | os.PathLike, exc: BaseException) -> RunDirError:
+    """A `RunDirError` for a failed write of `path`, with the system's reason in one line."""
+    reason = getattr(exc, "strerror", None) or getattr(exc, "message", None) or str(exc)
+    reason = " ".join(str(reason).split())[:200] or type(exc).__name__
+    return RunDirError(f"cannot write {path}: {reason}; expected a writable run directory "
+                       "with free space")
 
 
 class RunDir:
@@ -75,6 +93,7 @@ class RunDir:
 
         Raises:
             UserError: the path is a file, or it holds another run and `resume` is false.
+            RunDirError: the directory cannot be created or written.
         """
         if self.path.exists() and not self.path.is_dir():
             raise UserError(f"run directory {self.path} is a file; expected a directory")
@@ -84,7 +103,17 @@ class RunDir:
                 f"run directory {self.path} already holds a run ({', '.join(entries)}); "
                 "resume it (--resume) or choose another directory"
             )
-        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            for directory in (self.path, self.checkpoints):
+                if directory.is_dir() or directory == self.path:
+                    with tempfile.TemporaryFile(dir=directory, prefix=".write-check-"):
+                        pass
+        except OSError as exc:
+            raise write_failure(self.path, exc) from None
+        if self.checkpoints.exists() and not self.checkpoints.is_dir():
+            raise RunDirError(f"{self.checkpoints} is a file; expected the run's checkpoint "
+                              "directory")
 
     def read_status(self) -> dict[str, Any] | None:
         """The contents of `status.json`, or None when there is none."""

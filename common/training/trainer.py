@@ -25,6 +25,24 @@ means of the step metrics (`loss` and the model's extra terms), `val_*` entries 
 `history.jsonl`. On resume the record of the interrupted epoch covers the steps run after the
 restart.
 
+Robustness, as promised in the README's "Robustness" section:
+- Resume: a run killed at any moment (SIGKILL included) and started again with `resume=True`
+  restores the newest complete checkpoint, so at most `checkpoint_every` steps (or the epoch in
+  progress, when it is 0) are trained again. The epoch's dataset is rebuilt from the same
+  `seed + epoch` and the batches already trained on are skipped, and the random state of
+  dropout and sampling is in the checkpoint, so the resumed run sees the same batches and
+  draws the same numbers as an uninterrupted one and ends at the same step.
+- Divergence: a NaN or infinite loss, or a non-finite weight about to be saved, stops the run
+  with `TrainingDiverged` (a `UserError`: one line and exit 2 from the command lines). Nothing
+  non-finite is saved; a checkpoint holding exactly the weights whose loss was not finite is
+  deleted, and the model is put back to the newest checkpoint left.
+- Writes: a checkpoint, `history.jsonl` or `status.json` that cannot be written (no space,
+  read-only) stops the run with a `RunDirError` naming the file and the reason; the complete
+  checkpoints already written stay usable.
+- Determinism: `keras.utils.set_random_seed(config.seed)` before the model is built, and on a
+  machine without accelerators `tf.config.experimental.enable_op_determinism()`, so the same
+  seed and data give the same weights, bit for bit, run after run.
+
 Only the chief writes into the run directory; every worker must call `fit` (the steps and
 checkpoint saves are collective). `validate` runs on every worker. The Keras dtype policy is
 set globally from `config.precision` before the model is built.
@@ -42,11 +60,16 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from common.errors import UserError
-from common.training.checkpoints import CheckpointKeeper, TrainingState, make_checkpoint
+from common.training.checkpoints import (
+    CheckpointKeeper,
+    TrainingState,
+    latest_checkpoint,
+    make_checkpoint,
+)
 from common.training.config import TrainingConfig
 from common.training.distribute import is_chief, make_strategy
 from common.training.progress import EpochProgress, RunningMeans
-from common.training.run_dir import RunDir
+from common.training.run_dir import RunDir, write_failure
 from common.training.step import make_train_step
 
 DatasetFn = Callable[[int, tf.distribute.InputContext], tf.data.Dataset]
@@ -57,6 +80,22 @@ ValidateFn = Callable[[keras.Model, int], dict[str, float]]
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
 )
+
+# What TensorFlow raises when a file cannot be written (no space, read-only, a file in the way).
+_WRITE_ERRORS = (OSError, tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError,
+                 tf.errors.FailedPreconditionError, tf.errors.NotFoundError,
+                 tf.errors.AlreadyExistsError)
+
+
+def make_deterministic(seed: int) -> None:
+    """Seed Python, NumPy, TensorFlow and Keras; on CPU-only machines also make ops deterministic.
+
+    `enable_op_determinism` is left off where a GPU is visible: there it can be much slower and
+    makes some ops raise, and the README promises determinism on CPU only.
+    """
+    keras.utils.set_random_seed(seed)
+    if not tf.config.list_physical_devices("GPU") and not tf.config.list_physical_devices("TPU"):
+        tf.config.experimental.enable_op_determinism()
 
 
 class TrainingDiverged(UserError):
@@ -102,7 +141,7 @@ class Trainer:
             )
         self.chief = is_chief(self.strategy)
         keras.mixed_precision.set_dtype_policy(config.precision)
-        keras.utils.set_random_seed(config.seed)
+        make_deterministic(config.seed)
         with self.strategy.scope():
             self.model = build_model()
             if build_optimizer is None:
@@ -162,8 +201,8 @@ class Trainer:
 
     @property
     def latest_checkpoint(self) -> str | None:
-        """The newest checkpoint in `RUN_DIR/checkpoints`, or None."""
-        return tf.train.latest_checkpoint(str(self.run_dir.checkpoints))
+        """The newest complete checkpoint in `RUN_DIR/checkpoints`, or None."""
+        return latest_checkpoint(self.run_dir.checkpoints)
 
     # -- training --------------------------------------------------------------------------
 
@@ -191,6 +230,7 @@ class Trainer:
             UserError: the run directory holds another run and `resume` is false.
             TrainingDiverged: the loss became NaN or infinite; the model and optimizer are
                 put back to the last good checkpoint, and nothing bad is saved.
+            RunDirError: a checkpoint or log file could not be written.
         """
         if self.chief:
             self.run_dir.claim(resume)
@@ -218,7 +258,10 @@ class Trainer:
                     skip = 0
         except BaseException as exc:
             reason = " ".join(str(exc).split())[:500] or type(exc).__name__
-            self._write_status("failed", error=f"{type(exc).__name__}: {reason}")
+            try:
+                self._write_status("failed", error=f"{type(exc).__name__}: {reason}")
+            except UserError:  # the directory cannot be written: the first error tells why
+                pass
             raise
         finally:
             writer.close()
@@ -250,7 +293,7 @@ class Trainer:
                     save_pending = False
                 metrics = {k: float(v) for k, v in self._step_fn(batch).items()}
                 if not math.isfinite(metrics["loss"]):
-                    self._diverged(metrics["loss"], epoch, step + 1)
+                    self._diverged(f"the loss was {metrics['loss']}", epoch, step + 1, step)
                 step += 1
                 step_in_epoch += 1
                 self.state.set(step, epoch, step_in_epoch)
@@ -284,16 +327,32 @@ class Trainer:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _diverged(self, loss: float, epoch: int, step: int) -> None:
+    def _diverged(self, what: str, epoch: int, step: int, bad_weights_step: int | None) -> None:
+        """Put the model back to the newest good checkpoint and raise `TrainingDiverged`.
+
+        `bad_weights_step`: the step after which the weights gave the non-finite loss; a
+        checkpoint of that step holds the very weights that diverged, so it is deleted first.
+        """
+        latest = self._keeper.latest
+        if latest is not None and bad_weights_step is not None and (
+                _checkpoint_step(latest) == bad_weights_step):
+            self._keeper.discard(latest)
         restored = self._keeper.restore() if self._keeper.latest else None
         raise TrainingDiverged(
-            f"training diverged: the loss was {loss} at step {step} (epoch {epoch}); stopped "
-            f"without saving. Last good checkpoint: {restored or 'none yet'}; expected a "
-            "finite loss, try a lower learning_rate or set clip_norm"
+            f"training diverged: {what} at step {step} (epoch {epoch}); stopped without "
+            f"saving. Last good checkpoint: {restored or 'none yet'}; expected a finite "
+            "loss, try a lower learning_rate or set clip_norm"
         )
 
     def _save(self) -> None:
-        path = self._keeper.save()
+        if not _all_finite(self.model.variables):
+            state = self.state.as_dict()
+            self._diverged("a weight became NaN or infinite", state["epoch"], state["step"],
+                           None)
+        try:
+            path = self._keeper.save()
+        except _WRITE_ERRORS as exc:
+            raise write_failure(self.run_dir.checkpoints, exc) from None
         if path is not None:
             self._write_status("training", checkpoint=path)
 
@@ -306,7 +365,10 @@ class Trainer:
     def _log(self, record: dict[str, Any]) -> None:
         if not self.chief:
             return
-        self.run_dir.append_history(record)
+        try:
+            self.run_dir.append_history(record)
+        except OSError as exc:
+            raise write_failure(self.run_dir.history, exc) from None
         prefix = "epoch" if record["kind"] == "epoch" else "train"
         for name, value in record.items():
             if name not in ("kind", "epoch", "step") and isinstance(value, (int, float)):
@@ -315,6 +377,25 @@ class Trainer:
         tf.summary.flush()
 
     def _write_status(self, state: str, **fields: Any) -> None:
-        if self.chief:
+        if not self.chief:
+            return
+        try:
             self.run_dir.write_status(state, **self.state.as_dict(),
                                       epochs=self.config.epochs, **fields)
+        except OSError as exc:
+            raise write_failure(self.run_dir.status, exc) from None
+
+
+def _checkpoint_step(path: str) -> int | None:
+    """The global step a checkpoint was written at (None when unreadable)."""
+    try:
+        return int(tf.train.load_checkpoint(path).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
+    except (tf.errors.OpError, ValueError):
+        return None
+
+
+def _all_finite(variables: list) -> bool:
+    """Whether every floating-point variable holds only finite values."""
+    checks = [tf.reduce_all(tf.math.is_finite(tf.convert_to_tensor(v))) for v in variables
+              if tf.as_dtype(v.dtype).is_floating]
+    return bool(tf.reduce_all(checks)) if checks else True
