@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from common.errors import UserError
 
@@ -45,8 +46,16 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return text
 
 
+class Parser(argparse.ArgumentParser):
+    """An `ArgumentParser` whose errors are one line (no usage block) and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        first_line = " ".join(str(message).split())
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {first_line} (see {self.prog} --help)\n")
+
+
 def build_parser(prog: str, description: str, subcommands: Sequence[Subcommand]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=prog,
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -78,7 +87,10 @@ def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) 
     # without a GPU) is not for users; real failures still surface as Python exceptions.
     # Set before the sub-command imports TensorFlow; an explicit setting is kept.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a one-line usage error (see `Parser`)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     _import_tensorflow_quietly()
     try:
         status = args._run(args)
@@ -124,6 +136,54 @@ def not_yet(prog: str, command: str, issue: str) -> Callable[[argparse.Namespace
         return EXIT_FAILURE
 
     return run
+
+
+INVALID_UTF8 = "invalid UTF-8: the undecodable bytes were replaced by U+FFFD"
+
+
+def decode_line(raw: bytes) -> tuple[str, bool]:
+    """One line of input as text, and whether it was valid UTF-8 (else bytes become U+FFFD)."""
+    try:
+        return raw.decode("utf-8"), True
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", errors="replace"), False
+
+
+def read_text_lines(stream: Any = None, arguments: Sequence[str] | None = None
+                    ) -> tuple[list[str], set[int]]:
+    """The lines to process: `arguments` when given, else the lines of `stream` (stdin).
+
+    Lines are split on "\n" only (a stray "\r" or other control character stays inside its
+    line), a final "\r" is dropped, and a line that is not valid UTF-8 is decoded with
+    U+FFFD in place of its bad bytes rather than failing the whole input. Arguments the
+    shell passed as invalid UTF-8 (Python keeps them as lone surrogates) get the same.
+
+    Returns:
+        `(lines, invalid)`: the texts, and the indices of those that were not valid UTF-8.
+    """
+    if arguments:
+        lines, invalid = [], set()
+        for i, text in enumerate(arguments):
+            line, ok = decode_line(text.encode("utf-8", errors="surrogateescape"))
+            lines.append(line)
+            if not ok:
+                invalid.add(i)
+        return lines, invalid
+    stream = sys.stdin if stream is None else stream
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:  # a text stream without bytes underneath (io.StringIO)
+        return [line.rstrip("\r\n") for line in stream], set()
+    data = buffer.read()
+    raw_lines = data.split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
+    lines, invalid = [], set()
+    for i, raw in enumerate(raw_lines):
+        line, ok = decode_line(raw[:-1] if raw.endswith(b"\r") else raw)
+        lines.append(line)
+        if not ok:
+            invalid.add(i)
+    return lines, invalid
 
 
 def positive_int(text: str) -> int:

@@ -240,13 +240,18 @@ def _translate(args: argparse.Namespace) -> int:
         from seq2seq.visualize import require_heads
 
         require_heads(translator)
-    texts = list(args.text) if args.text else [line.rstrip("\r\n") for line in sys.stdin]
+    from common.cli import INVALID_UTF8, read_text_lines
+
+    texts, invalid_utf8 = read_text_lines(sys.stdin, args.text)
     options = {}
     if args.attention_layer != -1 or args.attention_head is not None:
         options = {"attention_layer": args.attention_layer,
                    "attention_head": args.attention_head}
     results = translator.translate(texts, beam_size=args.beam_size, batch_size=args.batch_size,
                                    max_length=args.max_decode_length, **options)
+    for i in invalid_utf8:
+        if not results[i].error:
+            results[i].warning = "; ".join(filter(None, [INVALID_UTF8, results[i].warning]))
     failed = 0
     for number, result in enumerate(results, 1):
         if result.error:

@@ -191,6 +191,14 @@ class Translator:
             return model.transformer.max_length
         return max(4 * self.config.data.max_length, 128)
 
+    @property
+    def max_decode_limit(self) -> int:
+        """The longest output the model can produce (the Transformer's positions)."""
+        model = self.config.model
+        if model.arch == "transformer":
+            return model.transformer.max_length
+        return max(1024, model.max_decode_length)
+
     @classmethod
     def from_run_dir(cls, run_dir: str | Path) -> Translator:
         """Loads `RUN_DIR/config.json`, its vocabularies and its latest checkpoint."""
@@ -298,6 +306,9 @@ class Translator:
         unknown words, emoji and control characters are tokenized and translated (unknown
         source words are `<unk>` to the model and may be copied to the output).
         """
+        if max_length is not None and not 1 <= max_length <= self.max_decode_limit:
+            raise UserError(f"max decode length {max_length}: expected 1..{self.max_decode_limit} "
+                            "for this model")
         lowercase = self.config.data.lowercase
         token_lists = tokenize_texts(list(texts), lowercase=lowercase) if texts else []
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)
