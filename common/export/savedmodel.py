@@ -179,6 +179,9 @@ def unwrap(value):  # {"b64": ...} -> bytes, as in TensorFlow Serving's JSON
 inputs = {name: tf.constant(unwrap(value), dtype=specs[name].dtype)
           for name, value in request["inputs"].items()}
 outputs = {name: value.numpy() for name, value in fn(**inputs).items()}
+# Strings as fixed-width bytes ("S"), so that the parent reads them without pickle.
+outputs = {name: value.astype(bytes) if value.dtype == object else value
+           for name, value in outputs.items()}
 np.savez(request["out"], **outputs)
 prefixes = tuple(request["forbidden"])
 imported = sorted(m for m in set(sys.modules) - at_import if m.split(".")[0] in prefixes)
@@ -246,8 +249,9 @@ def run_signature_isolated(
         if proc.returncode != 0:
             raise RuntimeError(f"the isolated run failed ({proc.returncode}): "
                                f"{proc.stderr[-2000:]}")
-        with np.load(tmp_path / "outputs.npz", allow_pickle=True) as data:
-            outputs = {name: data[name] for name in data.files}
+        with np.load(tmp_path / "outputs.npz", allow_pickle=False) as data:
+            outputs = {name: data[name].astype(object) if data[name].dtype.kind == "S"
+                       else data[name] for name in data.files}
         report = json.loads((tmp_path / "report.json").read_text())
     return outputs, report["forbidden_imported"]
 
