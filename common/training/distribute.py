@@ -62,6 +62,30 @@ def configure_logical_cpus(count: int) -> list[str]:
     return [device.name for device in tf.config.list_logical_devices("CPU")]
 
 
+def configure_logical_gpus(count: int, memory_limit_mb: int = 8192) -> list[str]:
+    """Split the first GPU into `count` logical GPUs of `memory_limit_mb` each (to check
+    mirrored training on a one-GPU machine); returns the logical GPU names. Like
+    `configure_logical_cpus`, it must run before TensorFlow initializes its devices.
+
+    Raises:
+        UserError: there is no GPU.
+        DeviceConfigError: TensorFlow's devices were initialized with another layout.
+    """
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        raise UserError("no GPU to split into logical devices")
+    try:
+        tf.config.set_logical_device_configuration(
+            gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=memory_limit_mb)
+                      for _ in range(count)])
+    except RuntimeError:
+        raise DeviceConfigError(
+            f"cannot split the GPU into {count} logical devices: TensorFlow has already "
+            "initialized its devices"
+        ) from None
+    return [device.name for device in tf.config.list_logical_devices("GPU")]
+
+
 @STRATEGIES.register("none")
 def _default(logical_cpus: int = 0) -> tf.distribute.Strategy:
     return tf.distribute.get_strategy()

@@ -19,6 +19,15 @@ skips the update and lowers the scale).
 
 The step returns, identical on every replica, `loss`, `count` (global), `examples` (global
 batch size) and every other term divided by the global count.
+
+XLA (`jit_compile`): under the default strategy the whole step is compiled. Under a
+distributing strategy (mirrored, multi-worker) XLA cannot compile the cross-device collectives
+nor reach another replica's variables, so only each replica's forward and backward pass is
+compiled, returning the gradient of `loss_sum` (and of `model.losses`); the all-reduces, the
+division by the global count (the same gradient: it is linear) and the update run outside it.
+A model whose layers all-reduce inside the forward pass (synchronized batch norm) cannot be
+split so; it gets TensorFlow's XLA auto-clustering instead, which compiles what it can on
+each device (on GPUs; on CPUs only with `TF_XLA_FLAGS=--tf_xla_cpu_global_jit`).
 """
 
 from __future__ import annotations
@@ -94,14 +103,15 @@ def make_train_step(
         if clip_norm is not None:
             grads = _clip(grads, context, clip_norm, optimizer if loss_scaled else None)
         optimizer.apply_gradients(zip(grads, variables))
+        return _report(context, sums, loss, batch, global_count, denominator)
 
-        extras = {k: v for k, v in sums.items() if k not in ("loss_sum", "count")}
-        totals = context.all_reduce(
-            "sum", {"loss": loss, "examples": _batch_size(batch), **extras}
-        )
-        report = {k: v / denominator for k, v in totals.items() if k in extras}
-        report.update(loss=totals["loss"], count=global_count, examples=totals["examples"])
-        return report
+    if jit_compile and _distributing(strategy):
+        if _all_reduces_in_forward(model):
+            tf.config.optimizer.set_jit("autoclustering")
+        else:
+            replica_step = _jit_replica_step(model, optimizer, num_replicas, clip_norm,
+                                             loss_scaled)
+        jit_compile = False
 
     def step(distributed_batch):
         per_replica = strategy.run(replica_step, args=(distributed_batch,))
@@ -111,6 +121,64 @@ def make_train_step(
         )
 
     return tf.function(step, jit_compile=jit_compile, reduce_retracing=True)
+
+
+def _report(context, sums, loss, batch, global_count, denominator) -> dict[str, tf.Tensor]:
+    """The step's outputs, all-reduced: `loss`, `count`, `examples` and the extra terms over
+    the global count."""
+    extras = {k: v for k, v in sums.items() if k not in ("loss_sum", "count")}
+    totals = context.all_reduce("sum", {"loss": loss, "examples": _batch_size(batch), **extras})
+    report = {k: v / denominator for k, v in totals.items() if k in extras}
+    report.update(loss=totals["loss"], count=global_count, examples=totals["examples"])
+    return report
+
+
+def _distributing(strategy: tf.distribute.Strategy) -> bool:
+    return strategy.num_replicas_in_sync > 1 or isinstance(
+        strategy, (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy))
+
+
+def _all_reduces_in_forward(model: keras.Model) -> bool:
+    return any(getattr(layer, "synchronized", False) for layer in model._flatten_layers())
+
+
+def _jit_replica_step(model, optimizer, num_replicas, clip_norm, loss_scaled):
+    """`replica_step` with the forward and backward pass compiled by XLA, the collectives and
+    the update outside it (see the module docstring)."""
+
+    def gradients(batch):
+        with tf.GradientTape(persistent=bool(model.losses)) as tape:
+            sums = _as_float_sums(model.loss_terms(batch, training=True))
+            loss_sum = sums["loss_sum"]
+            target = optimizer.scale_loss(loss_sum) if loss_scaled else loss_sum
+            regularization = None
+            if model.losses:
+                regularization = tf.add_n([tf.cast(x, tf.float32) for x in model.losses])
+                scaled = optimizer.scale_loss(regularization) if loss_scaled else regularization
+        variables = model.trainable_variables
+        grads = tape.gradient(target, variables)
+        extra = tape.gradient(scaled, variables) if regularization is not None else None
+        return sums, grads, regularization, extra
+
+    compiled = tf.function(gradients, jit_compile=True, reduce_retracing=True)
+
+    def replica_step(batch):
+        context = tf.distribute.get_replica_context()
+        sums, grads, regularization, extra = compiled(batch)
+        global_count = context.all_reduce("sum", sums["count"])
+        denominator = tf.maximum(global_count, 1.0)
+        loss = sums["loss_sum"] / denominator
+        grads = [None if g is None else _scale(g, 1.0 / denominator) for g in grads]
+        if regularization is not None:
+            loss += regularization / num_replicas
+            grads = [g if e is None else (e / num_replicas if g is None else g + e / num_replicas)
+                     for g, e in zip(grads, extra)]
+        if clip_norm is not None:
+            grads = _clip(grads, context, clip_norm, optimizer if loss_scaled else None)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return _report(context, sums, loss, batch, global_count, denominator)
+
+    return replica_step
 
 
 def _clip(grads, context, clip_norm, loss_scale_optimizer):
