@@ -63,6 +63,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="the run directory")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in RUN_DIR from its last checkpoint")
+    p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1,
+                   help="0 silent, 1 a progress bar, 2 one line per epoch")
     g = p.add_argument_group("model")
     g.add_argument("--encoder", help="encoder: small-cnn, vgg19, resnet50, resnet101, "
                    "inception_v3, efficientnet_b0, mobilenet_v3_small, mobilenet_v3_large")
@@ -94,6 +96,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
                    help="compute the frozen encoder's features once and train from them")
     g.add_argument("--jit-compile", action="store_true", default=None,
                    help="compile the training step with XLA")
+    g.add_argument("--precision", choices=("float32", "mixed_float16", "mixed_bfloat16"),
+                   help="mixed_float16 adds loss scaling")
     g.add_argument("--distribute", choices=("none", "mirrored", "multi-worker", "auto"))
     g.add_argument("--logical-cpus", type=int, help="split the CPU into N devices")
 
@@ -120,7 +124,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         "training": given(epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
                           batch_size=args.batch_size, learning_rate=args.learning_rate,
                           seed=args.seed, jit_compile=args.jit_compile,
-                          distribute=args.distribute, logical_cpus=args.logical_cpus),
+                          precision=args.precision, distribute=args.distribute,
+                          logical_cpus=args.logical_cpus),
     }
 
 
@@ -142,7 +147,7 @@ def _train(args: argparse.Namespace) -> int:
         elif not args.dataset:
             raise UserError("--dataset is required (or a --preset that names one); got neither")
         config = apply_overrides(config, overrides)
-    records = train(config, args.out, resume=args.resume)
+    records = train(config, args.out, resume=args.resume, verbose=args.verbose)
     if records:
         last = records[-1]
         print(f"trained {last['step']} steps into {args.out}: loss {last['loss']:.4f}")

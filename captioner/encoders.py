@@ -49,12 +49,12 @@ def _small_cnn(config: EncoderConfig) -> keras.Model:
     x = inputs
     for i, filters in enumerate(config.filters):
         x = layers.Conv2D(filters, 3, padding="same", name=f"conv{i + 1}")(x)
-        x = layers.BatchNormalization(name=f"bn{i + 1}")(x)
+        x = layers.BatchNormalization(synchronized=True, name=f"bn{i + 1}")(x)
         x = layers.Activation("relu", name=f"relu{i + 1}")(x)
         x = layers.MaxPooling2D(2, name=f"pool{i + 1}")(x)
     for i in range(config.context_convs):
         x = layers.Conv2D(config.filters[-1], 3, padding="same", name=f"context{i + 1}")(x)
-        x = layers.BatchNormalization(name=f"context_bn{i + 1}")(x)
+        x = layers.BatchNormalization(synchronized=True, name=f"context_bn{i + 1}")(x)
         x = layers.Activation("relu", name=f"context_relu{i + 1}")(x)
     return keras.Model(inputs, x, name="small_cnn")
 

@@ -43,10 +43,8 @@ def cache_features(encoder: ImageEncoder, split: CaptionSplit, directory: str | 
     from captioner.datasets.pipeline import make_image_dataset
 
     array_path, meta_path = feature_paths(directory, split.split)
-    if array_path.exists() and meta_path.exists():
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("count") == len(split) and meta.get("encoder") == encoder_config:
-            return array_path
+    if has_features(directory, split.split, len(split), encoder_config):
+        return array_path
     array_path.parent.mkdir(parents=True, exist_ok=True)
 
     @tf.function
@@ -65,6 +63,25 @@ def cache_features(encoder: ImageEncoder, split: CaptionSplit, directory: str | 
     save_json(meta_path, {"count": len(split), "missing": np.flatnonzero(~seen).tolist(),
                           "encoder": encoder_config})
     return array_path
+
+
+def has_features(directory: str | os.PathLike, split: str, count: int,
+                 encoder_config: dict[str, Any] | None) -> bool:
+    """Whether `directory` holds a complete cache of `count` images for this encoder config.
+
+    The metadata is written after the array is in place, so a cache being written reads as
+    absent, never as complete.
+    """
+    array_path, meta_path = feature_paths(directory, split)
+    if not (array_path.exists() and meta_path.exists()):
+        return False
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+    # Compared as JSON reads it back (tuples become lists).
+    wanted = json.loads(json.dumps(encoder_config))
+    return meta.get("count") == count and meta.get("encoder") == wanted
 
 
 def load_features(directory: str | os.PathLike, split: str) -> tuple[np.ndarray, list[int]]:

@@ -9,6 +9,8 @@ writes the checkpoints, logs, `history.jsonl` and `status.json`.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -111,12 +113,12 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     trainer = Trainer(run_dir, training, lambda: build_model(config, len(vocab)),
                       build_optimizer, strategy=strategy)
     features = missing = None
+    private = None  # a non-chief worker's own cache, when it cannot see the chief's
     if data.cache_features:
-        from captioner.features import cache_features, load_features
+        from captioner.features import load_features
 
-        directory = Path(run_dir) / FEATURES_DIR
-        cache_features(trainer.model.encoder, split, directory, training.batch_size,
-                       to_dict(config.encoder))
+        directory, private = _feature_cache(trainer, split, Path(run_dir) / FEATURES_DIR,
+                                            training.batch_size, to_dict(config.encoder), chief)
         features, missing = load_features(directory, "train")
 
     def make_epoch_dataset(epoch: int, context: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -136,7 +138,51 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
             dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
         return dataset
 
-    return trainer.fit(make_epoch_dataset, resume=resume, verbose=verbose)
+    try:
+        return trainer.fit(make_epoch_dataset, resume=resume, verbose=verbose)
+    finally:
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
+
+
+def _feature_cache(trainer, split, directory: Path, batch_size: int,
+                   encoder_config: dict[str, Any], chief: bool) -> tuple[Path, Path | None]:
+    """The directory to read the feature cache from, and a private one to delete afterwards.
+
+    Only the chief writes `RUN_DIR/features`. Under multi-worker training every worker then
+    meets at a collective barrier; a worker that sees the chief's cache (a shared file system)
+    reads it, and one that does not (a run directory of its own) encodes the images into a
+    temporary directory of its own, removed after training.
+    """
+    import tensorflow as tf
+
+    from captioner.features import cache_features, has_features
+
+    if chief:
+        cache_features(trainer.model.encoder, split, directory, batch_size, encoder_config)
+    strategy = trainer.strategy
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        _barrier(strategy)
+    if chief or has_features(directory, split.split, len(split), encoder_config):
+        if not chief:
+            print(f"reading the chief's feature cache in {directory}", flush=True)
+        return directory, None
+    private = Path(tempfile.mkdtemp(prefix="captioner-features-"))
+    print(f"no feature cache from the chief in {directory}; encoding into {private}",
+          flush=True)
+    cache_features(trainer.model.encoder, split, private, batch_size, encoder_config)
+    return private, private
+
+
+def _barrier(strategy) -> None:
+    """Returns once every worker of `strategy` has called it (a collective all-reduce)."""
+    import tensorflow as tf
+
+    def one():
+        return tf.distribute.get_replica_context().all_reduce("sum", tf.constant(1.0))
+
+    for value in strategy.experimental_local_results(strategy.run(one)):
+        value.numpy()  # the collective may run asynchronously: wait for its result
 
 
 def load_run_config(run_dir: str | os.PathLike) -> CaptionerRunConfig:

@@ -102,10 +102,23 @@ def compare(arch: str, mirrored) -> dict:
     }
 
 
-def main(archs: list[str]) -> dict:
-    mirrored = make_strategy("mirrored", logical_cpus=2)  # before any other TensorFlow op
+def main(archs: list[str], gpu: bool = False) -> dict:
+    """With `gpu`, mirror over two (logical) GPUs instead of two logical CPUs."""
+    if gpu:  # the first two GPUs, or two logical GPUs split from the only one
+        import tensorflow as tf
+
+        from common.training.distribute import configure_logical_gpus
+
+        if len(tf.config.list_physical_devices("GPU")) == 1:
+            names = configure_logical_gpus(2)
+        else:
+            names = [d.name for d in tf.config.list_logical_devices("GPU")]
+        mirrored = tf.distribute.MirroredStrategy(names[:2])
+    else:
+        mirrored = make_strategy("mirrored", logical_cpus=2)  # before any other TensorFlow op
     return {arch: compare(arch, mirrored) for arch in archs}
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1:] or ["transformer", "bahdanau"])))
+    names = [a for a in sys.argv[1:] if a != "--gpu"]
+    print(json.dumps(main(names or ["transformer", "bahdanau"], gpu="--gpu" in sys.argv)))
