@@ -66,6 +66,10 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int)
     g.add_argument("--checkpoint-every", type=int, metavar="N",
                    help="also save a checkpoint every N steps (0: at epoch ends only)")
+    g.add_argument("--precision", help="float32, mixed_float16 (with loss scaling) or "
+                   "mixed_bfloat16")
+    g.add_argument("--jit-compile", action="store_true", default=None,
+                   help="compile the training step with XLA")
     g.add_argument("--distribute", help="none, mirrored, multi-worker or auto")
     g.add_argument("--logical-cpus", type=int, help="split the CPU into this many devices")
 

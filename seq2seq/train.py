@@ -29,6 +29,8 @@ OPTION_FIELDS = {
     "clip_norm": ("training", "clip_norm"),
     "seed": ("training", "seed"),
     "checkpoint_every": ("training", "checkpoint_every"),
+    "precision": ("training", "precision"),
+    "jit_compile": ("training", "jit_compile"),
     "distribute": ("training", "distribute"),
     "logical_cpus": ("training", "logical_cpus"),
     "embedding_dim": ("bahdanau", "embedding_dim"),
