@@ -46,6 +46,34 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def uncached_initial_state(model, source, steps: int) -> dict:
+    """The state of `uncached_step`: the encoded source and a `(B, steps)` token buffer."""
+    import tensorflow as tf
+
+    memory, source_mask = model.encode(source)
+    return {"memory": memory, "source_mask": tf.cast(source_mask, tf.float32),
+            "tokens": tf.zeros((tf.shape(source)[0], steps), tf.int32)}
+
+
+def uncached_step(model):
+    """A `common.decoding` step that re-runs `model`'s whole decoder over the tokens so far
+    and keeps the last position (what a Transformer without a cache does)."""
+    import tensorflow as tf
+
+    def step(tokens, state, index):
+        buffer = tf.tensor_scatter_nd_update(
+            tf.transpose(state["tokens"]), [[index]], tokens[None, :]
+        )
+        buffer = tf.transpose(buffer)
+        prefix = buffer[:, : index + 1]
+        source_mask = tf.cast(state["source_mask"], tf.bool)
+        logits, weights = model.decode(prefix, state["memory"], source_mask)
+        attention = tf.reduce_mean(weights[-1][:, :, -1], axis=1)
+        return logits[:, -1], dict(state, tokens=buffer), attention
+
+    return step
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     import keras
@@ -82,24 +110,11 @@ def main(argv=None) -> int:
         return greedy_decode(without_end(model.make_step()), state, args.batch_size,
                              start_id, end_id, steps).tokens
 
-    def full_step(tokens, state, index):
-        buffer = tf.tensor_scatter_nd_update(
-            tf.transpose(state["tokens"]), [[index]], tokens[None, :]
-        )
-        buffer = tf.transpose(buffer)
-        prefix = buffer[:, : index + 1]
-        source_mask = tf.cast(state["source_mask"], tf.bool)
-        logits, weights = model.decode(prefix, state["memory"], source_mask)
-        attention = tf.reduce_mean(weights[-1][:, :, -1], axis=1)
-        return logits[:, -1], dict(state, tokens=buffer), attention
-
     @tf.function
     def full(source):
-        memory, source_mask = model.encode(source)
-        state = {"memory": memory, "source_mask": tf.cast(source_mask, tf.float32),
-                 "tokens": tf.zeros((args.batch_size, steps), tf.int32)}
-        return greedy_decode(without_end(full_step), state, args.batch_size, start_id, end_id,
-                             steps).tokens
+        state = uncached_initial_state(model, source, steps)
+        return greedy_decode(without_end(uncached_step(model)), state, args.batch_size,
+                             start_id, end_id, steps).tokens
 
     def timed(fn):
         first = time.perf_counter()

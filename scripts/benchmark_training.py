@@ -3,6 +3,9 @@
     python scripts/benchmark_training.py --arch transformer --size keras-io --steps 20
     python scripts/benchmark_training.py --arch transformer,bahdanau --size spa-eng-cpu \
         --precision float32 --out runs/bench.json
+    python scripts/benchmark_training.py --size base --length 64 --precision mixed_bfloat16 \
+        --jit-compile --out runs/base.json          # on a GPU: MFU against its bf16 peak
+    python scripts/benchmark_training.py --model captioner --size demo,coco --batch-size 16
 
 Each (model, architecture, size, precision) is built with the project's own builders and
 timed through the Trainer's step (`common.training.step.make_train_step`) on synthetic batches
@@ -14,10 +17,26 @@ of `--length` tokens served by `tf.data` (random ids, no padding), warm-up steps
 | `keras-io` | the keras-io English-Spanish Transformer: 1 layer, embed 256, feed-forward 2048, 8 heads, dropout 0.5, vocabularies of 15,000 (Transformer only) |
 | `spa-eng-cpu` | the `spa-eng-cpu` preset (vocabularies of 12,000) |
 | `dates-demo` | the `dates-demo` preset (vocabularies of 64) |
+| `base` | Transformer-base (Vaswani et al. 2017): 6 + 6 layers, width 512, feed-forward 2048, 8 heads, dropout 0.1, vocabularies of 32,000 (Transformer only) |
 | `tiny` | the `tiny` preset (for tests) |
 
-A model family is one entry of `MODELS`: `(arch, size, data, batch_size, length) -> Bench`;
-the captioner can be added as `--model captioner` by registering its builder.
+Captioner sizes (`--model captioner`; synthetic images and captions of `--length` tokens,
+default the preset's longest caption; `--arch` is ignored):
+
+| size | what |
+|---|---|
+| `demo` | the `demo` preset: `small-cnn` on 64x64 images, trained with the decoder (vocabulary 64) |
+| `coco` | the `coco` preset's sizes: VGG-19 on 224x224 images, random weights, frozen (so it runs forward only), LSTM 1024, vocabulary 10,000 |
+| `coco-cached` | the same decoder on cached VGG-19 features `(B, 196, 512)`, as `coco` trains |
+| `tiny` | the `tiny` preset (for tests) |
+
+Model-FLOPs utilization: each step's training FLOPs are counted from the model's sizes
+(`common.training.flops`: 3 × the forward matrix products and convolutions, attention
+included) for synthetic data, and `mfu` = FLOPs per step × steps/s / `--peak-tflops` (by
+default the GPU's dense bf16 peak when its name is known, e.g. 989 TFLOP/s on an H100 or
+H200; none on a CPU).
+
+A model family is one entry of `MODELS`: `(arch, size, data, batch_size, length) -> Bench`.
 """
 
 from __future__ import annotations
@@ -46,11 +65,24 @@ TRANSLATOR_SIZES: dict[str, tuple[str | None, dict[str, Any], int]] = {
                         "dropout": 0.5, "max_length": 64}, 15000),
     "spa-eng-cpu": ("spa-eng-cpu", {}, 12000),
     "dates-demo": ("dates-demo", {}, 64),
+    "base": (None, {"layers": 6, "hidden_dim": 512, "heads": 8, "intermediate_dim": 2048,
+                    "dropout": 0.1, "max_length": 128}, 32000),
     "tiny": ("tiny", {}, 32),
 }
 
+# size -> (preset, overrides, vocabulary size, train from cached features)
+CAPTIONER_SIZES: dict[str, tuple[str, dict[str, Any], int, bool]] = {
+    "demo": ("demo", {}, 64, False),
+    "coco": ("coco", {"encoder": {"weights": "none"}, "data": {"cache_features": False}},
+             10000, False),
+    "coco-cached": ("coco", {"encoder": {"weights": "none"}}, 10000, True),
+    "tiny": ("tiny", {}, 32, False),
+}
+
 COLUMNS = ["model", "arch", "size", "data", "precision", "jit", "batch", "length", "params",
-           "examples_per_s", "tokens_per_s", "input_wait_share", "median_step_ms"]
+           "examples_per_s", "tokens_per_s", "input_wait_share", "median_step_ms", "tflops",
+           "mfu"]
+
 
 @dataclasses.dataclass(frozen=True)
 class Bench:
@@ -61,11 +93,14 @@ class Bench:
         make_dataset: `(context, batch_size, length) -> tf.data.Dataset`, repeating, of
             per-replica batches (`context.get_per_replica_batch_size(batch_size)`).
         sample: a small batch the model's variables are built on.
+        flops: `(model) -> float`, the training FLOPs of one global step, or None when they
+            are not counted (real data of varying lengths, Bahdanau).
     """
 
     build_model: Callable[[], Any]
     make_dataset: Callable[[Any, int, int], Any]
     sample: dict
+    flops: Callable[[Any], float] | None = None
 
 
 @MODELS.register("translator")
@@ -123,18 +158,73 @@ def translator(arch: str, size: str, data: str, batch_size: int, length: int) ->
 
         sample = next(iter(pipeline(pairs, source_vocab, target_vocab, 2)))
 
+    flops = None
+    if data == "synthetic" and arch == "transformer":
+        from common.training.flops import transformer_training_flops
+
+        def flops(model):
+            return transformer_training_flops(
+                model.num_layers, model.hidden_dim, model.intermediate_dim,
+                model.target_vocab_size, batch_size, length, length)
+
     return Bench(lambda: build_model(config.model, source_size, target_size), make_dataset,
-                 sample)
+                 sample, flops)
+
+
+@MODELS.register("captioner")
+def captioner(arch: str, size: str, data: str, batch_size: int, length: int) -> Bench:
+    """The Show-Attend-Tell captioner at `size` (soft attention) on synthetic batches: random
+    images (or cached features) and captions of `length` random ids, no padding."""
+    import numpy as np
+    import tensorflow as tf
+
+    from captioner.config import CaptionerRunConfig
+    from captioner.presets import get_preset
+    from captioner.train import apply_overrides, build_model
+    from common.training.flops import captioner_training_flops
+
+    if size not in CAPTIONER_SIZES:
+        raise UserError(f"unknown captioner size {size!r}; "
+                        f"choose one of: {', '.join(CAPTIONER_SIZES)}")
+    if data != "synthetic":
+        raise UserError(f"--model captioner runs on synthetic data only; got --data {data}")
+    preset, overrides, vocab, cached = CAPTIONER_SIZES[size]
+    config = apply_overrides(apply_overrides(CaptionerRunConfig(), get_preset(preset)),
+                             overrides)
+    rng = np.random.default_rng(0)
+    rows = batch_size * 2  # 2 distinct batches, repeated
+    caption = rng.integers(4, vocab, size=(rows, length + 1)).astype("int32")
+    caption[:, 0] = 1
+    pool = {"caption_in": caption[:, :-1], "caption_out": caption[:, 1:]}
+    model = build_model(config, vocab)  # only to read the encoder's output shape
+    if cached:
+        pool["features"] = rng.normal(
+            size=(rows, model.encoder.num_regions, model.encoder.feature_dim)
+        ).astype("float32")
+    else:
+        height, width = config.encoder.image_size
+        pool["image"] = rng.uniform(0, 255, size=(rows, height, width, 3)).astype("float32")
+    del model
+
+    def make_dataset(context, batch, _length):
+        rows = context.get_per_replica_batch_size(batch)
+        return tf.data.Dataset.from_tensor_slices(pool).repeat().batch(rows).prefetch(
+            tf.data.AUTOTUNE)
+
+    return Bench(lambda: build_model(config, vocab), make_dataset,
+                 {k: v[:2] for k, v in pool.items()},
+                 lambda model: captioner_training_flops(model, batch_size, length, cached))
 
 
 def benchmark(model: str, arch: str, size: str, data: str, batch_size: int, length: int,
               steps: int, warmup: int, precision: str, jit_compile: bool,
-              strategy: Any) -> dict[str, Any]:
+              strategy: Any, peak_tflops: float | None = None) -> dict[str, Any]:
     """Builds one model in `strategy`'s scope and times `steps` training steps."""
     import keras
     import tensorflow as tf
 
     from common.training.benchmark import time_steps
+    from common.training.flops import mfu
     from common.training.step import make_train_step
 
     bench = MODELS.get(model)(arch, size, data, batch_size, length)
@@ -155,10 +245,14 @@ def benchmark(model: str, arch: str, size: str, data: str, batch_size: int, leng
     batches = iter(strategy.distribute_datasets_from_function(dataset_fn))
     result = time_steps(step, batches, steps=steps, warmup=warmup)
     keras.mixed_precision.set_dtype_policy("float32")
-    return {"model": model, "arch": arch, "size": size, "data": data, "precision": precision,
-            "jit": jit_compile, "batch": batch_size, "length": length,
-            "replicas": strategy.num_replicas_in_sync, "params": network.count_params(),
-            **result.as_dict()}
+    flops = bench.flops(network) if bench.flops else None
+    steps_per_s = result.steps / max(result.seconds, 1e-12)
+    return {"model": model, "arch": arch if model != "captioner" else "soft", "size": size,
+            "data": data, "precision": precision, "jit": jit_compile, "batch": batch_size,
+            "length": length, "replicas": strategy.num_replicas_in_sync,
+            "params": network.count_params(), **result.as_dict(),
+            "flops_per_step": flops, "tflops": flops * steps_per_s / 1e12 if flops else None,
+            "peak_tflops": peak_tflops, "mfu": mfu(flops, steps_per_s, peak_tflops)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -167,12 +261,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="translator", help=f"one of: {', '.join(MODELS)}")
     p.add_argument("--arch", default="transformer",
                    help="comma-separated architectures (translator: transformer, bahdanau)")
-    p.add_argument("--size", default="keras-io",
-                   help=f"comma-separated sizes: {', '.join(TRANSLATOR_SIZES)}")
+    p.add_argument("--size", default=None,
+                   help=f"comma-separated sizes; translator: {', '.join(TRANSLATOR_SIZES)} "
+                   f"(default keras-io); captioner: {', '.join(CAPTIONER_SIZES)} (default demo)")
     p.add_argument("--data", default="synthetic",
                    help="synthetic (random ids, no padding), dates, or a TSV of pairs")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--length", type=int, default=20, help="source and target tokens")
+    p.add_argument("--length", type=int, default=None,
+                   help="source and target tokens (default 20); caption tokens (default: "
+                   "the preset's longest caption)")
     p.add_argument("--steps", type=int, default=20, help="timed steps")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     p.add_argument("--precision", default="float32",
@@ -180,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jit-compile", action="store_true", help="compile the step with XLA")
     p.add_argument("--distribute", default="none", help="none, mirrored, multi-worker, auto")
     p.add_argument("--logical-cpus", type=int, default=0, help="for --distribute mirrored")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="the device's peak TFLOP/s for MFU (default: the GPU's dense bf16 "
+                   "peak when known, e.g. 989 for H100/H200; none on a CPU)")
     p.add_argument("--out", help="also write the results (and device info) to this JSON file")
     p.set_defaults(_run=run)
     return p
@@ -194,8 +294,10 @@ def run(args: argparse.Namespace) -> int:
     from common.training.config import TrainingConfig
 
     MODELS.get(args.model)
+    if args.size is None:
+        args.size = "demo" if args.model == "captioner" else "keras-io"
     for name in ("batch_size", "length", "steps"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     precisions = args.precision.split(",")
     for precision in precisions:  # validates the names the way the trainer does
@@ -209,20 +311,37 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_size % strategy.num_replicas_in_sync:
         raise UserError(f"--batch-size {args.batch_size} does not split over "
                         f"{strategy.num_replicas_in_sync} replicas")
+    from common.training.flops import gpu_name, peak_tflops
+
+    peak = args.peak_tflops or peak_tflops(gpu_name())
+    archs = ["soft"] if args.model == "captioner" else args.arch.split(",")
     rows = []
-    for arch in args.arch.split(","):
+    for arch in archs:
         for size in args.size.split(","):
+            length = args.length or _default_length(args.model, size)
             for precision in precisions:
                 rows.append(benchmark(args.model, arch, size, args.data, args.batch_size,
-                                      args.length, args.steps, args.warmup, precision,
-                                      args.jit_compile, strategy))
+                                      length, args.steps, args.warmup, precision,
+                                      args.jit_compile, strategy, peak))
                 print(format_table(rows[-1:], COLUMNS).splitlines()[-1], flush=True)
     print()
     print(format_table(rows, COLUMNS))
     if args.out:
-        write_json(args.out, rows, command=" ".join(sys.argv), distribute=args.distribute)
+        write_json(args.out, rows, command=" ".join(sys.argv), distribute=args.distribute,
+                   gpu=gpu_name(), peak_tflops=peak)
         print(f"wrote {args.out}")
     return 0
+
+
+def _default_length(model: str, size: str) -> int:
+    if model != "captioner":
+        return 20
+    from captioner.presets import get_preset
+
+    if size not in CAPTIONER_SIZES:
+        raise UserError(f"unknown captioner size {size!r}; "
+                        f"choose one of: {', '.join(CAPTIONER_SIZES)}")
+    return int(get_preset(CAPTIONER_SIZES[size][0])["data"]["max_length"])
 
 
 if __name__ == "__main__":
