@@ -8,11 +8,29 @@ exported SavedModel that stock TensorFlow loads.
 - `normalize(str) -> str` (NFKC, applied to text read from files)
 - `detokenize(list[str]) -> str` and `detokenize_tf((B, None) ragged) -> (B,) tf.string`
 - `Vocabulary`: `build`, `save`/`load`, `encode`/`decode`, `encode_tf`/`decode_tf`
+
+Names are imported on first use (PEP 562), so `from common.text.specials import UNK_ID` and
+friends do not pull TensorFlow into backend-agnostic model code.
 """
 
-from common.text.detokenizer import detokenize, detokenize_tf
-from common.text.tokenizer import normalize, tokenize, tokenize_texts
-from common.text.vocabulary import END, PAD, SPECIALS, START, UNK, Vocabulary
+import importlib
+
+_HOMES = {
+    "detokenize": "detokenizer", "detokenize_tf": "detokenizer",
+    "normalize": "tokenizer", "tokenize": "tokenizer", "tokenize_texts": "tokenizer",
+    "Vocabulary": "vocabulary",
+    "END": "specials", "PAD": "specials", "SPECIALS": "specials", "START": "specials",
+    "UNK": "specials",
+}
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'common.text' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"common.text.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "END",

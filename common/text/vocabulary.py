@@ -19,9 +19,9 @@ from pathlib import Path
 import tensorflow as tf
 
 from common.errors import DataError
+from common.text.specials import END, END_ID, PAD, PAD_ID, SPECIALS, START, START_ID, UNK, UNK_ID
 
-PAD, START, END, UNK = "<pad>", "<start>", "<end>", "<unk>"
-SPECIALS = (PAD, START, END, UNK)
+__all__ = ["END", "PAD", "SPECIALS", "START", "UNK", "Vocabulary"]
 
 
 class Vocabulary(tf.Module):
@@ -40,10 +40,10 @@ class Vocabulary(tf.Module):
     ['a', 'c']
     """
 
-    pad_id = 0
-    start_id = 1
-    end_id = 2
-    unk_id = 3
+    pad_id = PAD_ID
+    start_id = START_ID
+    end_id = END_ID
+    unk_id = UNK_ID
 
     def __init__(self, tokens: Sequence[str]):
         super().__init__(name="vocabulary")
