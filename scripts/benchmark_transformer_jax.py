@@ -1,0 +1,191 @@
+"""Training throughput and model-FLOPs utilization of the project's Transformer on Keras's JAX
+backend: for GPU machines that have JAX but no TensorFlow.
+
+    KERAS_BACKEND=jax python scripts/benchmark_transformer_jax.py --size base \
+        --precision mixed_bfloat16 --out runs/bench_jax.json
+
+Why a JAX script: the package trains with TensorFlow (`common.training`), but the model
+(`seq2seq.transformer.TransformerTranslator`, its layers and its loss) is written in
+`keras.ops` only, so the very same model definition runs on any Keras backend. Where a GPU
+machine cannot install TensorFlow, this times that model's training step, `jax.jit`-compiled:
+forward, masked label-smoothed cross-entropy (`loss_terms`), backward and an Adam update,
+through `model.stateless_call` and `optimizer.stateless_apply`. It measures the model and the
+accelerator, not the TensorFlow trainer (input pipeline, `tf.distribute`).
+
+Model FLOPs per step are counted analytically (Kaplan et al. 2020 / the PaLM MFU convention):
+`6 x (matmul parameters seen per token) x tokens` for the dense layers and the output
+projection, plus `6 x 2 x L x D x S x T`-style terms for the attention products (self-attention
+over S or T positions, cross-attention over S), forward once and backward twice. Embedding
+look-ups and element-wise work are not counted. MFU = achieved model FLOP/s / the device's
+peak dense FLOP/s for the precision (`--peak-tflops`, defaulting from the GPU's name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+# Transformer-base (Vaswani et al. 2017, table 3) and smaller sizes for a quick look.
+SIZES = {
+    "base": dict(num_layers=6, hidden_dim=512, num_heads=8, intermediate_dim=2048, vocab=32000),
+    "big": dict(num_layers=6, hidden_dim=1024, num_heads=16, intermediate_dim=4096, vocab=32000),
+    "keras-io": dict(num_layers=1, hidden_dim=256, num_heads=8, intermediate_dim=2048,
+                     vocab=15000),
+    "tiny": dict(num_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64, vocab=100),
+}
+# Dense bf16/fp16 tensor-core peaks, TFLOP/s (vendor data sheets, without sparsity).
+PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0}
+
+
+def matmul_macs_per_example(size: dict, source_len: int, target_len: int) -> dict:
+    """Forward multiply-accumulates of one example, by part (biases, norms, softmax left out).
+
+    `weights`: every token through the dense kernels it meets. Per layer, each source token
+    meets the encoder's QKV and output projections (`4D²`) and feed-forward (`2DF`), and the
+    decoder's cross-attention key and value projections (`2D²`); each target token meets the
+    decoder's self-attention (`4D²`), cross-attention query and output (`2D²`) and feed-forward
+    (`2DF`), then the output projection (`DV`) once. `attention`: `QKᵀ` and `AV`, `2 x D` per
+    query-key pair (encoder S², decoder self-attention T², cross-attention T·S).
+    """
+    d, f, n, v = size["hidden_dim"], size["intermediate_dim"], size["num_layers"], size["vocab"]
+    s, t = source_len, target_len
+    weights = (n * s * (4 * d * d + 2 * d * f + 2 * d * d)
+               + n * t * (6 * d * d + 2 * d * f) + t * d * v)
+    attention = 2 * d * n * (s * s + t * t + t * s)
+    return {"weights": weights, "attention": attention}
+
+
+def model_flops_per_step(size: dict, batch: int, source_len: int, target_len: int) -> float:
+    """Training FLOPs of one step: 2 FLOPs per MAC, backward = 2 x forward, so 6 x MACs."""
+    macs = matmul_macs_per_example(size, source_len, target_len)
+    return 6.0 * (macs["weights"] + macs["attention"]) * batch
+
+
+def device_info() -> dict:
+    import jax
+
+    devices = jax.devices()
+    return {"backend": jax.default_backend(), "devices": [d.device_kind for d in devices],
+            "jax": jax.__version__}
+
+
+def default_peak(kinds: list[str]) -> float | None:
+    for name, peak in PEAK_TFLOPS.items():
+        if kinds and name in kinds[0]:
+            return peak
+    return None
+
+
+def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
+              precision: str, seed: int) -> dict:
+    import jax
+    import keras
+    import numpy as np
+
+    from seq2seq.transformer import TransformerTranslator
+
+    keras.mixed_precision.set_global_policy(precision)
+    keras.utils.set_random_seed(seed)
+    size = SIZES[size_name]
+    model = TransformerTranslator(
+        size["vocab"], size["vocab"], num_layers=size["num_layers"],
+        hidden_dim=size["hidden_dim"], num_heads=size["num_heads"],
+        intermediate_dim=size["intermediate_dim"], dropout=0.1, max_length=max(64, length),
+        label_smoothing=0.1)
+    rng = np.random.default_rng(seed)
+    ids = lambda: rng.integers(4, size["vocab"], size=(batch, length), dtype=np.int32)  # noqa: E731
+    batch_data = {"source": ids(), "target_in": ids(), "target_out": ids()}
+    model(batch_data)  # build
+    optimizer = keras.optimizers.Adam(1e-4)
+    optimizer.build(model.trainable_variables)
+
+    def loss_fn(trainable, non_trainable, data):
+        # stateless_call runs `loss_terms` with these variable values in place.
+        with keras.StatelessScope(state_mapping=list(zip(model.trainable_variables, trainable))
+                                  + list(zip(model.non_trainable_variables, non_trainable))):
+            terms = model.loss_terms(data, training=True)
+        return terms["loss_sum"] / terms["count"]
+
+    grad_fn = jax.value_and_grad(loss_fn)
+
+    @jax.jit
+    def train_step(state, data):
+        trainable, non_trainable, opt_vars = state
+        loss, grads = grad_fn(trainable, non_trainable, data)
+        trainable, opt_vars = optimizer.stateless_apply(opt_vars, grads, trainable)
+        return (trainable, non_trainable, opt_vars), loss
+
+    state = ([v.value for v in model.trainable_variables],
+             [v.value for v in model.non_trainable_variables],
+             [v.value for v in optimizer.variables])
+    data = {k: jax.device_put(v) for k, v in batch_data.items()}
+    t0 = time.perf_counter()
+    state, first_loss = train_step(state, data)
+    for _ in range(warmup - 1):
+        state, loss = train_step(state, data)
+    jax.block_until_ready(state)
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        state, loss = train_step(state, data)
+    jax.block_until_ready(loss)
+    seconds = (time.perf_counter() - t0) / steps
+    flops = model_flops_per_step(size, batch, length, length)
+    params = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+    return {"size": size_name, **size, "batch_size": batch, "length": length,
+            "precision": precision, "parameters": params, "step_s": seconds,
+            "examples_per_s": batch / seconds, "target_tokens_per_s": batch * length / seconds,
+            "model_tflops_per_step": flops / 1e12, "achieved_tflops": flops / seconds / 1e12,
+            "first_loss": float(first_loss), "final_loss": float(loss), "warmup_and_compile_s": compile_s}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", default="base", choices=sorted(SIZES))
+    p.add_argument("--batch-size", type=int, nargs="+", default=[64, 128, 256])
+    p.add_argument("--length", type=int, default=64, help="source and target tokens")
+    p.add_argument("--steps", type=int, default=30, help="timed steps")
+    p.add_argument("--warmup", type=int, default=3, choices=range(1, 100), metavar="N", help="untimed steps (compilation) first")
+    p.add_argument("--precision", default="mixed_bfloat16",
+                   choices=("float32", "mixed_bfloat16", "mixed_float16"))
+    p.add_argument("--peak-tflops", type=float,
+                   help="the device's dense peak for the precision (default: from its name)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="also write the results to this JSON file")
+    args = p.parse_args(argv)
+
+    os.environ.setdefault("KERAS_BACKEND", "jax")  # before Keras is first imported
+    import keras
+
+    if keras.backend.backend() != "jax":
+        p.error(f"needs KERAS_BACKEND=jax, got {keras.backend.backend()}")
+    info = device_info()
+    peak = args.peak_tflops or default_peak(info["devices"])
+    results = []
+    for batch in args.batch_size:
+        result = benchmark(args.size, batch, args.length, args.steps, args.warmup,
+                           args.precision, args.seed)
+        result["mfu"] = result["achieved_tflops"] / peak if peak else None
+        results.append(result)
+        mfu = f"{100 * result['mfu']:.1f}%" if peak else "n/a (no --peak-tflops)"
+        print(f"{args.size} batch {batch}x{args.length} {args.precision}: "
+              f"{result['step_s'] * 1e3:.1f} ms/step, {result['examples_per_s']:.0f} ex/s, "
+              f"{result['target_tokens_per_s']:.0f} tok/s, "
+              f"{result['achieved_tflops']:.1f} model TFLOP/s, MFU {mfu}", flush=True)
+    report = {"device": info, "peak_tflops": peak, "keras": keras.__version__,
+              "results": results}
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""The JAX benchmark's analytic FLOP count against the model's own kernels."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+from keras import ops
+
+from seq2seq.transformer import TransformerTranslator
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "benchmark_transformer_jax.py"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("benchmark_transformer_jax", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_weight_macs_match_the_kernels_each_token_meets():
+    bench = _script()
+    size = dict(num_layers=2, hidden_dim=16, num_heads=2, intermediate_dim=24, vocab=40)
+    source_len, target_len = 7, 5
+    model = TransformerTranslator(size["vocab"], size["vocab"], num_layers=size["num_layers"],
+                                  hidden_dim=size["hidden_dim"], num_heads=size["num_heads"],
+                                  intermediate_dim=size["intermediate_dim"])
+    model({"source": ops.ones((1, source_len), "int32"),
+           "target_in": ops.ones((1, target_len), "int32")})
+    macs = 0
+    for variable in model.trainable_variables:
+        path = variable.path
+        if path.endswith("reverse_embeddings"):
+            macs += target_len * int(np.prod(variable.shape))
+        elif path.endswith("kernel"):
+            on_source = "/encoder_" in path or "cross_attention/key" in path \
+                or "cross_attention/value" in path
+            macs += (source_len if on_source else target_len) * int(np.prod(variable.shape))
+    counted = bench.matmul_macs_per_example(size, source_len, target_len)
+    assert counted["weights"] == macs
+    d, n = size["hidden_dim"], size["num_layers"]
+    pairs = source_len**2 + target_len**2 + source_len * target_len
+    assert counted["attention"] == 2 * d * n * pairs
+    assert bench.model_flops_per_step(size, 3, source_len, target_len) == \
+        6 * 3 * (macs + 2 * d * n * pairs)
+
+
+def test_peak_is_taken_from_the_device_name():
+    bench = _script()
+    assert bench.default_peak(["NVIDIA H200"]) == 989.0
+    assert bench.default_peak(["cpu"]) is None
