@@ -198,7 +198,7 @@ def _load_translator(args: argparse.Namespace):
 def _check_figure_options(args: argparse.Namespace) -> None:
     """Fails before loading the model when a figure cannot be written."""
     from common.errors import UserError
-    from seq2seq.visualize import check_output_path
+    from common.viz import check_output_path
 
     if args.plot:
         check_output_path(args.plot, ".png", "--plot")

@@ -6,7 +6,6 @@ heatmap (Bahdanau et al. 2015, figure 3), one grid of every head of a Transforme
 (Vaswani et al. 2017), or one item of the self-contained HTML viewer.
 
 - `alignment(result)`: the source tokens, target tokens and `(T, S)` weights to draw.
-- `plot_paths(out, n)`: `OUT.png` for one sentence, `OUT-1.png ... OUT-n.png` for several.
 - `head_attention(translator, texts, layer)`: `(H, T, S)` weights per sentence, one decode
   per head (the step function returns one head or their average, never all at once).
 - `write_alignment_plots(...)` / `write_translation_viewer(...)`: the files
@@ -24,43 +23,13 @@ from typing import Any
 import numpy as np
 
 from common.errors import UserError
-from common.viz import render_alignment_heatmap, render_head_grid, write_html_viewer
+from common.viz import (
+    numbered_paths,
+    render_alignment_heatmap,
+    render_head_grid,
+    write_html_viewer,
+)
 from seq2seq.inference import Translation
-
-
-def check_output_path(path: str | Path, suffix: str, option: str) -> Path:
-    """Checks, before any work, that `path` can be written: its folder exists, it is no folder.
-
-    Args:
-        path: the file the user asked for.
-        suffix: the expected extension (".png", ".html"); a different one is an error.
-        option: the option name for messages ("--plot").
-
-    Returns:
-        `path` as a `Path`.
-    """
-    path = Path(path)
-    if path.suffix.lower() != suffix:
-        raise UserError(f"{option} {path}: expected a file name ending in {suffix}")
-    if path.is_dir():
-        raise UserError(f"{option} {path}: is a directory; expected a {suffix} file name")
-    parent = path.parent
-    if not parent.is_dir():
-        raise UserError(f"{option} {path}: the folder {parent} does not exist; create it first")
-    return path
-
-
-def plot_paths(out_path: str | Path, count: int) -> list[Path]:
-    """The PNG files for `count` sentences: `out_path` itself for one, else `OUT-1.png`, ...
-
-    Example:
-    >>> plot_paths("figs/dates.png", 2)
-    [PosixPath('figs/dates-1.png'), PosixPath('figs/dates-2.png')]
-    """
-    path = Path(out_path)
-    if count == 1:
-        return [path]
-    return [path.with_name(f"{path.stem}-{i}{path.suffix}") for i in range(1, count + 1)]
 
 
 def alignment(result: Translation, weights: Any = None) -> tuple[list[str], list[str], Any]:
@@ -168,7 +137,7 @@ def write_alignment_plots(
     [PosixPath('dates.png')]
     """
     written = []
-    for i, (result, path) in enumerate(zip(results, plot_paths(out_path, len(results)))):
+    for i, (result, path) in enumerate(zip(results, numbered_paths(out_path, len(results)))):
         if result.error:
             continue
         heads = None if head_weights is None else head_weights[i]

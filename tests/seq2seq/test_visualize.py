@@ -15,9 +15,7 @@ from seq2seq.cli import main
 from seq2seq.inference import Translation, Translator
 from seq2seq.visualize import (
     alignment,
-    check_output_path,
     head_attention,
-    plot_paths,
     viewer_items,
     write_alignment_plots,
     write_translation_viewer,
@@ -46,11 +44,6 @@ def _fake(source, tokens, weights, **kwargs):
 
 
 # -- library, on hand-made translations --------------------------------------------------------
-
-
-def test_one_sentence_keeps_the_name_several_are_numbered(tmp_path):
-    assert plot_paths(tmp_path / "a.png", 1) == [tmp_path / "a.png"]
-    assert plot_paths(tmp_path / "a.png", 3) == [tmp_path / f"a-{i}.png" for i in (1, 2, 3)]
 
 
 def test_alignment_has_one_row_per_output_token():
@@ -95,15 +88,6 @@ def test_head_weights_draw_the_grid(tmp_path):
     np.testing.assert_array_equal(_pixels(path), _pixels(reference))
     (item,) = viewer_items([result], head_weights=[heads])
     np.testing.assert_array_equal(item["weights"], heads)
-
-
-@pytest.mark.parametrize("name, message", [
-    ("missing/out.png", "does not exist"), ("out.jpg", "ending in .png"), ("dir.png", "directory"),
-])
-def test_unwritable_plot_paths_are_user_errors(tmp_path, name, message):
-    (tmp_path / "dir.png").mkdir()
-    with pytest.raises(UserError, match=message):
-        check_output_path(tmp_path / name, ".png", "--plot")
 
 
 def test_plot_into_a_missing_folder_fails_before_loading(tmp_path, capsys):
