@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.seq2seq.test_distributed import finish, free_ports, printed_losses, start
+from tests.seq2seq.test_distributed import finish, printed_losses, start, start_workers
 
 HERE = Path(__file__).resolve().parent
 CHECK = HERE / "distributed_check.py"
@@ -47,13 +47,8 @@ def test_mirrored_step_matches_one_device():
 
 @pytest.mark.slow
 def test_two_workers_share_the_chief_feature_cache_and_the_checkpoint_resumes(tmp_path):
-    workers = [f"localhost:{port}" for port in free_ports(2)]
     run = tmp_path / "run"  # one run directory, as on a shared file system
-    processes = []
-    for index in range(2):
-        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        processes.append(start(train_command(run, "--distribute", "multi-worker"),
-                               TF_CONFIG=json.dumps(tf_config)))
+    processes = start_workers(lambda index: train_command(run, "--distribute", "multi-worker"))
     # The reference: one process mirroring over two logical CPUs.
     reference = tmp_path / "mirrored"
     processes.append(start(train_command(reference, "--distribute", "mirrored",

@@ -13,6 +13,7 @@ import re
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +76,18 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
+def start_workers(command: Callable[[int], list[str]], count: int = 2
+                  ) -> list[subprocess.Popen]:
+    """`count` processes of one `MultiWorkerMirroredStrategy` cluster on localhost; worker
+    `index` runs `command(index)` with its `TF_CONFIG`."""
+    workers = [f"localhost:{port}" for port in free_ports(count)]
+    processes = []
+    for index in range(count):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        processes.append(start(command(index), TF_CONFIG=json.dumps(tf_config)))
+    return processes
+
+
 @pytest.mark.slow
 def test_mirrored_step_matches_one_device_for_both_translators():
     (output,) = finish([start([str(CHECK), "transformer", "bahdanau"])])
@@ -93,13 +106,9 @@ def test_mirrored_step_matches_one_device_for_both_translators():
 
 @pytest.mark.slow
 def test_two_workers_train_like_two_replicas_and_the_chief_checkpoint_resumes(tmp_path):
-    workers = [f"localhost:{port}" for port in free_ports(2)]
     runs = [tmp_path / "chief", tmp_path / "worker1"]
-    processes = []
-    for index, run in enumerate(runs):
-        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        processes.append(start(train_command(run, "--distribute", "multi-worker"),
-                               TF_CONFIG=json.dumps(tf_config)))
+    processes = start_workers(
+        lambda index: train_command(runs[index], "--distribute", "multi-worker"))
     # The reference: one process mirroring over two logical CPUs. With one input pipeline
     # the replicas take consecutive per-replica batches, as the two workers' shards do.
     reference = tmp_path / "mirrored"
