@@ -10,11 +10,14 @@ from collections.abc import Sequence
 from common.cli import (
     EXIT_USAGE,
     Subcommand,
+    add_serve_arguments,
+    beam_size_list,
     build_parser,
     non_negative_float,
     positive_float,
     positive_int,
     run_cli,
+    serve_savedmodel,
 )
 from seq2seq.config import CELLS, LOCAL_MODES, POSITIONS
 from seq2seq.models import ARCHS
@@ -66,10 +69,11 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int)
     g.add_argument("--checkpoint-every", type=int, metavar="N",
                    help="also save a checkpoint every N steps (0: at epoch ends only)")
-    g.add_argument("--precision", help="float32, mixed_float16 (with loss scaling) or "
-                   "mixed_bfloat16")
-    g.add_argument("--jit-compile", action="store_true", default=None,
-                   help="compile the training step with XLA")
+    g.add_argument("--precision", choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
+                   help="mixed_float16 adds loss scaling; auto (the default): bfloat16 on "
+                   "GPUs of compute capability 8+, float16 on 7.x, float32 on CPU")
+    g.add_argument("--jit-compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="compile the training step with XLA (default: on with a GPU)")
     g.add_argument("--distribute", help="none, mirrored, multi-worker or auto")
     g.add_argument("--logical-cpus", type=int, help="split the CPU into this many devices")
 
@@ -276,21 +280,10 @@ def _translate(args: argparse.Namespace) -> int:
 # -- export ----------------------------------------------------------------------------------
 
 
-def _beam_sizes(text: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        sizes = ()
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated positive integers like 1,2,4, got {text!r}")
-    return sizes
-
-
 def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("out_dir", metavar="OUT_DIR", help="the SavedModel directory to write")
-    p.add_argument("--beam-sizes", type=_beam_sizes, default=(1, 2, 3, 4, 5),
+    p.add_argument("--beam-sizes", type=beam_size_list, default=(1, 2, 3, 4, 5),
                    help="the beam sizes compiled in (each adds export time and graph size)")
     p.add_argument("--beam-size", type=positive_int, default=1,
                    help="the default beam size (of the `translate` signature and the server)")
@@ -320,28 +313,13 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _serve_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("export_dir", metavar="SAVEDMODEL_DIR", help="written by `seq2seq export`")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="the address to bind (put an authenticating proxy in front before "
-                        "exposing it)")
-    p.add_argument("--port", type=int, default=8501)
-    p.add_argument("--model-name", default="translator", help="the NAME in /v1/models/NAME")
-    p.add_argument("--max-batch-size", type=positive_int, default=32,
-                   help="the most sentences merged into one model call")
-    p.add_argument("--batch-timeout-ms", type=non_negative_float, default=5.0,
-                   help="how long a request waits for others to share its call")
+    add_serve_arguments(p, PROG, model_name="translator", instances="sentences")
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from common.export.savedmodel import require_kind
     from seq2seq.export import KIND, WHAT
 
-    require_kind(args.export_dir, KIND, WHAT)
-    from common.export.server import serve
-
-    serve(args.export_dir, args.model_name, host=args.host, port=args.port,
-          max_batch_size=args.max_batch_size, batch_timeout_ms=args.batch_timeout_ms)
-    return 0
+    return serve_savedmodel(args, KIND, WHAT)
 
 
 def subcommands() -> list[Subcommand]:

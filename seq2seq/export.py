@@ -10,8 +10,9 @@ Signatures:
 
 - `serving_default(sentences (B,) tf.string, beam_size () int32, max_length () int32)`.
   Beam search needs a Python beam size, so one search is compiled per size in `beam_sizes`
-  (default 1..5) and `beam_size` picks one with nested `tf.cond`s; another size is an
-  `InvalidArgumentError` (HTTP 400 from the server). The functions are traced with
+  (default 1..5) and `beam_size` picks one with nested `tf.cond`s (`common.export.beam_sizes`,
+  as in the captioner's export); another size is an `InvalidArgumentError` (HTTP 400 from the
+  server). The functions are traced with
   `autograph=False`: AutoGraph would turn `max_length or ...` inside the models into a
   `tf.cond` on an int32 tensor, which fails inside a branch. `max_length` is a tensor (the output
   width `T`), at most the model's limit. A tf.function with an input signature cannot have
@@ -52,8 +53,13 @@ import numpy as np
 import tensorflow as tf
 
 from common.decoding import beam_search, greedy_decode
-from common.errors import UserError
 from common.export import savedmodel
+from common.export.beam_sizes import (
+    check_export_options,
+    dispatch,
+    graph_checks,
+    request_options,
+)
 from common.text import Vocabulary, detokenize_tf, normalize, tokenize, tokenize_texts
 from seq2seq.copying import copy_ids_tf
 from seq2seq.inference import Translation, Translator, screen_lines
@@ -104,15 +110,8 @@ class TranslatorModule(tf.Module):
         attention_head: int | None = None,
     ):
         super().__init__(name="translator")
-        beam_sizes = tuple(sorted(set(int(b) for b in beam_sizes)))
-        if not beam_sizes or beam_sizes[0] < 1:
-            raise UserError(f"beam sizes must be positive integers, got {list(beam_sizes)}")
-        if default_beam_size not in beam_sizes:
-            raise UserError(f"the default beam size {default_beam_size} is not among the "
-                            f"exported ones {list(beam_sizes)}")
-        if not 1 <= max_decode_length <= max_length_limit:
-            raise UserError(f"max decode length {max_decode_length}: expected 1.."
-                            f"{max_length_limit} for this model")
+        beam_sizes = check_export_options(beam_sizes, default_beam_size, max_decode_length,
+                                          max_length_limit)
         self.model = model
         self.source_vocab = source_vocab
         self.target_vocab = target_vocab
@@ -143,12 +142,10 @@ class TranslatorModule(tf.Module):
     def from_translator(cls, translator: Translator, **kwargs: Any) -> TranslatorModule:
         """The module for an in-process `Translator` (same model, vocabularies and limits)."""
         config = translator.config
-        limit = (config.model.transformer.max_length if config.model.arch == "transformer"
-                 else max(1024, config.model.max_decode_length))
         kwargs.setdefault("max_decode_length", config.model.max_decode_length)
         return cls(translator.model, translator.source_vocab, translator.target_vocab,
                    lowercase=config.data.lowercase, max_source_tokens=translator.max_source_tokens,
-                   max_length_limit=limit, **kwargs)
+                   max_length_limit=translator.max_decode_limit, **kwargs)
 
     # -- the graph -------------------------------------------------------------------------
 
@@ -193,11 +190,7 @@ class TranslatorModule(tf.Module):
                 n_source, self.max_source_tokens,
                 message=f"a sentence is longer than {self.max_source_tokens} tokens, the most "
                         "this model accepts"),
-            tf.debugging.assert_greater_equal(
-                max_length, 1, message=f"max_length must be 1..{self.max_length_limit}"),
-            tf.debugging.assert_less_equal(
-                max_length, self.max_length_limit,
-                message=f"max_length must be 1..{self.max_length_limit}"),
+            *graph_checks(beam_size, max_length, self.beam_sizes, self.max_length_limit),
         ]
         with tf.control_dependencies(checks):
             batch = tf.shape(sentences)[0]
@@ -210,30 +203,9 @@ class TranslatorModule(tf.Module):
         source_copy = None
         if getattr(self.model, "copy", False):  # the pointer-generator's extended ids
             source_copy = copy_ids_tf(source_tokens, self.target_vocab)
-        if isinstance(beam_size, int):
-            ids, lengths, scores, attention, finished = self._decode(source, source_copy,
-                                                                     beam_size, max_length)
-        else:
-            known = tf.reduce_any(tf.equal(tf.constant(self.beam_sizes, tf.int32), beam_size))
-            check = tf.debugging.Assert(known, [
-                f"beam_size must be one of {list(self.beam_sizes)} (exported sizes); got",
-                beam_size])
-            with tf.control_dependencies([check]):
-                beam_size = tf.identity(beam_size)
-            ids, lengths, scores, attention, finished = self._dispatch(
-                source, source_copy, beam_size, max_length, self.beam_sizes)
-        return self._postprocess(ids, lengths, scores, attention, finished, source_tokens,
-                                 n_source)
-
-    def _dispatch(self, source, source_copy, beam_size, max_length, sizes: Sequence[int]):
-        """`_decode` with the compiled size equal to the `beam_size` tensor (nested tf.cond)."""
-        if len(sizes) == 1:
-            return self._decode(source, source_copy, sizes[0], max_length)
-        return tf.cond(
-            tf.equal(beam_size, sizes[0]),
-            lambda: self._decode(source, source_copy, sizes[0], max_length),
-            lambda: self._dispatch(source, source_copy, beam_size, max_length, sizes[1:]),
-        )
+        outputs = dispatch(beam_size, self.beam_sizes,
+                           lambda size: self._decode(source, source_copy, size, max_length))
+        return self._postprocess(*outputs, source_tokens, n_source)
 
     def _postprocess(self, ids, lengths, scores, attention, finished, source_tokens, n_source):
         vocab = self.target_vocab
@@ -358,14 +330,7 @@ class ExportedTranslator:
 
         Text is NFKC-normalized here (the graph cannot), then sent in batches.
         """
-        beam_size = beam_size or int(self.info["default_beam_size"])
-        if beam_size not in self.beam_sizes:
-            raise UserError(f"beam size {beam_size}: this export has beam sizes "
-                            f"{list(self.beam_sizes)} (choose at export time: --beam-sizes)")
-        max_length = max_length or int(self.info["max_decode_length"])
-        limit = int(self.info["max_length_limit"])
-        if not 1 <= max_length <= limit:
-            raise UserError(f"max decode length {max_length}: expected 1..{limit} for this model")
+        beam_size, max_length = request_options(self.info, beam_size, max_length)
         token_lists = tokenize_texts(list(texts), lowercase=bool(self.info["lowercase"]))
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)
         for start in range(0, len(good), batch_size):

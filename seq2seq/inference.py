@@ -193,7 +193,8 @@ class Translator:
 
     @property
     def max_decode_limit(self) -> int:
-        """The longest output the model can produce (the Transformer's positions)."""
+        """The largest `max_length` accepted (the Transformer's positions), here and in an
+        export of this model (its `max_length_limit`)."""
         model = self.config.model
         if model.arch == "transformer":
             return model.transformer.max_length
