@@ -94,10 +94,11 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int)
     g.add_argument("--cache-features", action="store_true", default=None,
                    help="compute the frozen encoder's features once and train from them")
-    g.add_argument("--jit-compile", action="store_true", default=None,
-                   help="compile the training step with XLA")
-    g.add_argument("--precision", choices=("float32", "mixed_float16", "mixed_bfloat16"),
-                   help="mixed_float16 adds loss scaling")
+    g.add_argument("--jit-compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="compile the training step with XLA (default: on with a GPU)")
+    g.add_argument("--precision", choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
+                   help="mixed_float16 adds loss scaling; auto (the default): bfloat16 on "
+                   "GPUs of compute capability 8+, float16 on 7.x, float32 on CPU")
     g.add_argument("--distribute", choices=("none", "mirrored", "multi-worker", "auto"))
     g.add_argument("--logical-cpus", type=int, help="split the CPU into N devices")
 

@@ -6,12 +6,13 @@ so `common.config.to_dict` / `from_dict` round-trip it through `RUN_DIR/config.j
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from common.errors import UserError
 
 DISTRIBUTE_CHOICES = ("none", "mirrored", "multi-worker", "auto")
-PRECISION_CHOICES = ("float32", "mixed_float16", "mixed_bfloat16")
+PRECISION_CHOICES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
 
 @dataclass(frozen=True)
@@ -32,11 +33,14 @@ class TrainingConfig:
         keep_checkpoints: how many checkpoints `RUN_DIR/checkpoints` keeps.
         log_every: write TensorBoard scalars and a `history.jsonl` line every this many steps.
         seed: the seed given to `keras.utils.set_random_seed` before the model is built.
-        jit_compile: compile the training step with XLA.
+        jit_compile: compile the training step with XLA; `None` (auto): on where a GPU is
+            visible, off on CPU (see `resolve_auto`).
         distribute: "none", "mirrored", "multi-worker" or "auto" (see `make_strategy`).
         logical_cpus: split the CPU into this many logical devices for "mirrored"
             (0 leaves the devices alone).
-        precision: "float32", "mixed_float16" (with loss scaling) or "mixed_bfloat16".
+        precision: "float32", "mixed_float16" (with loss scaling), "mixed_bfloat16" or
+            "auto": bfloat16 on GPUs that compute in it (compute capability 8.0 and up),
+            float16 on older GPUs (7.x), float32 on CPU (see `resolve_auto`).
 
     Example:
     >>> TrainingConfig(epochs=2, batch_size=32).steps_per_epoch is None
@@ -52,10 +56,10 @@ class TrainingConfig:
     keep_checkpoints: int = 3
     log_every: int = 100
     seed: int = 1234
-    jit_compile: bool = False
+    jit_compile: bool | None = None
     distribute: str = "none"
     logical_cpus: int = 0
-    precision: str = "float32"
+    precision: str = "auto"
 
     def __post_init__(self) -> None:
         _check_int("epochs", self.epochs, minimum=1)
@@ -70,8 +74,9 @@ class TrainingConfig:
         _check_int("log_every", self.log_every, minimum=1)
         _check_int("seed", self.seed, minimum=0)
         _check_int("logical_cpus", self.logical_cpus, minimum=0)
-        if not isinstance(self.jit_compile, bool):
-            raise UserError(f"jit_compile must be true or false, got {self.jit_compile!r}")
+        if self.jit_compile is not None and not isinstance(self.jit_compile, bool):
+            raise UserError(
+                f"jit_compile must be true, false or null (auto), got {self.jit_compile!r}")
         if self.distribute not in DISTRIBUTE_CHOICES:
             raise UserError(
                 f"Unknown distribute {self.distribute!r}; "
@@ -82,6 +87,44 @@ class TrainingConfig:
                 f"Unknown precision {self.precision!r}; "
                 f"choose one of: {', '.join(PRECISION_CHOICES)}"
             )
+
+
+def resolve_auto(config: TrainingConfig,
+                 gpu_capabilities: Sequence[tuple[int, int]] | None = None) -> TrainingConfig:
+    """`config` with `precision="auto"` and `jit_compile=None` made concrete for the devices.
+
+    Mixed precision and XLA pay on GPUs (tensor cores, fused kernels) and not on CPUs, where
+    bfloat16 matmuls are emulated on most chips and XLA's compile time outweighs its gain for
+    these small models. So: `auto` precision is `mixed_bfloat16` when every GPU has compute
+    capability 8.0 or more (A100, H100, ...), `mixed_float16` when they are 7.x (V100, T4),
+    `float32` otherwise; `auto` XLA is on exactly when there is a GPU.
+
+    Args:
+        config: a `TrainingConfig`; explicit settings are kept.
+        gpu_capabilities: `(major, minor)` per GPU; default: the visible GPUs'.
+    """
+    if gpu_capabilities is None:
+        gpu_capabilities = visible_gpu_capabilities()
+    precision = config.precision
+    if precision == "auto":
+        oldest = min((major for major, _ in gpu_capabilities), default=0)
+        precision = ("mixed_bfloat16" if oldest >= 8 else
+                     "mixed_float16" if oldest >= 7 else "float32")
+    jit_compile = config.jit_compile
+    if jit_compile is None:
+        jit_compile = bool(gpu_capabilities)
+    return replace(config, precision=precision, jit_compile=jit_compile)
+
+
+def visible_gpu_capabilities() -> list[tuple[int, int]]:
+    """`(major, minor)` compute capability of each GPU TensorFlow sees (`(0, 0)` if unknown)."""
+    import tensorflow as tf
+
+    capabilities = []
+    for device in tf.config.list_physical_devices("GPU"):
+        details = tf.config.experimental.get_device_details(device)
+        capabilities.append(tuple(details.get("compute_capability", (0, 0))))
+    return capabilities
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:

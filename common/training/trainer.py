@@ -66,7 +66,7 @@ from common.training.checkpoints import (
     latest_checkpoint,
     make_checkpoint,
 )
-from common.training.config import TrainingConfig
+from common.training.config import TrainingConfig, resolve_auto
 from common.training.distribute import is_chief, make_strategy
 from common.training.progress import EpochProgress, RunningMeans
 from common.training.run_dir import RunDir, write_failure
@@ -130,7 +130,7 @@ class Trainer:
         build_optimizer: Callable[[TrainingConfig], keras.optimizers.Optimizer] | None = None,
         strategy: tf.distribute.Strategy | None = None,
     ):
-        self.config = config
+        self.config = config = resolve_auto(config)
         self.run_dir = RunDir(run_dir)
         self.strategy = strategy or make_strategy(config.distribute, config.logical_cpus)
         replicas = self.strategy.num_replicas_in_sync
