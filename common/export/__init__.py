@@ -12,11 +12,11 @@ from typing import Any
 _LAZY = {
     "Batcher": "common.export.batching",
     "BatchStats": "common.export.batching",
-    "RequestError": "common.export.server",
+    "RequestError": "common.export.json_codec",
     "ServedModel": "common.export.server",
-    "array_to_json": "common.export.server",
+    "array_to_json": "common.export.json_codec",
     "create_app": "common.export.server",
-    "json_to_array": "common.export.server",
+    "json_to_array": "common.export.json_codec",
     "serve": "common.export.server",
     "serve_in_background": "common.export.server",
 }

@@ -10,7 +10,7 @@ Clients written for TensorFlow Serving work unchanged
 
 Requests may name a `signature_name` (default `serving_default`). Binary strings travel as
 `{"b64": "..."}`; string outputs are UTF-8 text, or `{"b64"}` when the output's name ends in
-`_bytes` or the bytes are not valid UTF-8. Scalar inputs of a signature (say `beam_size`) are
+`_bytes` or the bytes are not valid UTF-8 (`common.export.json_codec` does these conversions). Scalar inputs of a signature (say `beam_size`) are
 per-request options: give them in `inputs`, or in every instance object with one value, or let
 them take the server's defaults (`input_defaults`, or the SavedModel's
 `assets.extra/serving_input_defaults.json`). Concurrent requests are merged into one model call
@@ -21,16 +21,13 @@ whose header declares more than `max_image_pixels` pixels are refused before dec
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import json
 import logging
-import math
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +37,8 @@ from aiohttp import web
 from common.config import load_json
 from common.errors import UserError
 from common.export.batching import Batcher
+from common.export.json_codec import RequestError, json_to_array, outputs_to_json
+from common.export.json_codec import array_to_json as array_to_json  # re-exported
 
 log = logging.getLogger(__name__)
 
@@ -48,149 +47,6 @@ DEFAULTS_FILE = os.path.join("assets.extra", "serving_input_defaults.json")
 TOP_LEVEL_KEYS = ("signature_name", "instances", "inputs")
 DECODED_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "WEBP")  # what tf.io.decode_image reads
 IMAGE_MAGIC = (b"\x89PNG", b"\xff\xd8", b"GIF8", b"BM", b"RIFF")  # their first bytes
-
-
-class RequestError(UserError):
-    """A request the server refuses; `status` is the HTTP status (400 unless said)."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
-
-
-# ---------------------------------------------------------------------------------------------
-# JSON <-> arrays, as TensorFlow Serving maps them.
-
-
-def json_to_array(value: Any, dtype: Any, where: str) -> np.ndarray:
-    """A JSON value (a scalar or rectangular nested lists) -> an array of `dtype` (a tf.DType).
-
-    Strings become UTF-8 bytes and `{"b64": ...}` the bytes it encodes (an object array);
-    numbers must fit the dtype (no floats for integers, no booleans for numbers).
-    """
-    shape: list[int] = []
-    probe = value
-    while isinstance(probe, list):
-        shape.append(len(probe))
-        if not probe:
-            break
-        probe = probe[0]
-    flat: list[Any] = []
-    convert = _leaf_converter(dtype, where)
-
-    def walk(item: Any, level: int) -> None:
-        if isinstance(item, list):
-            if level >= len(shape) or len(item) != shape[level]:
-                raise RequestError(f"{where}: nested lists of unequal lengths are not a tensor")
-            for element in item:
-                walk(element, level + 1)
-        elif level != len(shape):
-            raise RequestError(f"{where}: nested lists of unequal lengths are not a tensor")
-        else:
-            flat.append(convert(item))
-
-    walk(value, 0)
-    np_dtype = object if dtype.name == "string" else dtype.as_numpy_dtype
-    array = np.empty(len(flat), dtype=np_dtype)
-    array[:] = flat
-    return array.reshape(shape)
-
-
-def _leaf_converter(dtype: Any, where: str) -> Callable[[Any], Any]:
-    def type_error(value: Any) -> RequestError:
-        text = json.dumps(value)
-        text = text if len(text) <= 60 else text[:57] + "..."
-        return RequestError(f"{where}: JSON value {text} is not of expected type {dtype.name}")
-
-    if dtype.name == "string":
-
-        def convert(value):
-            if isinstance(value, str):
-                try:
-                    return value.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise RequestError(f"{where}: the string is not valid Unicode") from None
-            if isinstance(value, dict) and list(value) == ["b64"] and isinstance(value["b64"], str):
-                return _b64decode(value["b64"], where)
-            raise type_error(value)
-
-    elif dtype.is_bool:
-
-        def convert(value):
-            if not isinstance(value, bool):
-                raise type_error(value)
-            return value
-
-    elif dtype.is_integer:
-
-        def convert(value):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise type_error(value)
-            if not dtype.min <= value <= dtype.max:
-                raise RequestError(f"{where}: {value} is out of range for {dtype.name}")
-            return value
-
-    elif dtype.is_floating:
-
-        def convert(value):
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise type_error(value)
-            try:
-                as_float = float(value)
-            except OverflowError:
-                as_float = math.inf
-            if abs(as_float) > float(dtype.max) and not (
-                isinstance(value, float) and math.isinf(value)
-            ):
-                raise RequestError(f"{where}: {value} is out of range for {dtype.name}")
-            return value
-
-    else:
-        raise RequestError(f"{where}: inputs of type {dtype.name} are not supported")
-    return convert
-
-
-def _b64decode(text: str, where: str) -> bytes:
-    padded = text + "=" * (-len(text) % 4)
-    for altchars in (None, b"-_"):
-        try:
-            return base64.b64decode(padded, altchars=altchars, validate=True)
-        except (binascii.Error, ValueError):
-            continue
-    raise RequestError(f"{where}: the 'b64' value is not valid base64")
-
-
-def array_to_json(array: Any, name: str = "") -> Any:
-    """An output array -> JSON-ready Python values, as TensorFlow Serving writes them.
-
-    Bytes become UTF-8 strings, or `{"b64": ...}` when `name` ends in `_bytes` or they are not
-    valid UTF-8; float32 values are written with their shortest round-trip digits.
-    """
-    array = np.asarray(array)
-    if array.dtype == object or array.dtype.kind == "S":
-        as_b64 = name.endswith("_bytes")
-        return _map(array, lambda value: _bytes_to_json(value, as_b64))
-    if array.dtype.kind == "f" and array.dtype.itemsize < 8:
-        scalar = array.dtype.type
-        return _map(array, lambda value: float(str(scalar(value))))
-    return array.tolist()
-
-
-def _map(array: np.ndarray, fn: Callable[[Any], Any]) -> Any:
-    out = np.frompyfunc(fn, 1, 1)(array)
-    return out.tolist() if isinstance(out, np.ndarray) else out
-
-
-def _bytes_to_json(value: Any, as_b64: bool) -> Any:
-    if isinstance(value, bytes):
-        if not as_b64:
-            try:
-                return value.decode("utf-8")
-            except UnicodeDecodeError:
-                pass
-        return {"b64": base64.b64encode(value).decode("ascii")}
-    return value
-
 
 
 class ServedModel:
@@ -499,22 +355,6 @@ def _json_type(value: Any) -> str:
     return "null" if value is None else names.get(type(value), "a number")
 
 
-def _format(outputs: dict[str, np.ndarray], layout: str) -> dict:
-    names = sorted(outputs)
-    if layout == "columnar":
-        if len(names) == 1:
-            return {"outputs": array_to_json(outputs[names[0]], names[0])}
-        return {"outputs": {n: array_to_json(outputs[n], n) for n in names}}
-    sizes = {np.shape(outputs[name])[:1] for name in names}
-    if len(sizes) != 1 or () in sizes:
-        raise RequestError("the outputs do not share a batch dimension; use the 'inputs' format")
-    columns = {n: array_to_json(outputs[n], n) for n in names}
-    size = len(columns[names[0]])
-    if len(names) == 1:
-        return {"predictions": columns[names[0]]}
-    return {"predictions": [{n: columns[n][i] for n in names} for i in range(size)]}
-
-
 # ---------------------------------------------------------------------------------------------
 # The aiohttp application.
 
@@ -582,7 +422,7 @@ async def _predict(request: web.Request) -> web.Response:
     outputs = await request.app[BATCHER].submit(
         inputs, size=size, key=key, context=signature, batched=batched
     )
-    return web.json_response(_format(outputs, layout), dumps=json.dumps)
+    return web.json_response(outputs_to_json(outputs, layout), dumps=json.dumps)
 
 
 def create_app(
