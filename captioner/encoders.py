@@ -45,16 +45,20 @@ def _application(constructor_name: str, feature_layer: str | None = None, **kwar
 
 
 def _small_cnn(config: EncoderConfig) -> keras.Model:
+    # Batch statistics over the global batch under tf.distribute (a mirrored step then equals
+    # one device); only the TensorFlow backend has it, and other backends train on one device.
+    synchronized = keras.backend.backend() == "tensorflow"
     inputs = keras.Input((*config.image_size, 3))
     x = inputs
     for i, filters in enumerate(config.filters):
         x = layers.Conv2D(filters, 3, padding="same", name=f"conv{i + 1}")(x)
-        x = layers.BatchNormalization(synchronized=True, name=f"bn{i + 1}")(x)
+        x = layers.BatchNormalization(synchronized=synchronized, name=f"bn{i + 1}")(x)
         x = layers.Activation("relu", name=f"relu{i + 1}")(x)
         x = layers.MaxPooling2D(2, name=f"pool{i + 1}")(x)
     for i in range(config.context_convs):
         x = layers.Conv2D(config.filters[-1], 3, padding="same", name=f"context{i + 1}")(x)
-        x = layers.BatchNormalization(synchronized=True, name=f"context_bn{i + 1}")(x)
+        x = layers.BatchNormalization(synchronized=synchronized,
+                                      name=f"context_bn{i + 1}")(x)
         x = layers.Activation("relu", name=f"context_relu{i + 1}")(x)
     return keras.Model(inputs, x, name="small_cnn")
 
