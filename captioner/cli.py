@@ -11,9 +11,10 @@ from typing import Any
 from common.cli import (
     EXIT_USAGE,
     Subcommand,
+    add_export_arguments,
     add_serve_arguments,
-    beam_size_list,
     build_parser,
+    exported_beam_sizes,
     non_negative_float,
     positive_float,
     positive_int,
@@ -320,21 +321,14 @@ def _load_captioner(path_text: str):
 
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("out_dir", metavar="OUT_DIR", help="the SavedModel directory to write")
-    p.add_argument("--beam-sizes", type=beam_size_list, default=(1, 2, 3, 4, 5),
-                   help="the beam sizes compiled in (each adds export time and graph size)")
-    p.add_argument("--beam-size", type=positive_int, default=3,
-                   help="the default beam size (of the `caption` signature and the server)")
-    p.add_argument("--max-decode-length", type=positive_int,
-                   help="the default longest caption (default: the run's)")
+    add_export_arguments(p, default_beam_size=3, row_signature="caption", output="caption")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT_DIR")
 
 
 def _export(args: argparse.Namespace) -> int:
     from captioner.export import export_run
 
-    sizes = tuple(sorted(set(args.beam_sizes) | {args.beam_size}))
+    sizes = exported_beam_sizes(args)
     out = export_run(args.run_dir, args.out_dir, beam_sizes=sizes,
                      default_beam_size=args.beam_size, max_decode_length=args.max_decode_length,
                      overwrite=args.overwrite)

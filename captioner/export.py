@@ -221,13 +221,7 @@ def export_captioner(
         kwargs["max_decode_length"] = max_decode_length
     module = CaptionerModule.from_run(run, beam_sizes=beam_sizes,
                                       default_beam_size=default_beam_size, **kwargs)
-    signatures = {
-        "serving_default": module.serving_default.get_concrete_function(),
-        "caption": module.caption.get_concrete_function(),
-    }
-    defaults = {"beam_size": module.default_beam_size, "max_length": module.max_decode_length}
-    return savedmodel.save(module, out_dir, signatures, KIND, info=module.info(),
-                           input_defaults=defaults, overwrite=overwrite)
+    return savedmodel.save_decoding_module(module, out_dir, KIND, "caption", overwrite=overwrite)
 
 
 def export_run(run_dir: str | os.PathLike, out_dir: str | os.PathLike, **kwargs: Any) -> Path:

@@ -228,6 +228,29 @@ def beam_size_list(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def add_export_arguments(p: argparse.ArgumentParser, default_beam_size: int,
+                         row_signature: str, output: str) -> None:
+    """The options of `PROG export RUN_DIR OUT_DIR` shared by both families.
+
+    `row_signature` names the signature that takes inputs only; `output` is what is decoded
+    ("caption", "output") for the help of `--max-decode-length`.
+    """
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="the SavedModel directory to write")
+    p.add_argument("--beam-sizes", type=beam_size_list, default=(1, 2, 3, 4, 5),
+                   help="the beam sizes compiled in (each adds export time and graph size)")
+    p.add_argument("--beam-size", type=positive_int, default=default_beam_size,
+                   help=f"the default beam size (of the `{row_signature}` signature and the "
+                   "server)")
+    p.add_argument("--max-decode-length", type=positive_int,
+                   help=f"the default longest {output} (default: the run's)")
+
+
+def exported_beam_sizes(args: argparse.Namespace) -> tuple[int, ...]:
+    """The beam sizes to compile: `--beam-sizes` plus the default `--beam-size`."""
+    return tuple(sorted(set(args.beam_sizes) | {args.beam_size}))
+
+
 def add_serve_arguments(p: argparse.ArgumentParser, prog: str, model_name: str,
                         instances: str, max_batch_size: int = 32) -> None:
     """The options of `PROG serve SAVEDMODEL_DIR` (read by `serve_savedmodel`)."""

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from common.cli import (
     EXIT_USAGE,
     Subcommand,
+    add_export_arguments,
     add_serve_arguments,
-    beam_size_list,
     build_parser,
+    exported_beam_sizes,
     non_negative_float,
     positive_float,
     positive_int,
@@ -281,14 +282,7 @@ def _translate(args: argparse.Namespace) -> int:
 
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("out_dir", metavar="OUT_DIR", help="the SavedModel directory to write")
-    p.add_argument("--beam-sizes", type=beam_size_list, default=(1, 2, 3, 4, 5),
-                   help="the beam sizes compiled in (each adds export time and graph size)")
-    p.add_argument("--beam-size", type=positive_int, default=1,
-                   help="the default beam size (of the `translate` signature and the server)")
-    p.add_argument("--max-decode-length", type=positive_int,
-                   help="the default longest output (default: the run's)")
+    add_export_arguments(p, default_beam_size=1, row_signature="translate", output="output")
     p.add_argument("--attention-layer", type=int, default=-1,
                    help="transformer: the decoder layer whose cross-attention is returned")
     p.add_argument("--attention-head", type=int,
@@ -299,7 +293,7 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
 def _export(args: argparse.Namespace) -> int:
     from seq2seq.export import export_run
 
-    sizes = tuple(sorted(set(args.beam_sizes) | {args.beam_size}))
+    sizes = exported_beam_sizes(args)
     out = export_run(args.run_dir, args.out_dir, beam_sizes=sizes,
                      default_beam_size=args.beam_size, max_decode_length=args.max_decode_length,
                      attention_layer=args.attention_layer, attention_head=args.attention_head,

@@ -280,13 +280,7 @@ def export_translator(
         translator, beam_sizes=beam_sizes, default_beam_size=default_beam_size,
         attention_layer=attention_layer, attention_head=attention_head, **kwargs,
     )
-    signatures = {
-        "serving_default": module.serving_default.get_concrete_function(),
-        "translate": module.translate.get_concrete_function(),
-    }
-    defaults = {"beam_size": module.default_beam_size, "max_length": module.max_decode_length}
-    return savedmodel.save(module, out_dir, signatures, KIND, info=module.info(),
-                           input_defaults=defaults, overwrite=overwrite)
+    return savedmodel.save_decoding_module(module, out_dir, KIND, "translate", overwrite=overwrite)
 
 
 def export_run(run_dir: str | os.PathLike, out_dir: str | os.PathLike, **kwargs: Any) -> Path:

@@ -256,6 +256,24 @@ def run_signature_isolated(
     return outputs, report["forbidden_imported"]
 
 
+def save_decoding_module(module: Any, export_dir: str | os.PathLike, kind: str,
+                         row_signature: str, overwrite: bool = False) -> Path:
+    """`save` for a captioner's or translator's export module.
+
+    The module has `serving_default` (inputs plus optional `beam_size`, `max_length`), a
+    `row_signature` method taking inputs only (TensorFlow Serving's row format), the
+    export-time `default_beam_size` and `max_decode_length`, and `info()`; they become the
+    signatures, the recorded input defaults and the export info.
+    """
+    signatures = {
+        "serving_default": module.serving_default.get_concrete_function(),
+        row_signature: getattr(module, row_signature).get_concrete_function(),
+    }
+    defaults = {"beam_size": module.default_beam_size, "max_length": module.max_decode_length}
+    return save(module, export_dir, signatures, kind, info=module.info(),
+                input_defaults=defaults, overwrite=overwrite)
+
+
 def saved_model_cli(*args: str, timeout: float = 300.0) -> str:
     """Run TensorFlow's `saved_model_cli` (next to this interpreter) and return its stdout.
 
