@@ -1,0 +1,128 @@
+"""Where a `shapes` captioner's spatial relations go wrong, by the number of objects.
+
+    python scripts/shapes_relation_report.py runs/demo --beam-size 3 --json report.json
+
+Two views of the test split:
+- generated captions (beam search): per object count, how many captions name exactly the
+  image's objects, how many relations they state, how many of those name an object that is
+  not there, and among the rest how many have the right axis (side by side vs one above the
+  other) and the right relation;
+- teacher forcing on the reference captions of two-object images: how often the model prefers
+  the right direction word ("left" over "right", "above" over "below" or the reverse) at the
+  position where the reference says it, which separates knowing the answer from decoding it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+OPPOSITE = {"left": "right", "right": "left", "above": "below", "below": "above"}
+AXIS = {"left": "side by side", "right": "side by side", "above": "stacked", "below": "stacked"}
+
+
+def generated_breakdown(run, test, beam_size: int, batch_size: int = 100) -> dict:
+    import numpy as np
+
+    from captioner.datasets.shapes import spatial_relation
+    from captioner.datasets.shapes_metrics import objects_correct, parse_caption
+
+    images = np.stack([r.image for r in test]).astype("float32")
+    captions = []
+    for start in range(0, len(images), batch_size):
+        captions += [c.text for c in run.caption_batch(images[start:start + batch_size],
+                                                       beam_size=beam_size)]
+    counts: dict[int, Counter] = {}
+    for record, caption in zip(test, captions):
+        c = counts.setdefault(len(record.objects), Counter())
+        c["images"] += 1
+        c["objects_right"] += objects_correct(caption, record.objects)
+        parsed = parse_caption(caption)
+        by_name = {(o.attributes["colour"], o.attributes["shape"]): o for o in record.objects}
+        for i, relation, j in parsed.relations:
+            c["relations"] += 1
+            a = by_name.get((parsed.objects[i].colour, parsed.objects[i].shape))
+            b = by_name.get((parsed.objects[j].colour, parsed.objects[j].shape))
+            if a is None or b is None:
+                c["missing_object"] += 1
+                continue
+            truth = spatial_relation(a, b)
+            c["both_present"] += 1
+            c["right_axis"] += AXIS[truth] == AXIS[relation]
+            c["right_relation"] += truth == relation
+    return {str(n): dict(c) for n, c in sorted(counts.items())}
+
+
+def teacher_forced_directions(run, test) -> dict:
+    import numpy as np
+
+    vocab = run.vocab
+    max_length = run.config.decoder.max_length
+    ids = {w: vocab.encode([w])[0] for w in OPPOSITE}
+    right = Counter()
+    total = Counter()
+    for record in test:
+        if len(record.objects) != 2:
+            continue
+        for caption in record.captions:
+            words = caption.split()
+            tokens = [vocab.start_id] + vocab.encode(words)
+            caption_in = np.zeros((1, max_length), np.int32)
+            caption_in[0, :min(len(tokens), max_length)] = tokens[:max_length]
+            logits = run.model({"image": record.image[None].astype("float32"),
+                                "caption_in": caption_in}, training=False)["logits"].numpy()[0]
+            for t, word in enumerate(words[:max_length]):
+                if word in OPPOSITE and t > 0:
+                    axis = AXIS[word]
+                    total[axis] += 1
+                    right[axis] += logits[t, ids[word]] > logits[t, ids[OPPOSITE[word]]]
+    return {axis: {"right": int(right[axis]), "total": total[axis],
+                   "share": right[axis] / total[axis] if total[axis] else None}
+            for axis in ("side by side", "stacked")}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir", help="a captioner run trained on shapes")
+    p.add_argument("--beam-size", type=int, default=3)
+    p.add_argument("--json", help="also write the report to this JSON file")
+    args = p.parse_args(argv)
+    if args.beam_size < 1:
+        p.error(f"--beam-size must be >= 1, got {args.beam_size}")
+
+    from captioner.datasets.shapes import load_shapes
+    from captioner.inference import load_run
+    from common.errors import UserError
+
+    try:
+        run = load_run(args.run_dir)
+    except UserError as exc:
+        print(f"shapes_relation_report: error: {exc}", file=sys.stderr)
+        return 2
+    test = load_shapes("test", image_size=run.image_size[0])
+    report = {"run_dir": args.run_dir, "beam_size": args.beam_size,
+              "generated": generated_breakdown(run, test, args.beam_size),
+              "teacher_forced_direction": teacher_forced_directions(run, test)}
+    print(f"{'objects':>7} {'images':>6} {'objects right':>13} {'relations':>9} "
+          f"{'missing obj':>11} {'right axis':>10} {'right relation':>14}")
+    for n, c in report["generated"].items():
+        both = c.get("both_present", 0)
+        print(f"{n:>7} {c['images']:>6} {c['objects_right']:>13} {c.get('relations', 0):>9} "
+              f"{c.get('missing_object', 0):>11} {c.get('right_axis', 0):>6}/{both:<3} "
+              f"{c.get('right_relation', 0):>10}/{both:<3}")
+    for axis, r in report["teacher_forced_direction"].items():
+        share = "n/a" if r["share"] is None else f"{100 * r['share']:.1f}%"
+        print(f"teacher-forced direction, {axis}: {r['right']}/{r['total']} ({share})")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
