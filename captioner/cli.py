@@ -77,6 +77,9 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--attention", choices=("soft", "hard"), help="soft or hard attention")
     g.add_argument("--score", help="attention score: additive, dot, scaled_dot, general, "
                    "cosine, location")
+    g.add_argument("--attention-query", choices=("hidden", "hidden+word"),
+                   help="what the attention is asked with: the LSTM state h_{t-1} (the "
+                   "paper's) or that and the word just read (after 'red', look for red)")
     g.add_argument("--embedding-dim", type=positive_int)
     g.add_argument("--units", type=positive_int, help="LSTM units")
     g.add_argument("--attention-units", type=positive_int)
@@ -117,7 +120,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return {
         "encoder": given(name=args.encoder, image_size=image_size, weights=args.weights,
                          fine_tune=args.fine_tune),
-        "decoder": given(attention=args.attention, score=args.score,
+        "decoder": given(attention=args.attention, score=args.score, query=args.attention_query,
                          embedding_dim=args.embedding_dim, units=args.units,
                          attention_units=args.attention_units, dropout=args.dropout,
                          penalty_weight=args.penalty_weight, penalty_tau=args.penalty_tau,

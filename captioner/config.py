@@ -14,6 +14,7 @@ from typing import Any
 from common.errors import UserError
 
 ATTENTION_KINDS = ("soft", "hard")
+ATTENTION_QUERIES = ("hidden", "hidden+word")
 WEIGHTS = ("imagenet", "none")
 
 
@@ -67,6 +68,9 @@ class DecoderConfig:
         baseline_decay: hard attention's moving-average baseline decay.
         expected_context_prob: hard attention's probability of the expected context per image.
         max_length: the longest caption (tokens without `<start>`) decoding produces.
+        query: what the attention is asked with at step t: `"hidden"`, the paper's
+            h_{t-1}, or `"hidden+word"`, h_{t-1} and the embedding of the word y_{t-1} the
+            step reads, so that after "red" the attention can look for what is red.
     """
 
     embedding_dim: int = 256
@@ -81,8 +85,14 @@ class DecoderConfig:
     baseline_decay: float = 0.9
     expected_context_prob: float = 0.5
     max_length: int = 20
+    query: str = "hidden"
 
     def __post_init__(self):
+        if self.query not in ATTENTION_QUERIES:
+            raise UserError(
+                f"Unknown attention query {self.query!r}; choose one of: "
+                f"{', '.join(ATTENTION_QUERIES)}"
+            )
         if self.attention not in ATTENTION_KINDS:
             raise UserError(
                 f"Unknown attention {self.attention!r}; choose one of: {', '.join(ATTENTION_KINDS)}"

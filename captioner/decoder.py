@@ -12,6 +12,7 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
+from captioner.config import ATTENTION_QUERIES
 from common.layers.attention import Attention
 from common.layers.hard_attention import HardAttention
 
@@ -45,6 +46,9 @@ class ShowAttendTellDecoder(keras.layers.Layer):
         dropout: dropout rate on `hₜ` before the deep output layer.
         num_regions: `L`, needed only by the `location` score.
         expected_context_prob: hard attention's probability of the expected context per image.
+        query: `"hidden"`, the paper's query h_{t-1}, or `"hidden+word"`, the concatenation
+            `[h_{t-1}; E y_{t-1}]`: the attention also sees the word the step reads, so once
+            "red" is said it can look for what is red (everything else is unchanged).
 
     Call arguments:
         annotations: `(B, L, D)`.
@@ -74,6 +78,7 @@ class ShowAttendTellDecoder(keras.layers.Layer):
         dropout: float = 0.3,
         num_regions: int | None = None,
         expected_context_prob: float = 0.5,
+        query: str = "hidden",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -86,6 +91,10 @@ class ShowAttendTellDecoder(keras.layers.Layer):
         self.dropout = float(dropout)
         self.num_regions = num_regions
         self.expected_context_prob = float(expected_context_prob)
+        if query not in ATTENTION_QUERIES:
+            raise ValueError(f"Unknown attention query {query!r}; expected one of "
+                             f"{ATTENTION_QUERIES}")
+        self.query = query
 
         score_kwargs = {}
         if score == "additive":
@@ -108,9 +117,10 @@ class ShowAttendTellDecoder(keras.layers.Layer):
 
     def build(self, annotations_shape, caption_shape=None):
         feature_dim = annotations_shape[-1]
+        query_dim = self.units + (self.embedding_dim if self.query == "hidden+word" else 0)
         if self.score in _SAME_SPACE_SCORES:
             self.query_projection = layers.Dense(feature_dim, use_bias=False, name="query_proj")
-            self.query_projection.build((None, self.units))
+            self.query_projection.build((None, query_dim))
         self.embedding.build((None,))
         self.init_h.build((None, feature_dim))
         self.init_c.build((None, feature_dim))
@@ -119,7 +129,8 @@ class ShowAttendTellDecoder(keras.layers.Layer):
         self.hidden_to_output.build((None, self.units))
         self.context_to_output.build((None, feature_dim))
         self.logits_layer.build((None, self.embedding_dim))
-        query_dim = feature_dim if self.query_projection is not None else self.units
+        if self.query_projection is not None:
+            query_dim = feature_dim
         self.attention.build((None, 1, query_dim), tuple(annotations_shape))
         self.built = True
 
@@ -134,8 +145,10 @@ class ShowAttendTellDecoder(keras.layers.Layer):
         """The attention keys, computed once per image."""
         return self.attention.project_keys(annotations)
 
-    def _attend(self, h, annotations, projected, training=False, sample=None):
-        query = h if self.query_projection is None else self.query_projection(h)
+    def _attend(self, h, embedded, annotations, projected, training=False, sample=None):
+        query = h if self.query == "hidden" else ops.concatenate([h, embedded], axis=-1)
+        if self.query_projection is not None:
+            query = self.query_projection(query)
         query = query[:, None, :]
         if self.attention_kind == "hard":
             context, _, log_prob, alpha = self.attention.attend(
@@ -148,7 +161,8 @@ class ShowAttendTellDecoder(keras.layers.Layer):
     def recurrence(self, embedded, h, c, annotations, projected, training=False, sample=None,
                    use_expected=None):
         """One LSTM step: returns `h, c (B, U)`, gated context `(B, D)`, `alpha (B, L)`, log-p."""
-        context, alpha, log_prob = self._attend(h, annotations, projected, training, sample)
+        context, alpha, log_prob = self._attend(h, embedded, annotations, projected, training,
+                                                sample)
         if use_expected is not None:
             expected = ops.einsum("bl,bld->bd", alpha, annotations)
             context = ops.where(use_expected[:, None], expected, context)
@@ -220,5 +234,6 @@ class ShowAttendTellDecoder(keras.layers.Layer):
             dropout=self.dropout,
             num_regions=self.num_regions,
             expected_context_prob=self.expected_context_prob,
+            query=self.query,
         )
         return config

@@ -124,6 +124,7 @@ class ShowAttendTell(keras.Model):
             dropout=decoder.dropout,
             num_regions=self.encoder.num_regions,
             expected_context_prob=decoder.expected_context_prob,
+            query=decoder.query,
             name="decoder",
         )
         self.decoder.build((None, self.encoder.num_regions, self.encoder.feature_dim))

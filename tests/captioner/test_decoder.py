@@ -49,8 +49,10 @@ def test_initial_state_is_an_mlp_of_the_mean_annotation():
     np.testing.assert_allclose(c, np.tanh(mean @ w + b), atol=1e-5)
 
 
-def test_teacher_forcing_equals_step_by_step():
-    decoder = _decoder()
+@pytest.mark.parametrize("query,score", [("hidden", "additive"), ("hidden+word", "additive"),
+                                         ("hidden+word", "dot")])
+def test_teacher_forcing_equals_step_by_step(query, score):
+    decoder = _decoder(query=query, score=score)
     annotations, caption_in = _inputs()
     out = decoder(annotations, caption_in, training=False)
     assert tuple(out["logits"].shape) == (B, T, V)
@@ -61,6 +63,26 @@ def test_teacher_forcing_equals_step_by_step():
         logits, h, c, alpha = decoder.step(caption_in[:, t], h, c, annotations, projected)
         np.testing.assert_allclose(out["logits"][:, t], logits, atol=1e-5)
         np.testing.assert_allclose(out["alpha"][:, t], alpha, atol=1e-6)
+
+
+@pytest.mark.parametrize("query", ["hidden", "hidden+word"])
+def test_only_the_word_query_lets_the_word_read_move_the_attention(query):
+    decoder = _decoder(query=query)
+    annotations, _ = _inputs()
+    h, c = decoder.initial_state(annotations)
+    projected = decoder.project_keys(annotations)
+    maps = [np.asarray(decoder.step(np.full((B,), token, "int32"), h, c, annotations,
+                                    projected)[3]) for token in (3, 7)]
+    moved = np.abs(maps[0] - maps[1]).max()
+    if query == "hidden":
+        assert moved < 1e-7  # the paper's query h_{t-1} does not see y_{t-1}
+    else:
+        assert moved > 1e-4
+
+
+def test_unknown_query_is_refused():
+    with pytest.raises(ValueError, match="attention query"):
+        _decoder(query="word")
 
 
 def test_gate_scales_the_context():
@@ -93,13 +115,14 @@ def test_hard_attention_outputs_and_argmax_at_inference():
     # At inference the context is the annotation at the most likely location.
     h, c = decoder.initial_state(annotations)
     projected = decoder.project_keys(annotations)
-    context, alpha, _ = decoder._attend(h, annotations, projected, training=False)
+    embedded = decoder.embedding(caption_in[:, 0])
+    context, alpha, _ = decoder._attend(h, embedded, annotations, projected, training=False)
     best = np.argmax(np.asarray(alpha), axis=-1)
     np.testing.assert_allclose(context, annotations[np.arange(B), best], atol=1e-6)
 
 
 def test_config_round_trip():
-    decoder = _decoder(attention="hard", score="general")
+    decoder = _decoder(attention="hard", score="general", query="hidden+word")
     clone = ShowAttendTellDecoder.from_config(decoder.get_config())
     assert clone.get_config() == decoder.get_config()
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(decoder))
