@@ -89,6 +89,9 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--penalty-tau", type=non_negative_float,
                    help="τ of the penalty (default: caption length / regions)")
     g.add_argument("--entropy-weight", type=non_negative_float, help="hard attention only")
+    g.add_argument("--reward", choices=("caption", "to-go"),
+                   help="hard attention's REINFORCE reward: the caption log-likelihood (the "
+                   "paper's) or, per step, that of the words still to come (less variance)")
     g.add_argument("--max-length", type=positive_int, help="longest caption, in tokens")
     g = p.add_argument_group("training")
     g.add_argument("--epochs", type=positive_int)
@@ -124,7 +127,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                          embedding_dim=args.embedding_dim, units=args.units,
                          attention_units=args.attention_units, dropout=args.dropout,
                          penalty_weight=args.penalty_weight, penalty_tau=args.penalty_tau,
-                         entropy_weight=args.entropy_weight, max_length=args.max_length),
+                         entropy_weight=args.entropy_weight, reward=args.reward,
+                         max_length=args.max_length),
         "data": data,
         "training": given(epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
                           batch_size=args.batch_size, learning_rate=args.learning_rate,

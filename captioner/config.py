@@ -15,6 +15,7 @@ from common.errors import UserError
 
 ATTENTION_KINDS = ("soft", "hard")
 ATTENTION_QUERIES = ("hidden", "hidden+word")
+REWARDS = ("caption", "to-go")
 WEIGHTS = ("imagenet", "none")
 
 
@@ -68,6 +69,10 @@ class DecoderConfig:
         baseline_decay: hard attention's moving-average baseline decay.
         expected_context_prob: hard attention's probability of the expected context per image.
         max_length: the longest caption (tokens without `<start>`) decoding produces.
+        reward: hard attention's REINFORCE reward: `"caption"`, the paper's caption
+            log-likelihood against a moving average, or `"to-go"`, each step's location
+            rewarded with the log-likelihood of the words from that step on against a
+            per-word moving average (`captioner.model.reinforce_surrogate`).
         query: what the attention is asked with at step t: `"hidden"`, the paper's
             h_{t-1}, or `"hidden+word"`, h_{t-1} and the embedding of the word y_{t-1} the
             step reads, so that after "red" the attention can look for what is red.
@@ -86,8 +91,11 @@ class DecoderConfig:
     expected_context_prob: float = 0.5
     max_length: int = 20
     query: str = "hidden"
+    reward: str = "caption"
 
     def __post_init__(self):
+        if self.reward not in REWARDS:
+            raise UserError(f"Unknown reward {self.reward!r}; choose one of: {', '.join(REWARDS)}")
         if self.query not in ATTENTION_QUERIES:
             raise UserError(
                 f"Unknown attention query {self.query!r}; choose one of: "

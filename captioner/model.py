@@ -13,7 +13,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from captioner.config import DecoderConfig, EncoderConfig
+from captioner.config import REWARDS, DecoderConfig, EncoderConfig
 from captioner.decoder import ShowAttendTellDecoder
 from captioner.encoders import build_encoder
 from common.config import from_dict, to_dict
@@ -37,6 +37,50 @@ def doubly_stochastic_penalty(alpha, mask, tau=None):
         regions = ops.cast(ops.shape(alpha)[-1], alpha.dtype)
         tau = (ops.sum(mask, axis=1) / regions)[:, None]
     return ops.sum(ops.square(tau - coverage), axis=-1)
+
+
+def reinforce_surrogate(token_xent, mask, location_log_prob, sampled, baseline,
+                        reward: str = "caption"):
+    """Hard attention's REINFORCE surrogate (summed over the batch) and the batch's reward for
+    the moving-average baseline.
+
+    Paper: Xu et al. 2015, section 4.1, equation 12. The gradient of the surrogate with respect
+    to the attention is the estimator: `-Σₜ Aₜ ∇ log p(sₜ)` per caption, with
+
+    - `reward="caption"` (the paper): `Aₜ = log p(y | s) − b` for every step, `b` a moving
+      average of the caption log-likelihood;
+    - `reward="to-go"`: `Aₜ = Σ_{t' ≥ t} log p(y_{t'}) − b · nₜ`, the log-likelihood of the
+      words from step t on (a location cannot change the words before it) against a
+      per-word baseline `b` times the `nₜ` words left. Still unbiased (the baseline is a
+      constant), with much less variance: the words already said and the caption's length
+      no longer enter the advantage.
+
+    Args:
+        token_xent: `(B, T)` masked cross-entropy of each target word.
+        mask: `(B, T)` 1 for real steps.
+        location_log_prob: `(B, T)` log-probability of each sampled location.
+        sampled: `(B,)` 1 where the sampled (not the expected) context was used.
+        baseline: the scalar `b`.
+        reward: `"caption"` or `"to-go"`.
+
+    Returns:
+        `(surrogate, reward)`: the scalar whose gradient is the estimator, and the value the
+        baseline moves towards (mean caption log-likelihood, or mean per-word log-likelihood).
+    """
+    word_log_likelihood = ops.stop_gradient(-token_xent) * mask  # (B, T)
+    if reward == "caption":
+        log_likelihood = ops.sum(word_log_likelihood, axis=1)  # (B,)
+        advantage = (log_likelihood - baseline)[:, None] * mask
+        batch_reward = ops.mean(log_likelihood)
+    elif reward == "to-go":
+        to_go = ops.flip(ops.cumsum(ops.flip(word_log_likelihood, 1), axis=1), 1)
+        words_left = ops.flip(ops.cumsum(ops.flip(mask, 1), axis=1), 1)
+        advantage = (to_go - baseline * words_left) * mask
+        batch_reward = ops.sum(word_log_likelihood) / ops.maximum(ops.sum(mask), 1.0)
+    else:
+        raise ValueError(f"Unknown reward {reward!r}; expected one of {REWARDS}")
+    surrogate = -ops.sum(sampled[:, None] * advantage * location_log_prob)
+    return surrogate, batch_reward
 
 
 @keras.saving.register_keras_serializable(package="captioner")
@@ -174,10 +218,9 @@ class ShowAttendTell(keras.Model):
         terms = {"xent": xent, "penalty": penalty, "accuracy": ops.sum(correct)}
         loss = xent + penalty
         if config.attention == "hard":
-            log_likelihood = ops.stop_gradient(-ops.sum(token_xent, axis=1))  # (B,)
-            advantage = log_likelihood - ops.convert_to_tensor(self.baseline)
-            location_log_prob = ops.sum(outputs["log_prob"] * mask, axis=1)
-            reinforce = -ops.sum(outputs["sampled"] * advantage * location_log_prob)
+            reinforce, reward = reinforce_surrogate(
+                token_xent, mask, outputs["log_prob"], outputs["sampled"],
+                ops.convert_to_tensor(self.baseline), config.reward)
             entropy = ops.sum(outputs["entropy"] * mask)
             # Only the gradient of the surrogate matters; its value would hide the loss.
             surrogate = reinforce - config.entropy_weight * entropy
@@ -185,7 +228,7 @@ class ShowAttendTell(keras.Model):
             terms.update(reinforce=reinforce, entropy=entropy,
                          baseline=ops.convert_to_tensor(self.baseline) * count)
             if training:
-                self.reward_baseline.update(ops.mean(log_likelihood))
+                self.reward_baseline.update(reward)
         terms.update(loss_sum=loss, count=count)
         return terms
 

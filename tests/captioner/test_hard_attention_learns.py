@@ -9,6 +9,7 @@ attention is the REINFORCE estimator; it must learn to pick the flagged region.
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from captioner.config import DecoderConfig, EncoderConfig
@@ -30,12 +31,14 @@ def _toy_batch(rng):
     return {"features": features, "caption_in": caption_in, "caption_out": caption_out}, flagged
 
 
-def test_hard_attention_learns_to_pick_the_only_informative_region():
+@pytest.mark.parametrize("reward", ["caption", "to-go"])
+def test_hard_attention_learns_to_pick_the_only_informative_region(reward):
     keras.utils.set_random_seed(0)
     model = ShowAttendTell(V, EncoderConfig("small-cnn", (8, 8), "none", filters=(1 + C,)),
                            DecoderConfig(embedding_dim=8, units=16, attention_units=16,
                                          attention="hard", dropout=0.0, penalty_weight=0.0,
-                                         expected_context_prob=0.0, entropy_weight=0.002))
+                                         expected_context_prob=0.0, entropy_weight=0.002,
+                                         reward=reward))
     variables = model.decoder.trainable_variables
     optimizer = keras.optimizers.Adam(0.01)
 

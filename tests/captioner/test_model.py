@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from captioner.config import DecoderConfig, EncoderConfig
-from captioner.model import ShowAttendTell, doubly_stochastic_penalty
+from captioner.model import ShowAttendTell, doubly_stochastic_penalty, reinforce_surrogate
 
 V = 13
 
@@ -69,6 +69,39 @@ def test_loss_terms_match_numpy(attention):
     np.testing.assert_allclose(terms["loss_sum"], (token * mask).sum() + penalty, rtol=1e-5)
     correct = ((logits.argmax(-1) == target) * mask).sum()
     assert terms["accuracy"] == correct
+
+
+@pytest.mark.parametrize("reward", ["caption", "to-go"])
+def test_reinforce_surrogate_matches_numpy(reward):
+    rng = np.random.default_rng(3)
+    mask = np.array([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0]], "float32")
+    token_xent = rng.uniform(0.1, 3.0, size=mask.shape).astype("float32") * mask
+    log_prob = np.log(rng.uniform(0.05, 1.0, size=mask.shape)).astype("float32")
+    sampled = np.array([1.0, 0.0, 1.0], "float32")
+    baseline = -1.5
+    surrogate, batch_reward = reinforce_surrogate(token_xent, mask, log_prob, sampled,
+                                                  np.float32(baseline), reward)
+    expected = 0.0
+    for b in range(3):
+        for t in range(4):
+            if not mask[b, t]:
+                continue
+            if reward == "caption":
+                advantage = -token_xent[b].sum() - baseline
+            else:  # the words from t on, against b per word
+                advantage = -token_xent[b, t:].sum() - baseline * mask[b, t:].sum()
+            expected -= sampled[b] * advantage * log_prob[b, t]
+    np.testing.assert_allclose(float(surrogate), expected, rtol=1e-5)
+    want = (-token_xent.sum(1).mean() if reward == "caption"
+            else -token_xent.sum() / mask.sum())
+    np.testing.assert_allclose(float(batch_reward), want, rtol=1e-5)
+
+
+def test_unknown_reward_is_refused():
+    from common.errors import UserError
+
+    with pytest.raises(UserError, match="reward"):
+        DecoderConfig(reward="bleu")
 
 
 def test_hard_attention_baseline_is_a_checkpointed_moving_average():
