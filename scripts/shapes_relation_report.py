@@ -2,14 +2,17 @@
 
     python scripts/shapes_relation_report.py runs/demo --beam-size 3 --json report.json
 
-Two views of the test split:
+Three views of the test split:
 - generated captions (beam search): per object count, how many captions name exactly the
   image's objects, how many relations they state, how many of those name an object that is
   not there, and among the rest how many have the right axis (side by side vs one above the
   other) and the right relation;
 - teacher forcing on the reference captions of two-object images: how often the model prefers
   the right direction word ("left" over "right", "above" over "below" or the reverse) at the
-  position where the reference says it, which separates knowing the answer from decoding it.
+  position where the reference says it, which separates knowing the answer from decoding it;
+- where the attention is, under teacher forcing on the same captions, at the step that says
+  the first-named object's shape word: the mass inside that object's box and inside the other
+  object's box. A decoder that knows which object it is describing looks at that one.
 """
 
 from __future__ import annotations
@@ -86,6 +89,45 @@ def teacher_forced_directions(run, test) -> dict:
             for axis in ("side by side", "stacked")}
 
 
+def teacher_forced_attention(run, test) -> dict:
+    """Mean attention mass on the first-named object and on the other one at the step that
+    says the first object's shape, over the reference captions of two-object images."""
+    import numpy as np
+
+    from captioner.datasets.shapes_metrics import parse_caption
+    from common.metrics.attention_correctness import region_fractions
+
+    vocab = run.vocab
+    max_length = run.config.decoder.max_length
+    named, other = [], []
+    for record in test:
+        if len(record.objects) != 2:
+            continue
+        by_name = {(o.attributes["colour"], o.attributes["shape"]): o for o in record.objects}
+        for caption in record.captions:
+            parsed = parse_caption(caption)
+            words = caption.split()
+            if len(parsed.objects) != 2 or len(words) > max_length:
+                continue
+            first = by_name[(parsed.objects[0].colour, parsed.objects[0].shape)]
+            second = by_name[(parsed.objects[1].colour, parsed.objects[1].shape)]
+            step = words.index(parsed.objects[0].shape)  # output step t says words[t]
+            tokens = [vocab.start_id] + vocab.encode(words)
+            caption_in = np.zeros((1, max_length), np.int32)
+            caption_in[0, :len(words)] = tokens[:len(words)]
+            alpha = run.model({"image": record.image[None].astype("float32"),
+                               "caption_in": caption_in}, training=False)["alpha"].numpy()
+            grid = run.grid_shape
+            size = (record.height, record.width)
+            attention = alpha[0, step].reshape(grid)
+            named.append(float((attention * region_fractions([first.box], size, grid)).sum()))
+            other.append(float((attention * region_fractions([second.box], size, grid)).sum()))
+    if not named:
+        return {"captions": 0, "named_object": None, "other_object": None}
+    return {"captions": len(named), "named_object": float(np.mean(named)),
+            "other_object": float(np.mean(other))}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -108,7 +150,8 @@ def main(argv=None) -> int:
     test = load_shapes("test", image_size=run.image_size[0])
     report = {"run_dir": args.run_dir, "beam_size": args.beam_size,
               "generated": generated_breakdown(run, test, args.beam_size),
-              "teacher_forced_direction": teacher_forced_directions(run, test)}
+              "teacher_forced_direction": teacher_forced_directions(run, test),
+              "teacher_forced_attention": teacher_forced_attention(run, test)}
     print(f"{'objects':>7} {'images':>6} {'objects right':>13} {'relations':>9} "
           f"{'missing obj':>11} {'right axis':>10} {'right relation':>14}")
     for n, c in report["generated"].items():
@@ -119,6 +162,11 @@ def main(argv=None) -> int:
     for axis, r in report["teacher_forced_direction"].items():
         share = "n/a" if r["share"] is None else f"{100 * r['share']:.1f}%"
         print(f"teacher-forced direction, {axis}: {r['right']}/{r['total']} ({share})")
+    attention = report["teacher_forced_attention"]
+    if attention["captions"]:
+        print(f"teacher-forced attention at the first object's shape word "
+              f"({attention['captions']} captions): {100 * attention['named_object']:.1f}% on "
+              f"that object, {100 * attention['other_object']:.1f}% on the other one")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     return 0

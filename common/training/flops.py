@@ -144,7 +144,8 @@ def captioner_training_flops(model: Any, batch: int, steps: int, features_cached
     regions, d = encoder.num_regions, encoder.feature_dim
     u, e = decoder.units, decoder.embedding_dim
     a, v = decoder.attention_units, decoder.vocab_size
-    per_step = (u * a + regions * a + regions * d + u + 4 * u * (e + d + u)
+    query = u + (e if getattr(decoder, "query", "hidden") == "hidden+word" else 0)
+    per_step = (query * a + regions * a + regions * d + u + 4 * u * (e + d + u)
                 + u * e + d * e + e * v)
     decoder_forward = 2.0 * (2 * d * u + regions * d * a + steps * per_step)
     total = 3.0 * batch * decoder_forward

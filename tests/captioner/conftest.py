@@ -12,11 +12,12 @@ from captioner.datasets import load_split
 @pytest.fixture(scope="session")
 def trained_captioner(tmp_path_factory) -> Path:
     """A `--preset tiny` run with enough steps (200, at a high learning rate, on 200 images)
-    that its captions differ between images."""
+    that its captions differ between images; its attention query is the demo's (`hidden+word`),
+    so the export and serving tests cover it."""
     run = tmp_path_factory.mktemp("captioner") / "run"
     assert main(["train", "--preset", "tiny", "--out", str(run), "--seed", "3",
                  "--steps-per-epoch", "200", "--learning-rate", "0.01",
-                 "--data-option", "num_images=200"]) == 0
+                 "--data-option", "num_images=200", "--attention-query", "hidden+word"]) == 0
     return run
 
 
