@@ -69,13 +69,13 @@ class DecoderConfig:
         baseline_decay: hard attention's moving-average baseline decay.
         expected_context_prob: hard attention's probability of the expected context per image.
         max_length: the longest caption (tokens without `<start>`) decoding produces.
+        query: what the attention is asked with at step t: `"hidden"`, the paper's
+            h_{t-1}, or `"hidden+word"`, h_{t-1} and the embedding of the word y_{t-1} the
+            step reads, so that after "red" the attention can look for what is red.
         reward: hard attention's REINFORCE reward: `"caption"`, the paper's caption
             log-likelihood against a moving average, or `"to-go"`, each step's location
             rewarded with the log-likelihood of the words from that step on against a
             per-word moving average (`captioner.model.reinforce_surrogate`).
-        query: what the attention is asked with at step t: `"hidden"`, the paper's
-            h_{t-1}, or `"hidden+word"`, h_{t-1} and the embedding of the word y_{t-1} the
-            step reads, so that after "red" the attention can look for what is red.
     """
 
     embedding_dim: int = 256
@@ -94,13 +94,13 @@ class DecoderConfig:
     reward: str = "caption"
 
     def __post_init__(self):
-        if self.reward not in REWARDS:
-            raise UserError(f"Unknown reward {self.reward!r}; choose one of: {', '.join(REWARDS)}")
         if self.query not in ATTENTION_QUERIES:
             raise UserError(
                 f"Unknown attention query {self.query!r}; choose one of: "
                 f"{', '.join(ATTENTION_QUERIES)}"
             )
+        if self.reward not in REWARDS:
+            raise UserError(f"Unknown reward {self.reward!r}; choose one of: {', '.join(REWARDS)}")
         if self.attention not in ATTENTION_KINDS:
             raise UserError(
                 f"Unknown attention {self.attention!r}; choose one of: {', '.join(ATTENTION_KINDS)}"

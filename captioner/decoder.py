@@ -121,6 +121,7 @@ class ShowAttendTellDecoder(keras.layers.Layer):
         if self.score in _SAME_SPACE_SCORES:
             self.query_projection = layers.Dense(feature_dim, use_bias=False, name="query_proj")
             self.query_projection.build((None, query_dim))
+            query_dim = feature_dim  # what the score then sees
         self.embedding.build((None,))
         self.init_h.build((None, feature_dim))
         self.init_c.build((None, feature_dim))
@@ -129,8 +130,6 @@ class ShowAttendTellDecoder(keras.layers.Layer):
         self.hidden_to_output.build((None, self.units))
         self.context_to_output.build((None, feature_dim))
         self.logits_layer.build((None, self.embedding_dim))
-        if self.query_projection is not None:
-            query_dim = feature_dim
         self.attention.build((None, 1, query_dim), tuple(annotations_shape))
         self.built = True
 

@@ -61,14 +61,15 @@ def generated_breakdown(run, test, beam_size: int, batch_size: int = 100) -> dic
     return {str(n): dict(c) for n, c in sorted(counts.items())}
 
 
-def teacher_forced_directions(run, test) -> dict:
+def teacher_forced(run, test) -> list:
+    """The model's outputs under teacher forcing on every reference caption of the two-object
+    images: `(record, words, logits (T, V), alpha (T, L))`, output step t saying `words[t]`
+    (captions longer than the decoder's `max_length` are cut there)."""
     import numpy as np
 
     vocab = run.vocab
     max_length = run.config.decoder.max_length
-    ids = {w: vocab.encode([w])[0] for w in OPPOSITE}
-    right = Counter()
-    total = Counter()
+    forced = []
     for record in test:
         if len(record.objects) != 2:
             continue
@@ -77,51 +78,56 @@ def teacher_forced_directions(run, test) -> dict:
             tokens = [vocab.start_id] + vocab.encode(words)
             caption_in = np.zeros((1, max_length), np.int32)
             caption_in[0, :min(len(tokens), max_length)] = tokens[:max_length]
-            logits = run.model({"image": record.image[None].astype("float32"),
-                                "caption_in": caption_in}, training=False)["logits"].numpy()[0]
-            for t, word in enumerate(words[:max_length]):
-                if word in OPPOSITE and t > 0:
-                    axis = AXIS[word]
-                    total[axis] += 1
-                    right[axis] += logits[t, ids[word]] > logits[t, ids[OPPOSITE[word]]]
+            outputs = run.model({"image": record.image[None].astype("float32"),
+                                 "caption_in": caption_in}, training=False)
+            forced.append((record, words, outputs["logits"].numpy()[0],
+                           outputs["alpha"].numpy()[0]))
+    return forced
+
+
+def teacher_forced_directions(run, test, forced=None) -> dict:
+    """How often the right direction word beats its opposite (`forced`: `teacher_forced`'s
+    result, computed when not given)."""
+    vocab = run.vocab
+    max_length = run.config.decoder.max_length
+    ids = {w: vocab.encode([w])[0] for w in OPPOSITE}
+    right = Counter()
+    total = Counter()
+    for _, words, logits, _ in forced if forced is not None else teacher_forced(run, test):
+        for t, word in enumerate(words[:max_length]):
+            if word in OPPOSITE and t > 0:
+                axis = AXIS[word]
+                total[axis] += 1
+                right[axis] += logits[t, ids[word]] > logits[t, ids[OPPOSITE[word]]]
     return {axis: {"right": int(right[axis]), "total": total[axis],
                    "share": right[axis] / total[axis] if total[axis] else None}
             for axis in ("side by side", "stacked")}
 
 
-def teacher_forced_attention(run, test) -> dict:
+def teacher_forced_attention(run, test, forced=None) -> dict:
     """Mean attention mass on the first-named object and on the other one at the step that
-    says the first object's shape, over the reference captions of two-object images."""
+    says the first object's shape, over the reference captions of two-object images that fit
+    the decoder's `max_length` (`forced` as for `teacher_forced_directions`)."""
     import numpy as np
 
     from captioner.datasets.shapes_metrics import parse_caption
     from common.metrics.attention_correctness import region_fractions
 
-    vocab = run.vocab
     max_length = run.config.decoder.max_length
+    grid = run.grid_shape
     named, other = [], []
-    for record in test:
-        if len(record.objects) != 2:
+    for record, words, _, alpha in forced if forced is not None else teacher_forced(run, test):
+        parsed = parse_caption(" ".join(words))
+        if len(parsed.objects) != 2 or len(words) > max_length:
             continue
         by_name = {(o.attributes["colour"], o.attributes["shape"]): o for o in record.objects}
-        for caption in record.captions:
-            parsed = parse_caption(caption)
-            words = caption.split()
-            if len(parsed.objects) != 2 or len(words) > max_length:
-                continue
-            first = by_name[(parsed.objects[0].colour, parsed.objects[0].shape)]
-            second = by_name[(parsed.objects[1].colour, parsed.objects[1].shape)]
-            step = words.index(parsed.objects[0].shape)  # output step t says words[t]
-            tokens = [vocab.start_id] + vocab.encode(words)
-            caption_in = np.zeros((1, max_length), np.int32)
-            caption_in[0, :len(words)] = tokens[:len(words)]
-            alpha = run.model({"image": record.image[None].astype("float32"),
-                               "caption_in": caption_in}, training=False)["alpha"].numpy()
-            grid = run.grid_shape
-            size = (record.height, record.width)
-            attention = alpha[0, step].reshape(grid)
-            named.append(float((attention * region_fractions([first.box], size, grid)).sum()))
-            other.append(float((attention * region_fractions([second.box], size, grid)).sum()))
+        first = by_name[(parsed.objects[0].colour, parsed.objects[0].shape)]
+        second = by_name[(parsed.objects[1].colour, parsed.objects[1].shape)]
+        step = words.index(parsed.objects[0].shape)
+        attention = alpha[step].reshape(grid)
+        size = (record.height, record.width)
+        named.append(float((attention * region_fractions([first.box], size, grid)).sum()))
+        other.append(float((attention * region_fractions([second.box], size, grid)).sum()))
     if not named:
         return {"captions": 0, "named_object": None, "other_object": None}
     return {"captions": len(named), "named_object": float(np.mean(named)),
@@ -148,10 +154,11 @@ def main(argv=None) -> int:
         print(f"shapes_relation_report: error: {exc}", file=sys.stderr)
         return 2
     test = load_shapes("test", image_size=run.image_size[0])
+    forced = teacher_forced(run, test)  # one pass of the model for both teacher-forced views
     report = {"run_dir": args.run_dir, "beam_size": args.beam_size,
               "generated": generated_breakdown(run, test, args.beam_size),
-              "teacher_forced_direction": teacher_forced_directions(run, test),
-              "teacher_forced_attention": teacher_forced_attention(run, test)}
+              "teacher_forced_direction": teacher_forced_directions(run, test, forced),
+              "teacher_forced_attention": teacher_forced_attention(run, test, forced)}
     print(f"{'objects':>7} {'images':>6} {'objects right':>13} {'relations':>9} "
           f"{'missing obj':>11} {'right axis':>10} {'right relation':>14}")
     for n, c in report["generated"].items():

@@ -144,7 +144,7 @@ def captioner_training_flops(model: Any, batch: int, steps: int, features_cached
     regions, d = encoder.num_regions, encoder.feature_dim
     u, e = decoder.units, decoder.embedding_dim
     a, v = decoder.attention_units, decoder.vocab_size
-    query = u + (e if getattr(decoder, "query", "hidden") == "hidden+word" else 0)
+    query = u + (e if decoder.query == "hidden+word" else 0)
     per_step = (query * a + regions * a + regions * d + u + 4 * u * (e + d + u)
                 + u * e + d * e + e * v)
     decoder_forward = 2.0 * (2 * d * u + regions * d * a + steps * per_step)
