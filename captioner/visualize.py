@@ -278,7 +278,7 @@ def write_caption_figures(
         hard: as for `caption_figure`.
         source: names the results in error messages.
         title: the viewer page's title.
-        **render_kwargs: `columns`, `panel_size`, `smooth`, `alpha`, ... for the overlays.
+        **render_kwargs: `columns`, `panel_size`, `smooth`, `dim`, `glow`, ... for the overlays.
 
     Returns:
         The paths written.

@@ -3,8 +3,12 @@
     nice -n 19 python scripts/make_readme_figures.py                  # the captioner figures
     python scripts/make_readme_figures.py --translation-run RUN_DIR   # and the dates heatmaps
 
-Caption overlays (Xu et al. 2015, figures 2-3: the image, then each word's attention over it):
+Caption overlays (Xu et al. 2015, figures 2-3: the image, then each word's attention over it,
+drawn as a mask that dims what was not attended; see docs/visualization.md):
 
+- `OUT_DIR/overlay_example.png`: no model, a hand-made attention map per word over a light
+  320x240 picture (a red disc and a blue square on light grey), to show how the mask reads on
+  a light image and that panels keep the picture's 4:3. Drawn in a second, nothing trained.
 - `OUT_DIR/overlay_shapes.png`: a `shapes` sample captioned by the demo run
   (`captioner train --dataset shapes --preset demo --attention soft --out runs/demo`, trained
   here when `--shapes-run` holds no checkpoint; 6-10 minutes on a laptop CPU).
@@ -13,6 +17,10 @@ Caption overlays (Xu et al. 2015, figures 2-3: the image, then each word's atten
   minutes): no pretrained weights can be downloaded here, so it has memorized its training
   captions rather than learned to caption. Each photo's attribution is printed from
   `ATTRIBUTION.tsv`.
+
+Beside each model's overlay, `OUT.json` keeps the caption result (`captioner caption --json`
+form), so a new drawing style can be applied without the runs:
+`captioner render assets/overlay_shapes.json --image assets/samples/shapes_2.png --out ...`.
 
 The translation figure, `OUT_DIR/dates_alignment.png`, shows the alignment heatmaps of a few
 dates sentences side by side (Bahdanau et al. 2015, figure 3): each output token is a row, each
@@ -28,17 +36,19 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from PIL import Image
+import numpy as np
+from PIL import Image, ImageDraw
 
 from common.cli import run_cli
 from common.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
-FIGURES = ("shapes", "coco", "dates")
+FIGURES = ("example", "shapes", "coco", "dates")
 SHAPES_SAMPLE = ROOT / "assets" / "samples" / "shapes_2.png"
 SHAPES_TRAIN_OPTIONS = ("--dataset", "shapes", "--preset", "demo", "--attention", "soft")
 COCO_DATA = ROOT.parent / "shared" / "data" / "coco-mini"
@@ -49,6 +59,8 @@ COCO_TRAIN_OPTIONS = ("--dataset", "coco", "--encoder", "small-cnn", "--weights"
                       "--batch-size", "16", "--learning-rate", "0.002", "--seed", "1")
 OVERLAY_PANEL = 144  # pixels per panel; keeps each figure well under 300 KB
 OVERLAY_COLUMNS = 6
+EXAMPLE_FIGURE = "overlay_example.png"
+EXAMPLE_WORDS = ("a", "red", "disc", "and", "a", "blue", "square")
 DATES_SENTENCES = ("25th of November 2026", "Nov 3, 1999", "tuesday 7 march 2023")
 DATES_FIGURE = "dates_alignment.png"
 GAP = 36  # pixels between panels
@@ -97,6 +109,41 @@ def translation_figure(run_dir: str | Path, out_path: str | Path,
     return path
 
 
+def example_picture() -> Image.Image:
+    """320x240 light grey with a red disc (left) and a blue square (right)."""
+    picture = Image.new("RGB", (320, 240), (215, 215, 215))
+    draw = ImageDraw.Draw(picture)
+    draw.ellipse([40, 60, 140, 160], fill=(220, 30, 30))
+    draw.rectangle([200, 120, 280, 200], fill=(30, 60, 200))
+    return picture
+
+
+def example_attention(grid: tuple[int, int] = (6, 8)) -> np.ndarray:
+    """Hand-made `(7, h, w)` maps for `EXAMPLE_WORDS`: a bump on the object each word is
+    about, both objects for "and", the whole picture for the articles."""
+    rows, cols = grid
+    ys, xs = (np.arange(rows) + 0.5) / rows, (np.arange(cols) + 0.5) / cols
+
+    def bump(x: float, y: float, sigma: float = 0.12) -> np.ndarray:
+        return np.exp(-((xs[None, :] - x) ** 2 + (ys[:, None] - y) ** 2) / (2 * sigma ** 2))
+
+    disc, square = bump(90 / 320, 110 / 240), bump(240 / 320, 160 / 240)
+    everywhere = np.ones(grid)
+    maps = [everywhere, disc, disc, disc + square, everywhere, square, square]
+    return np.stack([m / m.sum() for m in maps]).astype(np.float32)
+
+
+def example_figure(out_path: str | Path) -> Path:
+    """The mask over a light picture, with hand-made attention (no model)."""
+    from common.viz import render_caption_overlay
+
+    path = Path(out_path)
+    render_caption_overlay(example_picture(), list(EXAMPLE_WORDS), example_attention(), path,
+                           panel_size=OVERLAY_PANEL, columns=4)
+    Image.open(path).convert("RGB").save(path, format="PNG", optimize=True)
+    return path
+
+
 def ensure_captioner_run(run_dir: str | Path, train_options: Sequence[str]) -> Path:
     """`run_dir`, trained first with `captioner train OPTIONS --out RUN_DIR` when it has no
     finished checkpoint (an interrupted run is resumed)."""
@@ -118,7 +165,8 @@ def ensure_captioner_run(run_dir: str | Path, train_options: Sequence[str]) -> P
 
 def caption_overlays(run_dir: str | Path, images: Sequence[Path],
                      out_paths: Sequence[Path]) -> list[dict]:
-    """Captions `images` with the run (beam 3) and draws each one's overlay to its out path.
+    """Captions `images` with the run (beam 3) and draws each one's overlay to its out path,
+    the caption result beside it as `OUT.json`.
 
     Returns:
         The caption results, as `captioner caption --json` prints them.
@@ -137,8 +185,18 @@ def caption_overlays(run_dir: str | Path, images: Sequence[Path],
         write_caption_figures([result], overlay=out, panel_size=OVERLAY_PANEL,
                               columns=OVERLAY_COLUMNS)
         _shrink_png(out)
+        saved = {**result, "image": _relative(Path(result["image"]))}
+        out.with_suffix(".json").write_text(json.dumps(saved) + "\n", encoding="utf-8")
         results.append(result)
     return results
+
+
+def _relative(path: Path) -> str:
+    """`path` relative to the repository when it lies inside it (so the JSON is portable)."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 def _shrink_png(path: Path) -> None:
@@ -166,8 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="make_readme_figures.py",
                                 description=__doc__.split("\n")[0])
     p.add_argument("--only", action="append", choices=FIGURES,
-                   help="draw only these figures (repeatable; default: shapes and coco, and "
-                        "dates when --translation-run is given)")
+                   help="draw only these figures (repeatable; default: example, shapes and "
+                        "coco, and dates when --translation-run is given)")
     p.add_argument("--translation-run", metavar="RUN_DIR",
                    help=f"a dates translator run: writes OUT_DIR/{DATES_FIGURE}")
     p.add_argument("--shapes-run", metavar="RUN_DIR", default=str(ROOT / "runs" / "demo"),
@@ -183,11 +241,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    figures = args.only or ["shapes", "coco"] + (["dates"] if args.translation_run else [])
+    figures = args.only or ["example", "shapes", "coco"] + (["dates"] if args.translation_run
+                                                            else [])
     if "dates" in figures and not args.translation_run:
         raise UserError("--only dates: expected --translation-run RUN_DIR")
     out_dir = Path(args.out_dir)
     written = []
+    if "example" in figures:
+        written.append(example_figure(out_dir / EXAMPLE_FIGURE))
     if "dates" in figures:
         written.append(translation_figure(args.translation_run, out_dir / DATES_FIGURE))
     if "shapes" in figures:

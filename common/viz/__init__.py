@@ -1,7 +1,8 @@
 """Attention you can see: overlays, heatmaps and an HTML viewer, independent of any model.
 
 - `render_caption_overlay` / `render_caption_gif`: the Show-Attend-Tell figure, one panel (or
-  GIF frame) per word with its attention map over the image.
+  GIF frame) per word with its attention map over the image as a mask that dims what was not
+  attended, each panel at the image's aspect ratio.
 - `render_alignment_heatmap` / `render_head_grid`: translation attention as heatmaps, one
   matrix or every head of a layer.
 - `write_html_viewer`: one self-contained HTML page; hover a word to see its attention.
@@ -21,10 +22,11 @@ from common.viz.heatmap import (
 from common.viz.html_viewer import ITEM_KINDS, write_html_viewer
 from common.viz.overlay import (
     SMOOTHING,
-    blend_attention,
     default_label_height,
+    panel_shape,
     render_caption_gif,
     render_caption_overlay,
+    shade_attention,
     upsample_attention,
 )
 from common.viz.paths import check_output_path, numbered_paths
@@ -33,15 +35,16 @@ __all__ = [
     "ITEM_KINDS",
     "SMOOTHING",
     "alignment_figure",
-    "blend_attention",
     "check_output_path",
     "default_label_height",
     "head_grid_figure",
     "numbered_paths",
+    "panel_shape",
     "render_alignment_heatmap",
     "render_caption_gif",
     "render_caption_overlay",
     "render_head_grid",
+    "shade_attention",
     "upsample_attention",
     "write_html_viewer",
 ]

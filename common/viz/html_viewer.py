@@ -3,10 +3,13 @@
 The page works opened straight from disk (`file://`) with no network: images are embedded as
 base64 `data:` URIs, the attention weights as a JSON block, and the CSS and JavaScript inline.
 
-- A caption item shows the image with a canvas laid over it. Hovering (or clicking, or
-  focusing) a word draws that step's `h x w` map on the canvas, scaled to the image with the
-  browser's smoothing and blended white where the weight is high, as `render_caption_overlay`
-  does; a hard-attention pick is outlined.
+- A caption item shows the image at its own aspect ratio (the longest side `DISPLAY_SIDE` CSS
+  pixels) with a canvas of the same size laid over it. Hovering (or clicking, or focusing) a
+  word draws that step's `h x w` map on the canvas, scaled to the image with the browser's
+  smoothing, as the mask `render_caption_overlay` draws: a black layer of opacity
+  `dim * (1 - m)` dims what was not attended and a white one of opacity `glow * m` lifts what
+  was, which composites to the same `shade_attention` formula; a hard-attention pick is
+  outlined.
 - A translation item shows the source and target sentences. Hovering a target word shades
   each source word's background with opacity `weight / max(weights of that row)`, and hovering
   a source word shades the target words by its column. Multi-head weights get a head picker.
@@ -43,6 +46,7 @@ from common.viz.inputs import (
     as_rgb_image,
     as_tokens,
 )
+from common.viz.overlay import DIM, GLOW, MARK_COLOR
 
 ITEM_KINDS = Registry("viewer item kind")
 
@@ -50,6 +54,7 @@ ITEM_KINDS = Registry("viewer item kind")
 DISPLAY_SIDE = 400
 EMBED_SIDE = 800
 DECIMALS = 4
+EXIF_ORIENTATION = 0x0112
 EMBEDDABLE = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
 
 
@@ -57,7 +62,8 @@ def write_html_viewer(
     items: Sequence[Mapping[str, Any]],
     out_path: str | Path,
     title: str = "Attention viewer",
-    alpha: float = 0.6,
+    dim: float = DIM,
+    glow: float = GLOW,
 ) -> Path:
     """Write one self-contained HTML page showing several attention examples.
 
@@ -70,7 +76,8 @@ def write_html_viewer(
               "weights": (T, S) or (H, T, S), "title": str (optional)}`.
         out_path: the `.html` file to write (parent folders are created).
         title: the page title.
-        alpha: the caption overlay's opacity at each map's highest weight.
+        dim, glow: the caption mask, as for `render_caption_overlay`: how far the unattended
+            parts go towards black and the most attended towards white.
 
     Returns:
         The path written.
@@ -83,8 +90,9 @@ def write_html_viewer(
     """
     if isinstance(items, Mapping) or not isinstance(items, Sequence) or not items:
         raise UserError(f"expected a non-empty list of viewer items, got {type(items).__name__}")
-    if not 0.0 <= float(alpha) <= 1.0:
-        raise UserError(f"expected alpha in [0, 1], got {alpha}")
+    for name, value in (("dim", dim), ("glow", glow)):
+        if not 0.0 <= float(value) <= 1.0:
+            raise UserError(f"expected {name} in [0, 1], got {value}")
     sections, data = [], []
     for index, item in enumerate(items):
         if not isinstance(item, Mapping):
@@ -93,7 +101,9 @@ def write_html_viewer(
         section, payload = build(index, item)
         sections.append(section)
         data.append(payload)
-    blob = json.dumps({"alpha": float(alpha), "items": data}, separators=(",", ":"))
+    blob = json.dumps({"dim": float(dim), "glow": float(glow),
+                       "mark": "rgb({}, {}, {})".format(*MARK_COLOR), "items": data},
+                      separators=(",", ":"))
     page = _PAGE.format(
         title=html.escape(title),
         css=_CSS,
@@ -133,7 +143,8 @@ def _caption_item(index: int, item: Mapping[str, Any]) -> tuple[str, dict[str, A
  data-step="-1"></canvas>
 </div>
 <p class="viz-words">{spans}</p>
-<p class="viz-hint">Hover or click a word to see where the model looked.</p>
+<p class="viz-hint">Hover or click a word to see where the model looked: the image stays
+bright there and is dimmed where it did not look.</p>
 </section>"""
     payload = {"kind": "caption", "attention": _rounded(maps), "hard_indices": picks}
     return section, payload
@@ -194,15 +205,21 @@ def _check_keys(index: int, item: Mapping[str, Any], required: set[str],
 
 
 def _image_data_uri(image: Any) -> tuple[str, tuple[int, int]]:
-    """A `data:` URI of the image and its size; encoded bytes are embedded as they are."""
+    """A `data:` URI of the image and its size; encoded bytes are embedded as they are.
+
+    Bytes with an EXIF orientation other than "upright" are re-encoded as PNG without it: a
+    browser would turn them (and squeeze them into the box of the stored size), while the
+    model and the PNG figures see the pixels as stored.
+    """
     if isinstance(image, (bytes, bytearray, memoryview)):
         raw = bytes(image)
         try:
             with Image.open(io.BytesIO(raw)) as probe:
                 kind, size = probe.format, probe.size
+                upright = probe.getexif().get(EXIF_ORIENTATION, 1) == 1
         except Exception as exc:  # PIL raises several unrelated types for bad bytes
             raise DataError(f"cannot decode the image bytes ({len(raw)} bytes): {exc}") from None
-        if kind in EMBEDDABLE:
+        if kind in EMBEDDABLE and upright:
             return f"data:{EMBEDDABLE[kind]};base64,{base64.b64encode(raw).decode()}", size
     picture = as_rgb_image(image)
     size = picture.size
@@ -259,13 +276,9 @@ _JS = """
     });
   }
 
-  function drawCaption(item, step, word) {
-    var entry = DATA.items[item];
-    var canvas = document.getElementById("viz-overlay-" + item);
-    var context = canvas.getContext("2d");
-    var map = entry.attention[step];
-    var rows = map.length, cols = map[0].length, peak = 0;
-    map.forEach(function (row) { row.forEach(function (v) { peak = Math.max(peak, v); }); });
+  // One smoothed layer of the map: `color` at opacity `level(m)`, m = weight / peak.
+  function layer(map, peak, color, level) {
+    var rows = map.length, cols = map[0].length;
     var small = document.createElement("canvas");
     small.width = cols;
     small.height = rows;
@@ -274,22 +287,42 @@ _JS = """
     for (var i = 0; i < rows; i++) {
       for (var j = 0; j < cols; j++) {
         var k = 4 * (i * cols + j);
-        pixels.data[k] = pixels.data[k + 1] = pixels.data[k + 2] = 255;
-        pixels.data[k + 3] = peak > 0 ? Math.round(255 * DATA.alpha * map[i][j] / peak) : 0;
+        pixels.data[k] = pixels.data[k + 1] = pixels.data[k + 2] = color;
+        pixels.data[k + 3] = Math.round(255 * level(map[i][j] / peak));
       }
     }
     smallContext.putImageData(pixels, 0, 0);
+    return small;
+  }
+
+  function drawCaption(item, step, word) {
+    var entry = DATA.items[item];
+    var canvas = document.getElementById("viz-overlay-" + item);
+    var context = canvas.getContext("2d");
+    var map = entry.attention[step];
+    var rows = map.length, cols = map[0].length, peak = 0;
+    map.forEach(function (row) { row.forEach(function (v) { peak = Math.max(peak, v); }); });
     context.clearRect(0, 0, canvas.width, canvas.height);
     context.imageSmoothingEnabled = true;
     context.imageSmoothingQuality = "high";
-    context.drawImage(small, 0, 0, canvas.width, canvas.height);
+    if (peak > 0) {  // an all-zero map shows the plain image
+      // Black at dim * (1 - m), then white at glow * m: over the image this is
+      // d = image * (1 - dim * (1 - m)), d + glow * m * (255 - d), as in the PNG figures.
+      context.drawImage(layer(map, peak, 0, function (m) { return DATA.dim * (1 - m); }),
+                        0, 0, canvas.width, canvas.height);
+      context.drawImage(layer(map, peak, 255, function (m) { return DATA.glow * m; }),
+                        0, 0, canvas.width, canvas.height);
+    }
     if (entry.hard_indices) {
       var pick = entry.hard_indices[step];
       var cellW = canvas.width / cols, cellH = canvas.height / rows;
-      context.strokeStyle = "rgb(255, 40, 0)";
+      var x = cellW * (pick % cols), y = cellH * Math.floor(pick / cols);
+      context.lineWidth = 4;
+      context.strokeStyle = "rgb(0, 0, 0)";
+      context.strokeRect(x + 2, y + 2, cellW - 4, cellH - 4);
       context.lineWidth = 2;
-      context.strokeRect(cellW * (pick % cols) + 1, cellH * Math.floor(pick / cols) + 1,
-                         cellW - 2, cellH - 2);
+      context.strokeStyle = DATA.mark;
+      context.strokeRect(x + 2, y + 2, cellW - 4, cellH - 4);
     }
     canvas.dataset.step = String(step);
     setActive(word.closest(".viz-item"), ".viz-word", word);

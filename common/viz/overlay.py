@@ -4,12 +4,21 @@ Xu et al. 2015, "Show, Attend and Tell: Neural Image Caption Generation with Vis
 Attention", figures 2-3: the image, then one panel per generated word with that step's
 attention map upsampled to the image and laid over it, the word underneath.
 
-The image is resized to a `panel_size x panel_size` square (as the encoder sees it), and an
-attention grid of `h x w` cells covers it as equal rectangles, cell `(i, j)` being the flat
-region index `i * w + j` (row-major, the order an encoder's `(h, w, D)` features flatten to).
-Each map is divided by its maximum (so every panel uses the full range), upsampled smoothly,
-and blended towards a highlight colour: `out = image + alpha * m * (color - image)`. Where the
-weight is zero the image is unchanged.
+Each panel keeps the image's aspect ratio: its longest side is `panel_size` pixels, so a
+320x240 photo gives 224x168 panels and a disc stays round. The encoder saw the image resized
+(squeezed) to its input size, so its `h x w` attention grid covers the whole image as equal
+rectangles, cell `(i, j)` being the flat region index `i * w + j` (row-major, the order an
+encoder's `(h, w, D)` features flatten to).
+
+Each map is divided by its maximum (so every panel uses the full range), upsampled smoothly to
+the panel, `m` in `[0, 1]`, and used as a mask, as in the paper's figures: what was not
+attended is dimmed towards black and what was attended is lifted a little towards white,
+
+    d = image * (1 - dim * (1 - m))          out = d + glow * m * (255 - d)
+
+so the attended region stands out by about `dim` of the image's brightness plus `glow` of the
+headroom above it, on a light image as on a dark one (the old white glow alone vanished on light
+images). Hard attention's pick is outlined on top.
 
 Dimensions: `T` words, `h x w` the attention grid (`L = h * w` regions), `Hi x Wi` the image.
 """
@@ -29,11 +38,15 @@ from common.registry import Registry
 from common.viz.inputs import as_attention_maps, as_hard_indices, as_rgb_image, as_tokens
 
 Color = tuple[int, int, int]
+MARK_COLOR: Color = (255, 40, 0)
 
 SMOOTHING = Registry("attention smoothing")
 
 # The Gaussian's standard deviation, in attention cells.
 GAUSSIAN_SIGMA_CELLS = 0.6
+# How far unattended pixels are dimmed towards black, and the most attended lifted to white.
+DIM = 0.7
+GLOW = 0.3
 
 
 @SMOOTHING.register("nearest")
@@ -76,24 +89,36 @@ def upsample_attention(
     return resize(values, int(size[0]), int(size[1]))
 
 
-def blend_attention(
-    image: np.ndarray, weights: np.ndarray, alpha: float = 0.6, color: Color = (255, 255, 255)
+def shade_attention(
+    image: np.ndarray, weights: np.ndarray, dim: float = DIM, glow: float = GLOW
 ) -> np.ndarray:
-    """Blend an image towards `color` in proportion to per-pixel weights in `[0, 1]`.
+    """Dim an image where the weight is low and lift it towards white where it is high.
+
+    `d = image * (1 - dim * (1 - w))`, then `out = d + glow * w * (255 - d)`: at weight 1 a
+    pixel is `image + glow * (255 - image)`, at weight 0 it is `image * (1 - dim)`.
 
     Args:
         image: `(Hi, Wi, 3)` uint8.
-        weights: `(Hi, Wi)` floats in `[0, 1]`; zero leaves a pixel unchanged.
-        alpha: the blend at weight 1.
-        color: the highlight colour, RGB.
+        weights: `(Hi, Wi)` floats in `[0, 1]` (clipped to it).
+        dim: how far unattended pixels go towards black (0 keeps them, 1 blacks them out).
+        glow: how far the most attended pixels go towards white.
 
     Returns:
         A `(Hi, Wi, 3)` uint8 array.
     """
     base = image.astype(np.float32)
-    mix = alpha * np.clip(weights, 0.0, 1.0)[:, :, None]
-    out = base + mix * (np.asarray(color, dtype=np.float32) - base)
+    w = np.clip(weights, 0.0, 1.0)[:, :, None].astype(np.float32)
+    dimmed = base * (1.0 - dim * (1.0 - w))
+    out = dimmed + glow * w * (255.0 - dimmed)
     return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
+def panel_shape(image_size: tuple[int, int], panel_size: int) -> tuple[int, int]:
+    """`(width, height)` of a panel for an image of `(width, height)`: the same aspect ratio,
+    the longest side `panel_size` pixels (at least one pixel each way)."""
+    width, height = int(image_size[0]), int(image_size[1])
+    scale = panel_size / max(width, height)
+    return max(1, round(width * scale)), max(1, round(height * scale))
 
 
 def default_label_height(panel_size: int) -> int:
@@ -111,16 +136,17 @@ def render_caption_overlay(
     columns: int = 5,
     panel_size: int = 224,
     smooth: str = "bilinear",
-    alpha: float = 0.6,
-    color: Color = (255, 255, 255),
-    mark_color: Color = (255, 40, 0),
+    dim: float = DIM,
+    glow: float = GLOW,
+    mark_color: Color = MARK_COLOR,
     label_height: int | None = None,
 ) -> Image.Image:
     """Draw the Show-Attend-Tell figure: the image, then one attended panel per word.
 
-    Panels are `panel_size` square with a `label_height` strip underneath for the word, laid
-    out left to right in rows of `columns`; the first panel is the plain image. The figure is
-    `min(columns, T + 1) * panel_size` wide and `rows * (panel_size + label_height)` high.
+    Each panel is the image at its own aspect ratio, its longest side `panel_size` pixels
+    (`panel_shape`), with a `label_height` strip underneath for the word; panels are laid out
+    left to right in rows of `columns`, the first one the plain image. The figure is
+    `min(columns, T + 1) * pw` wide and `rows * (ph + label_height)` high for panels `pw x ph`.
 
     Args:
         image: `(Hi, Wi, 3)` uint8 array, PIL image or image file bytes.
@@ -129,12 +155,13 @@ def render_caption_overlay(
         out_path: where to save the figure as PNG (parent folders are created); None to only
             return it.
         hard_indices: `(T,)` ints, the region each step of hard attention picked (flat
-            row-major into `h x w`); a rectangle marks it on top of the blend.
+            row-major into `h x w`); a rectangle marks it on top of the shading.
         columns: panels per row.
-        panel_size: side of each square panel, in pixels.
+        panel_size: the longest side of each panel, in pixels.
         smooth: `"bilinear"`, `"gaussian"` or `"nearest"` upsampling of the maps.
-        alpha: blend at the highest weight of each map (0 shows the plain image).
-        color: highlight colour, RGB.
+        dim: how far the unattended parts go towards black, in `[0, 1]`.
+        glow: how far the most attended part goes towards white, in `[0, 1]` (`dim = glow = 0`
+            shows the plain image).
         mark_color: colour of the hard-attention rectangle.
         label_height: height of the word strip; default `default_label_height(panel_size)`.
 
@@ -142,14 +169,14 @@ def render_caption_overlay(
         The figure as an RGB `PIL.Image.Image`.
 
     Example:
-    >>> image = np.zeros((32, 48, 3), np.uint8)
+    >>> image = np.zeros((32, 48, 3), np.uint8)  # 48 wide, 32 high: panels of 64 x 43
     >>> figure = render_caption_overlay(image, ["a", "cat"], np.random.rand(2, 4, 4),
     ...                                 columns=2, panel_size=64, label_height=16)
     >>> figure.size
-    (128, 160)
+    (128, 118)
     """
-    panels = _caption_panels(image, words, attention, hard_indices, panel_size, smooth, alpha,
-                             color, mark_color, label_height)
+    panels = _caption_panels(image, words, attention, hard_indices, panel_size, smooth, dim,
+                             glow, mark_color, label_height)
     columns = _positive_int(columns, "columns")
     cols = min(columns, len(panels))
     rows = math.ceil(len(panels) / cols)
@@ -173,19 +200,20 @@ def render_caption_gif(
     hard_indices: Any = None,
     panel_size: int = 224,
     smooth: str = "bilinear",
-    alpha: float = 0.6,
-    color: Color = (255, 255, 255),
-    mark_color: Color = (255, 40, 0),
+    dim: float = DIM,
+    glow: float = GLOW,
+    mark_color: Color = MARK_COLOR,
     label_height: int | None = None,
     duration_ms: int = 800,
 ) -> list[Image.Image]:
     """Save an animated GIF: the plain image under the whole caption, then one frame per word.
 
     Each word's frame is labelled `word (t/T)`, so no two frames are alike and none is merged
-    away: the GIF has exactly `T + 1` frames of `panel_size x (panel_size + label_height)`.
+    away: the GIF has exactly `T + 1` frames of `pw x (ph + label_height)`, the panels of
+    `render_caption_overlay` (the image's aspect ratio, the longest side `panel_size`).
 
     Args:
-        image, words, attention, hard_indices, panel_size, smooth, alpha, color, mark_color,
+        image, words, attention, hard_indices, panel_size, smooth, dim, glow, mark_color,
         label_height: as for `render_caption_overlay`.
         out_path: where to save the GIF (parent folders are created).
         duration_ms: how long each frame shows; the animation loops forever.
@@ -195,8 +223,8 @@ def render_caption_gif(
     """
     words = as_tokens(words, "words")
     duration_ms = _positive_int(duration_ms, "duration_ms")
-    frames = _caption_panels(image, words, attention, hard_indices, panel_size, smooth, alpha,
-                             color, mark_color, label_height,
+    frames = _caption_panels(image, words, attention, hard_indices, panel_size, smooth, dim,
+                             glow, mark_color, label_height,
                              labels=[" ".join(words)] +
                              [f"{word} ({t + 1}/{len(words)})" for t, word in enumerate(words)])
     path = Path(out_path)
@@ -213,8 +241,8 @@ def _caption_panels(
     hard_indices: Any,
     panel_size: int,
     smooth: str,
-    alpha: float,
-    color: Color,
+    dim: float,
+    glow: float,
     mark_color: Color,
     label_height: int | None,
     labels: Sequence[str] | None = None,
@@ -226,24 +254,28 @@ def _caption_panels(
     panel_size = _positive_int(panel_size, "panel_size")
     if panel_size < 8:
         raise UserError(f"expected panel_size >= 8 pixels, got {panel_size}")
-    if not 0.0 <= float(alpha) <= 1.0:
-        raise UserError(f"expected alpha in [0, 1], got {alpha}")
+    for name, value in (("dim", dim), ("glow", glow)):
+        if not 0.0 <= float(value) <= 1.0:
+            raise UserError(f"expected {name} in [0, 1], got {value}")
     strip = default_label_height(panel_size) if label_height is None else int(label_height)
     if strip < 0:
         raise UserError(f"expected label_height >= 0, got {label_height}")
     grid = maps.shape[1:]
     picks = None if hard_indices is None else as_hard_indices(hard_indices, len(words), grid)
-    base = np.asarray(as_rgb_image(image).resize((panel_size, panel_size),
-                                                 Image.Resampling.BILINEAR))
+    picture = as_rgb_image(image)
+    width, height = panel_shape(picture.size, panel_size)
+    base = np.asarray(picture.resize((width, height), Image.Resampling.BILINEAR))
     labels = ["", *words] if labels is None else list(labels)
     font = _font(strip)
 
     panels = [_with_label(Image.fromarray(base), labels[0], strip, font)]
     for t in range(len(words)):
         peak = float(maps[t].max())
-        scaled = maps[t] / peak if peak > 1e-12 else np.zeros_like(maps[t])
-        weights = upsample_attention(scaled, (panel_size, panel_size), smooth)
-        picture = Image.fromarray(blend_attention(base, weights, float(alpha), color))
+        if peak > 1e-12:
+            weights = upsample_attention(maps[t] / peak, (height, width), smooth)
+            picture = Image.fromarray(shade_attention(base, weights, float(dim), float(glow)))
+        else:  # no weight anywhere: nothing to show, not "looked nowhere"
+            picture = Image.fromarray(base)
         if picks is not None:
             _mark_cell(picture, int(picks[t]), grid, mark_color)
         panels.append(_with_label(picture, labels[t + 1], strip, font))
@@ -251,15 +283,18 @@ def _caption_panels(
 
 
 def _mark_cell(picture: Image.Image, index: int, grid: tuple[int, int], color: Color) -> None:
+    """Outlines a grid cell in `color`, edged in black on both sides so it reads on any image
+    (a red line alone vanishes on a red object)."""
     rows, cols = grid
     row, col = divmod(index, cols)
     width, height = picture.size
-    x0, x1 = col * width / cols, (col + 1) * width / cols
-    y0, y1 = row * height / rows, (row + 1) * height / rows
-    line = max(2, width // 112)
-    ImageDraw.Draw(picture).rectangle(
-        [round(x0), round(y0), round(x1) - 1, round(y1) - 1], outline=color, width=line
-    )
+    box = [round(col * width / cols), round(row * height / rows),
+           round((col + 1) * width / cols) - 1, round((row + 1) * height / rows) - 1]
+    line = max(2, min(width, height) // 112)
+    draw = ImageDraw.Draw(picture)
+    draw.rectangle([box[0] - 1, box[1] - 1, box[2] + 1, box[3] + 1], outline=(0, 0, 0),
+                   width=line + 2)
+    draw.rectangle(box, outline=color, width=line)
 
 
 def _with_label(picture: Image.Image, text: str, strip: int, font: Any) -> Image.Image:

@@ -10,10 +10,13 @@ from PIL import Image
 from captioner.cli import main
 from captioner.datasets import load_split
 from captioner.visualize import caption_figure, input_order, select_results, write_caption_figures
+from common.viz import shade_attention
 from tests.browser import CANVAS_ALPHAS, CANVAS_PNG, open_page
 from tests.captioner.test_cli import _one_line_error
+from tests.common.viz.test_html_viewer import shown_pixels
 
-PANEL, LABEL, GREY = 60, 12, 40
+# The image is 90x50 light grey: panels keep its aspect ratio, PANEL wide and PANEL_H high.
+PANEL, PANEL_H, LABEL, GREY = 60, 33, 12, 200
 MARK = (255, 40, 0)
 
 
@@ -38,20 +41,20 @@ def _result(image, hard=False):
 @pytest.fixture
 def grey_image(tmp_path):
     path = tmp_path / "grey.png"
-    Image.new("RGB", (90, 50), (GREY, GREY, GREY)).save(path)
+    Image.new("RGB", (90, 50), (GREY, GREY, GREY)).save(path)  # 50 * 60 / 90 = 33.3
     return path
 
 
 def _panel(figure, k, columns=2):
     """The image part of panel `k` of a figure drawn with PANEL, LABEL and `columns`."""
     array = np.asarray(figure).astype(int)
-    x, y = (k % columns) * PANEL, (k // columns) * (PANEL + LABEL)
-    return array[y:y + PANEL, x:x + PANEL]
+    x, y = (k % columns) * PANEL, (k // columns) * (PANEL_H + LABEL)
+    return array[y:y + PANEL_H, x:x + PANEL]
 
 
 def _cell_center(row, col, grid=(2, 3)):
     """(y, x) of a grid cell's centre inside a panel."""
-    return int((row + 0.5) * PANEL / grid[0]), int((col + 0.5) * PANEL / grid[1])
+    return int((row + 0.5) * PANEL_H / grid[0]), int((col + 0.5) * PANEL / grid[1])
 
 
 def _draw(tmp_path, result, **kwargs):
@@ -64,19 +67,25 @@ def _draw(tmp_path, result, **kwargs):
 def test_overlay_has_one_panel_per_word_in_a_wrapping_grid(tmp_path, grey_image):
     figure = _draw(tmp_path, _result(grey_image))
     # The image and three words (not the <end> step) in rows of 2.
-    assert figure.size == (2 * PANEL, 2 * (PANEL + LABEL))
+    # The image and three words (not the <end> step) in rows of 2, at the image's 9:5.
+    assert figure.size == (2 * PANEL, 2 * (PANEL_H + LABEL))
 
 
-def test_blend_lights_the_pixels_where_the_weight_is_high(tmp_path, grey_image):
+def test_mask_keeps_where_the_weight_is_high_and_dims_the_rest(tmp_path, grey_image):
     figure = _draw(tmp_path, _result(grey_image))
     plain, a, red, circle = (_panel(figure, k) for k in range(4))
     assert (plain == GREY).all()
+    grey = np.full((1, 1, 3), GREY, np.uint8)
+    attended, unattended = (int(shade_attention(grey, np.array([[w]]))[0, 0, 0])
+                            for w in (1.0, 0.0))
+    assert abs(attended - 216.5) <= 0.5 and unattended == 60  # 200 + 0.3 * 55, 0.3 * 200
     top_left, bottom_right = _cell_center(0, 0), _cell_center(1, 2)
-    assert a[top_left].min() > GREY + 100 and (a[bottom_right] == GREY).all()
-    assert red[bottom_right].min() > GREY + 100 and (red[top_left] == GREY).all()
-    assert red[_cell_center(1, 1)].min() > GREY + 20  # the 0.3 of its weight
-    assert red[_cell_center(1, 1)].max() < red[bottom_right].min()
-    assert circle.min() > GREY + 100  # uniform attention lights the whole panel
+    # Attended cells keep their grey, lifted a little; the others are dimmed.
+    assert a[top_left].min() > GREY and (a[bottom_right] == unattended).all()
+    assert red[bottom_right].min() > GREY and (red[top_left] == unattended).all()
+    # The 0.3 beside the 0.7: between the two, clearly apart from both.
+    assert unattended + 40 < red[_cell_center(1, 1)].min() < attended - 40
+    assert (circle == attended).all()  # uniform attention: the whole panel is attended
     assert not (np.asarray(figure) == MARK).all(-1).any()  # soft: nothing marked
 
 
@@ -86,7 +95,7 @@ def test_hard_attention_marks_the_most_likely_cell(tmp_path, grey_image):
     marked = (red == MARK).all(-1)
     rows, cols = np.nonzero(marked)
     # The outline lies in the bottom-right cell (the 0.7), not the 0.3 one beside it.
-    assert marked.any() and rows.min() >= PANEL // 2 - 1 and cols.min() >= 2 * PANEL // 3 - 1
+    assert marked.any() and rows.min() >= PANEL_H // 2 and cols.min() >= 2 * PANEL // 3
     soft = _draw(tmp_path, _result(grey_image, hard=True), hard=False)
     assert not (np.asarray(soft) == MARK).all(-1).any()
 
@@ -222,20 +231,25 @@ def test_hovering_caption_words_in_a_real_browser(tmp_path, grey_image):
     with open_page(page_path.resolve().as_uri()) as (page, errors, requests):
         canvas = page.locator("#viz-overlay-1")
         width, height = (int(canvas.get_attribute(a)) for a in ("width", "height"))
+        assert (width, height) == (400, 222)  # the image's 90x50, longest side 400
+        # Cell centres, clear of the hard-attention outline.
         points = [(width // 6, height // 4), (width - width // 6, height - height // 4)]
         assert canvas.evaluate(CANVAS_ALPHAS, points) == [0, 0]
         empty = canvas.evaluate(CANVAS_PNG)
 
+        def brightness(point):
+            return shown_pixels(page, 1)[point[1], point[0]].mean()
+
         page.hover('.viz-word[data-item="1"][data-step="0"]')  # "a": top-left
         assert canvas.get_attribute("data-step") == "0"
-        top_left, bottom_right = canvas.evaluate(CANVAS_ALPHAS, points)
-        assert top_left > 100 and bottom_right == 0
+        top_left, bottom_right = (brightness(p) for p in points)
+        assert top_left > GREY and bottom_right < GREY / 2  # kept (lifted) and dimmed
         first = canvas.evaluate(CANVAS_PNG)
 
         page.hover('.viz-word[data-item="1"][data-step="1"]')  # "red": bottom-right
         assert canvas.get_attribute("data-step") == "1"
-        top_left, bottom_right = canvas.evaluate(CANVAS_ALPHAS, points)
-        assert top_left == 0 and bottom_right > 100
+        top_left, bottom_right = (brightness(p) for p in points)
+        assert bottom_right > GREY and top_left < GREY / 2
         assert len({empty, first, canvas.evaluate(CANVAS_PNG)}) == 3
         assert "active" in page.get_attribute('.viz-word[data-item="1"][data-step="1"]',
                                               "class")

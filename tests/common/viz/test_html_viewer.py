@@ -12,8 +12,10 @@ from PIL import Image
 
 from common.errors import DataError, UserError
 from common.registry import UnknownNameError
-from common.viz import write_html_viewer
+from common.viz import shade_attention, write_html_viewer
 from tests.browser import CANVAS_ALPHAS, CANVAS_PNG, open_page
+
+LIGHT = 215  # the caption item's light grey: the old white glow barely showed on it
 
 SOURCE, TARGET = ["la", "casa", "verde", "."], ["the", "green", "house", "."]
 ALIGNMENT = np.array([[0.9, 0.05, 0.03, 0.02],
@@ -28,7 +30,7 @@ def _caption_item(image=None):
     maps[1, 3, 3] = 1.0  # "dog": bottom-right
     maps[2] = 1 / 16  # "<end>": everywhere
     if image is None:
-        image = (np.random.default_rng(0).random((60, 90, 3)) * 120).astype(np.uint8)
+        image = np.full((60, 90, 3), LIGHT, np.uint8)
     return {"kind": "caption", "image_png": image, "words": ["a", "dog", "<end>"],
             "attention": maps, "title": "a dog", "hard_indices": [0, 15, 5]}
 
@@ -103,6 +105,28 @@ def test_png_bytes_are_embedded_as_given(tmp_path):
     assert (int(img["width"]), int(img["height"])) == (400, 200)  # aspect ratio kept
 
 
+def _jpeg_turned_by_exif(width=320, height=240):
+    """JPEG bytes of a `width x height` image whose EXIF says "turn 90 degrees to show it"."""
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 60, 60)).save(buffer, format="JPEG",
+                                                          exif=exif.tobytes())
+    return buffer.getvalue()
+
+
+def test_exif_turned_bytes_are_shown_as_stored(tmp_path):
+    # The model reads the pixels as stored; a browser would turn the JPEG to 240x320 and
+    # squeeze it into the 400x300 box. Re-encoded without the tag, it shows as stored.
+    tags = _parse(write_html_viewer([_caption_item(image=_jpeg_turned_by_exif())],
+                                    tmp_path / "v.html"))
+    (img,) = [attrs for tag, attrs in tags if tag == "img"]
+    assert img["src"].startswith("data:image/png;base64,")
+    with Image.open(io.BytesIO(base64.b64decode(img["src"].split(",", 1)[1]))) as shown:
+        assert shown.size == (320, 240)
+    assert (int(img["width"]), int(img["height"])) == (400, 300)
+
+
 def test_text_is_escaped(tmp_path):
     item = {"kind": "translation", "source_tokens": ["<b>", "</script>"],
             "target_tokens": ["&"], "weights": [[0.5, 0.5]], "title": "<i>t</i>"}
@@ -124,27 +148,40 @@ def test_bad_items_are_user_errors(tmp_path, items, error, message):
         write_html_viewer(items, tmp_path / "v.html")
 
 
+def shown_pixels(page, item):
+    """What the browser shows of a caption item's figure (image and overlay), `(h, w, 3)`."""
+    shot = page.locator(f"#viz-item-{item} .viz-figure").screenshot()
+    return np.asarray(Image.open(io.BytesIO(shot)).convert("RGB"), dtype=np.int32)
+
+
 def test_hovering_words_in_a_real_browser(tmp_path):
     path = write_html_viewer(_items(), tmp_path / "viewer.html")
     with open_page(path.resolve().as_uri()) as (page, errors, requests):
         canvas = page.locator("#viz-overlay-0")
         width, height = (int(canvas.get_attribute(a)) for a in ("width", "height"))
-        # "a" lights the top-left cell, "dog" the bottom-right one.
+        # "a" looks at the top-left cell, "dog" at the bottom-right one.
         points = [(width // 16, height // 16), (width - width // 12, height - height // 12)]
         assert canvas.get_attribute("data-step") == "-1"
         assert canvas.evaluate(CANVAS_ALPHAS, points) == [0, 0]  # nothing drawn yet
         empty = canvas.evaluate(CANVAS_PNG)
+        # (the screenshot may hold one more row of page, the figure lying at a fractional y)
+        assert (shown_pixels(page, 0)[:height - 1, :width] == LIGHT).all()
 
-        page.hover('.viz-word[data-item="0"][data-step="0"]')
-        assert canvas.get_attribute("data-step") == "0"
-        first = canvas.evaluate(CANVAS_PNG)
-        top_left, bottom_right = canvas.evaluate(CANVAS_ALPHAS, points)
-        assert top_left > 100 and bottom_right == 0
-        page.hover('.viz-word[data-item="0"][data-step="1"]')
-        assert canvas.get_attribute("data-step") == "1"
+        # What the page shows over the light grey is the PNG figures' mask: attended pixels
+        # lifted to 215 + 0.3 * 40 = 227, the others dimmed to 0.3 * 215 = 64.5.
+        grey = np.full((1, 2, 3), LIGHT, np.uint8)
+        attended, unattended = shade_attention(grey, np.array([[1.0, 0.0]]))[0, :, 0]
+        for step, (bright, dark) in [(0, points), (1, points[::-1])]:
+            page.hover(f'.viz-word[data-item="0"][data-step="{step}"]')
+            assert canvas.get_attribute("data-step") == str(step)
+            shown = shown_pixels(page, 0)
+            (bx, by), (dx, dy) = bright, dark
+            np.testing.assert_allclose(shown[by, bx], attended, atol=2)
+            np.testing.assert_allclose(shown[dy, dx], unattended, atol=2)
+            assert shown[by, bx].mean() - shown[dy, dx].mean() > 100
+            if step == 0:
+                first = canvas.evaluate(CANVAS_PNG)
         second = canvas.evaluate(CANVAS_PNG)
-        top_left, bottom_right = canvas.evaluate(CANVAS_ALPHAS, points)
-        assert top_left == 0 and bottom_right > 100
         assert len({empty, first, second}) == 3
         assert "active" in page.get_attribute('.viz-word[data-step="1"]', "class")
 
@@ -182,3 +219,24 @@ def test_hovering_words_in_a_real_browser(tmp_path):
         assert errors == []
         assert all(url.startswith(("file:", "data:")) for url in requests), requests
 
+
+
+def test_viewer_keeps_each_images_aspect_ratio_in_a_real_browser(tmp_path):
+    buffer = io.BytesIO()
+    Image.new("RGB", (320, 240), (LIGHT,) * 3).save(buffer, format="PNG")
+    images = {"4:3 png": (buffer.getvalue(), (320, 240)),
+              "3:4 array": (np.full((320, 240, 3), LIGHT, np.uint8), (240, 320)),
+              "4:3 jpeg turned by exif": (_jpeg_turned_by_exif(), (320, 240))}
+    items = [_caption_item(image=image) for image, _ in images.values()]
+    path = write_html_viewer(items, tmp_path / "viewer.html")
+    sizes = """img => [img.naturalWidth, img.naturalHeight, img.clientWidth, img.clientHeight]"""
+    with open_page(path.resolve().as_uri()) as (page, errors, requests):
+        for index, (name, (_, (width, height))) in enumerate(images.items()):
+            image = page.locator(f"#viz-item-{index} .viz-image")
+            natural_w, natural_h, shown_w, shown_h = image.evaluate(sizes)
+            assert (natural_w, natural_h) == (width, height), name
+            assert max(shown_w, shown_h) == 400, name
+            assert abs(shown_w / shown_h - width / height) < 0.01, name
+            # The overlay covers the picture exactly, so cells land where the model's were.
+            assert page.locator(f"#viz-overlay-{index}").bounding_box() == image.bounding_box()
+        assert errors == []
