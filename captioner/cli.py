@@ -99,6 +99,9 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-size", type=positive_int)
     g.add_argument("--learning-rate", type=positive_float)
     g.add_argument("--seed", type=int)
+    g.add_argument("--deterministic", action="store_true", default=None,
+                   help="bit-identical runs for one seed (op determinism, no graph rewriting; "
+                        "slower)")
     g.add_argument("--cache-features", action="store_true", default=None,
                    help="compute the frozen encoder's features once and train from them")
     g.add_argument("--jit-compile", action=argparse.BooleanOptionalAction, default=None,
@@ -132,7 +135,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         "data": data,
         "training": given(epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
                           batch_size=args.batch_size, learning_rate=args.learning_rate,
-                          seed=args.seed, jit_compile=args.jit_compile,
+                          seed=args.seed, deterministic=args.deterministic,
+                          jit_compile=args.jit_compile,
                           precision=args.precision, distribute=args.distribute,
                           logical_cpus=args.logical_cpus),
     }

@@ -28,6 +28,7 @@ OPTION_FIELDS = {
     "learning_rate": ("training", "learning_rate"),
     "clip_norm": ("training", "clip_norm"),
     "seed": ("training", "seed"),
+    "deterministic": ("training", "deterministic"),
     "checkpoint_every": ("training", "checkpoint_every"),
     "precision": ("training", "precision"),
     "jit_compile": ("training", "jit_compile"),

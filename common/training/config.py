@@ -33,6 +33,10 @@ class TrainingConfig:
         keep_checkpoints: how many checkpoints `RUN_DIR/checkpoints` keeps.
         log_every: write TensorBoard scalars and a `history.jsonl` line every this many steps.
         seed: the seed given to `keras.utils.set_random_seed` before the model is built.
+        deterministic: make two runs with the same seed, data, packages and machine give the
+            same weights bit for bit: TensorFlow's op determinism (on every device) and no
+            Grappler graph rewriting, which otherwise reorders floating-point sums differently
+            from process to process. Slower; see `make_deterministic`.
         jit_compile: compile the training step with XLA; `None` (auto): on where a GPU is
             visible, off on CPU (see `resolve_auto`).
         distribute: "none", "mirrored", "multi-worker" or "auto" (see `make_strategy`).
@@ -56,6 +60,7 @@ class TrainingConfig:
     keep_checkpoints: int = 3
     log_every: int = 100
     seed: int = 1234
+    deterministic: bool = False
     jit_compile: bool | None = None
     distribute: str = "none"
     logical_cpus: int = 0
@@ -74,6 +79,8 @@ class TrainingConfig:
         _check_int("log_every", self.log_every, minimum=1)
         _check_int("seed", self.seed, minimum=0)
         _check_int("logical_cpus", self.logical_cpus, minimum=0)
+        if not isinstance(self.deterministic, bool):
+            raise UserError(f"deterministic must be true or false, got {self.deterministic!r}")
         if self.jit_compile is not None and not isinstance(self.jit_compile, bool):
             raise UserError(
                 f"jit_compile must be true, false or null (auto), got {self.jit_compile!r}")

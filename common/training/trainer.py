@@ -87,15 +87,26 @@ _WRITE_ERRORS = (OSError, tf.errors.ResourceExhaustedError, tf.errors.Permission
                  tf.errors.AlreadyExistsError)
 
 
-def make_deterministic(seed: int) -> None:
+def make_deterministic(seed: int, strict: bool = False) -> None:
     """Seed Python, NumPy, TensorFlow and Keras; on CPU-only machines also make ops deterministic.
 
-    `enable_op_determinism` is left off where a GPU is visible: there it can be much slower and
-    makes some ops raise, and the README promises determinism on CPU only.
+    Seeding and op determinism are not enough for bit-identical runs: Grappler, TensorFlow's
+    graph optimizer, rewrites each `tf.function` graph, and the order in which it combines a
+    gradient's partial sums differs from process to process (measured on the captioner's
+    training step: the first step's gradients differ in the last bits between two processes
+    with everything else equal, and training amplifies that). `strict=True` (`--deterministic`)
+    also turns Grappler off and asks for op determinism on every device (where a GPU op has no
+    deterministic kernel TensorFlow then raises, naming it).
+
+    Without `strict`, `enable_op_determinism` is left off where a GPU is visible: there it can
+    be much slower and makes some ops raise.
     """
     keras.utils.set_random_seed(seed)
-    if not tf.config.list_physical_devices("GPU") and not tf.config.list_physical_devices("TPU"):
+    accelerators = tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU")
+    if strict or not accelerators:
         tf.config.experimental.enable_op_determinism()
+    if strict:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
 class TrainingDiverged(UserError):
@@ -141,7 +152,7 @@ class Trainer:
             )
         self.chief = is_chief(self.strategy)
         keras.mixed_precision.set_dtype_policy(config.precision)
-        make_deterministic(config.seed)
+        make_deterministic(config.seed, strict=config.deterministic)
         with self.strategy.scope():
             self.model = build_model()
             if build_optimizer is None:
