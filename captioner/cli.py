@@ -156,9 +156,11 @@ def _train(args: argparse.Namespace) -> int:
     else:
         config = CaptionerRunConfig()
         if args.preset:
-            config = apply_overrides(config, get_preset(args.preset))
+            config = apply_overrides(config, get_preset(args.preset, args.dataset))
         elif not args.dataset:
             raise UserError("--dataset is required (or a --preset that names one); got neither")
+        if "options" in overrides["data"]:  # --data-option adds to the preset's options
+            overrides["data"]["options"] = {**config.data.options, **overrides["data"]["options"]}
         config = apply_overrides(config, overrides)
     records = train(config, args.out, resume=args.resume, verbose=args.verbose)
     if records:

@@ -9,34 +9,67 @@ Shapes: `B` batch, `H×W` image size, `L = h·w` regions, `D` features.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable
+from pathlib import Path
 
 import keras
 from keras import layers, ops
 
 from captioner.config import EncoderConfig
+from common.errors import UserError
 from common.registry import Registry
 
 ENCODERS = Registry("encoder")
 
 
 class _Backbone:
-    """A registry entry: how to build a feature extractor and how to preprocess its input."""
+    """A registry entry: how to build a feature extractor and how to preprocess its input;
+    `pretrained`: it can load ImageNet weights (`weights="imagenet"`)."""
 
-    def __init__(self, build: Callable[[EncoderConfig], keras.Model], preprocessing: str):
+    def __init__(self, build: Callable[[EncoderConfig], keras.Model], preprocessing: str,
+                 pretrained: bool = True):
         self.build = build
         self.preprocessing = preprocessing
+        self.pretrained = pretrained
+
+
+def keras_models_dir() -> Path:
+    """Where Keras looks for (and downloads) pretrained weights: `$KERAS_HOME/models`, else
+    `~/.keras/models` (`/tmp/.keras/models` when the home directory is not writable)."""
+    if "KERAS_HOME" in os.environ:
+        home = Path(os.environ["KERAS_HOME"]).expanduser()
+    else:
+        base = Path("~").expanduser()
+        home = (base if os.access(base, os.W_OK) else Path("/tmp")) / ".keras"
+    if not os.access(home, os.W_OK):  # what `keras.utils.get_file` falls back to
+        home = Path("/tmp/.keras")
+    return home / "models"
+
+
+_FETCH_FAILURE = re.compile(r"^URL fetch failure on (\S+?): (.*)$", re.DOTALL)
 
 
 def _application(constructor_name: str, feature_layer: str | None = None, **kwargs):
     def build(config: EncoderConfig) -> keras.Model:
         constructor = getattr(keras.applications, constructor_name)
-        base = constructor(
-            include_top=False,
-            weights=None if config.weights == "none" else config.weights,
-            input_shape=(*config.image_size, 3),
-            **kwargs,
-        )
+        weights = None if config.weights == "none" else config.weights
+        try:
+            base = constructor(include_top=False, weights=weights,
+                               input_shape=(*config.image_size, 3), **kwargs)
+        except Exception as exc:  # `keras.utils.get_file` raises a bare Exception offline
+            failure = _FETCH_FAILURE.match(str(exc)) if weights == "imagenet" else None
+            if failure is None:
+                raise
+            url, reason = failure.groups()
+            reason = " ".join(reason.split(" -- ", 1)[-1].split())  # "None -- [Errno -2] ..."
+            file = url.rsplit("/", 1)[-1]
+            raise UserError(
+                f"could not fetch the ImageNet weights of {config.name} from {url} "
+                f"({reason}); Keras looks for {file} in {keras_models_dir()} "
+                "(set KERAS_HOME to look elsewhere): place the file there, or train from "
+                "scratch with --weights none") from None
         if feature_layer is None:
             return base
         return keras.Model(base.input, base.get_layer(feature_layer).output, name=base.name)
@@ -63,7 +96,7 @@ def _small_cnn(config: EncoderConfig) -> keras.Model:
     return keras.Model(inputs, x, name="small_cnn")
 
 
-ENCODERS.add("small-cnn", _Backbone(_small_cnn, "unit"))
+ENCODERS.add("small-cnn", _Backbone(_small_cnn, "unit", pretrained=False))
 ENCODERS.add("vgg19", _Backbone(_application("VGG19", "block5_conv4"), "caffe"))
 ENCODERS.add("resnet50", _Backbone(_application("ResNet50"), "caffe"))
 ENCODERS.add("resnet101", _Backbone(_application("ResNet101"), "caffe"))
@@ -208,6 +241,21 @@ def _set_trainable(backbone: keras.Model, from_scratch: bool, fine_tune: int) ->
         layer.trainable = id(layer) in top and not isinstance(
             layer, layers.BatchNormalization
         )
+
+
+def fetch_pretrained_weights(config: EncoderConfig) -> None:
+    """Make sure the pretrained weights `config` asks for are on this machine.
+
+    Builds the backbone once, which downloads its weights into the Keras cache or finds them
+    there, so that training can fail before it loads any data when they cannot be had.
+
+    Raises:
+        UserError: the weights could not be fetched (offline): the message names the file,
+            the folder Keras looks in, and `--weights none`.
+    """
+    entry = ENCODERS.get(config.name)
+    if entry.pretrained and config.weights != "none":
+        entry.build(config)
 
 
 def build_encoder(config: EncoderConfig, **kwargs) -> ImageEncoder:

@@ -2,6 +2,7 @@
 
 A preset is a nested dict of overrides for `captioner.config.CaptionerRunConfig`
 (`encoder`, `decoder`, `data`, `training`); options given on the command line override it.
+Its dataset options (`data.options`) apply to its own dataset only (see `get_preset`).
 
 - `demo`: the `shapes` dataset, `small-cnn` with one context conv, an LSTM of 128 whose
   attention also sees the word it reads (`query="hidden+word"`), no doubly stochastic
@@ -52,6 +53,19 @@ PRESETS.add("coco", {
 })
 
 
-def get_preset(name: str) -> dict[str, Any]:
-    """A deep copy of the preset's overrides (raises `UnknownNameError` for a wrong name)."""
-    return copy.deepcopy(PRESETS.get(name))
+def get_preset(name: str, dataset: str | None = None) -> dict[str, Any]:
+    """A deep copy of the preset's overrides (raises `UnknownNameError` for a wrong name).
+
+    Args:
+        name: a name in `PRESETS`.
+        dataset: the dataset the run reads, when it is chosen apart from the preset
+            (`--dataset coco --preset tiny`). A preset's dataset options and data folder
+            belong to its own dataset's loader (`tiny`'s `num_images` is a `shapes` option),
+            so they are left out when `dataset` is another one; its other settings stay.
+    """
+    preset = copy.deepcopy(PRESETS.get(name))
+    data = preset.get("data", {})
+    if dataset is not None and dataset != data.get("dataset", dataset):
+        data.pop("options", None)
+        data.pop("data_dir", None)
+    return preset

@@ -66,13 +66,14 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     """Train `config` into `run_dir`; returns the trainer's epoch records.
 
     Raises:
-        UserError: a bad name or setting, a missing data directory, or a directory that already
-            holds a run when `resume` is false.
+        UserError: a bad name or setting, a missing data directory, pretrained weights that
+            cannot be fetched, or a directory that already holds a run when `resume` is false.
     """
     import tensorflow as tf
 
     from captioner.datasets import load_split
     from captioner.datasets.pipeline import build_vocabulary, make_dataset
+    from captioner.encoders import fetch_pretrained_weights
     from common.text import Vocabulary
     from common.training import RunDir, Trainer, TrainingConfig, make_strategy
     from common.training.distribute import is_chief
@@ -82,6 +83,7 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     # Logical CPU devices can only be made before TensorFlow runs its first op.
     strategy = make_strategy(training.distribute, training.logical_cpus)
     chief = is_chief(strategy)  # only the chief writes into the run directory
+    fetch_pretrained_weights(config.encoder)  # offline: fail before loading any data
     run = RunDir(run_dir)
     if chief:
         run.claim(resume)  # refuse a directory holding another run before writing anything

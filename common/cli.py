@@ -54,13 +54,37 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {first_line} (see {self.prog} --help)\n")
 
 
+class SubcommandParser(Parser):
+    """A sub-command's parser: options and positional arguments in any order.
+
+    Plain argparse reads `translate RUN --beam-size 4 "12 May 2020"` as RUN with no TEXT (a
+    `nargs="*"` positional matches zero words before the option) and then refuses the text;
+    intermixed parsing reads the options first and the positionals from what is left, so that
+    line means the same as `translate RUN "12 May 2020" --beam-size 4`.
+    """
+
+    _intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        # `parse_known_intermixed_args` calls `parse_known_args` for each of its two passes
+        # (Python < 3.12); those passes are plain.
+        if self._intermixing:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
 def build_parser(prog: str, description: str, subcommands: Sequence[Subcommand]) -> argparse.ArgumentParser:
     parser = Parser(
         prog=prog,
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands",
+                                parser_class=SubcommandParser)
     sub.required = True
     for command in subcommands:
         p = sub.add_parser(

@@ -34,3 +34,16 @@ def test_unknown_subcommand_exits_2_without_traceback(prog):
     assert result.returncode == 2
     assert "invalid choice" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_translate_takes_options_before_its_texts(tmp_path):
+    # The line: `--beam-size 4` between MODEL and TEXT used to be refused with
+    # "unrecognized arguments: 12 May 2020"; now the line is read and the missing run named.
+    missing = tmp_path / "no-run"
+    missing.mkdir()
+    result = run(sys.executable, "-m", "seq2seq", "translate", str(missing), "--beam-size", "4",
+                 "12 May 2020")
+    assert result.returncode == 2
+    assert "unrecognized arguments" not in result.stderr
+    assert "not a translator run directory" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -24,7 +24,8 @@ load_split(name: str, split: str, data_dir: str | None = None, **options) -> Cap
 # csv:      options file (default f"{split}.csv"), image_column="image",
 #           caption_column="caption", images_dir=None (paths relative to the CSV's folder);
 #           several rows with the same image give several captions
-# A missing folder or file raises DataError naming it. Unreadable images are skipped with a
+# An option the loader does not take raises UserError naming it and the loader's options
+# (`records.dataset_options(name)`). A missing folder or file raises DataError naming it. Unreadable images are skipped with a
 # warning and counted in `CaptionSplit.skipped` (checked cheaply with PIL at load time).
 
 @dataclass(frozen=True)

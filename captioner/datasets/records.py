@@ -8,6 +8,7 @@ tf.data pipeline (`captioner.datasets.pipeline`) and the metrics read only this 
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from collections.abc import Iterable, Iterator
@@ -140,12 +141,17 @@ def load_split(name: str, split: str, data_dir: str | os.PathLike | None = None,
     Returns:
         A `CaptionSplit`.
 
+    Raises:
+        UserError: an unknown name or split, an option the loader does not take, or a
+            missing data directory (`DataError`).
+
     Example:
     >>> split = load_split("shapes", "valid", num_images=10)
     >>> len(split), split[0].image.shape
     (10, (64, 64, 3))
     """
     loader = DATASETS.get(name)
+    check_options(name, options)
     split = normalize_split(split)
     if loader.needs_data_dir:
         if data_dir is None:
@@ -154,6 +160,27 @@ def load_split(name: str, split: str, data_dir: str | os.PathLike | None = None,
         if not data_dir.is_dir():
             raise DataError(f"{data_dir}: no such data directory for dataset {name!r}")
     return loader(split, data_dir, **options)
+
+
+def dataset_options(name: str) -> list[str]:
+    """The options (keyword arguments after `split` and `data_dir`) the loader `name` takes."""
+    parameters = list(inspect.signature(DATASETS.get(name)).parameters.values())[2:]
+    return [p.name for p in parameters
+            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+
+
+def check_options(name: str, options: dict[str, Any]) -> None:
+    """A `UserError` naming the options the loader `name` does not take, and those it does.
+
+    (A preset's or a run's options belong to its own dataset: `num_images` is a `shapes`
+    option, which `coco` would otherwise fail on with a `TypeError`.)
+    """
+    accepted = dataset_options(name)
+    unknown = [key for key in options if key not in accepted]
+    if unknown:
+        raise UserError(
+            f"dataset {name!r} has no option {', '.join(map(repr, unknown))} (given with "
+            f"--data-option or a preset); its options are: {', '.join(accepted) or 'none'}")
 
 
 def require_file(path: Path, what: str) -> Path:

@@ -163,3 +163,32 @@ def test_a_split_with_only_bad_images_is_a_data_error(tmp_path):
     (tmp_path / "train.csv").write_text("image,caption\nx.jpg,a thing\n")
     with pytest.raises(DataError, match="no readable images"):
         load_split("csv", "train", tmp_path)
+
+
+# Each loader's options, written out by hand from its docstring.
+OPTIONS = {
+    "shapes": ["num_images", "image_size", "seed", "with_masks"],
+    "coco": ["year", "captions_file", "instances_file", "images_dir", "with_objects",
+             "max_images", "check_images"],
+    "karpathy": ["file", "images_dir", "max_images", "check_images"],
+    "flickr8k": ["images_dir", "token_file", "max_images", "check_images"],
+    "csv": ["file", "image_column", "caption_column", "images_dir", "delimiter",
+            "check_images"],
+}
+
+
+def test_each_loader_lists_its_options():
+    from captioner.datasets.records import dataset_options
+
+    assert {name: dataset_options(name) for name in DATASETS} == OPTIONS
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_an_option_of_another_loader_is_a_user_error_naming_it(tmp_path, name):
+    other = "num_images" if name != "shapes" else "year"
+    with pytest.raises(UserError) as raised:
+        load_split(name, "train", tmp_path, **{other: 3, OPTIONS[name][0]: None})
+    message = str(raised.value)
+    assert "\n" not in message
+    assert f"dataset {name!r} has no option {other!r}" in message
+    assert message.endswith(f"its options are: {', '.join(OPTIONS[name])}")
