@@ -72,6 +72,9 @@ def main(argv=None) -> int:
     p.add_argument("--out-dir", default="runs/ablation")
     p.add_argument("--test-images", type=int, default=300)
     p.add_argument("--beam-size", type=int, default=3)
+    p.add_argument("--seeds", type=_seeds, default=None, metavar="S1,S2,...",
+                   help="train the variant once per seed (runs NAME-seedS) and add a summary "
+                        "line with the mean, standard deviation, minimum and maximum")
     p.add_argument("--threads", type=int, default=0,
                    help="TensorFlow intra- and inter-op threads (0: TensorFlow's default)")
     args = p.parse_args(argv)
@@ -91,7 +94,7 @@ def main(argv=None) -> int:
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     from captioner.config import CaptionerRunConfig
     from captioner.presets import get_preset
-    from captioner.train import apply_overrides, train
+    from captioner.train import apply_overrides
     from common.errors import UserError
 
     try:
@@ -102,19 +105,66 @@ def main(argv=None) -> int:
     except (UserError, TypeError) as exc:
         print(f"captioner_ablation: error: {exc}", file=sys.stderr)
         return 2
-    run_dir = Path(args.out_dir) / args.name
+    if args.seeds is None:
+        _record(args.out_dir, _train_and_score(args, args.name, config, overrides))
+        return 0
+    results = []
+    for seed in args.seeds:
+        seeded = apply_overrides(config, {"training": {"seed": seed}})
+        results.append(_train_and_score(args, f"{args.name}-seed{seed}", seeded, overrides))
+        _record(args.out_dir, results[-1])
+    _record(args.out_dir, summarize(args.name, overrides, args.seeds, results))
+    return 0
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"expected distinct seeds >= 0, got {text!r}")
+    return seeds
+
+
+def _train_and_score(args, name: str, config, overrides: dict) -> dict:
+    from captioner.train import train
+
+    run_dir = Path(args.out_dir) / name
     shutil.rmtree(run_dir, ignore_errors=True)
     start = time.perf_counter()
     train(config, run_dir, verbose=2)
     seconds = time.perf_counter() - start
-    result = {"name": args.name, "overrides": overrides, "train_s": round(seconds, 1),
-              "test_images": args.test_images, "beam_size": args.beam_size,
-              **score(run_dir, args.test_images, args.beam_size)}
-    line = json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in result.items()})
+    return {"name": name, "overrides": overrides, "seed": config.training.get("seed"),
+            "train_s": round(seconds, 1), "test_images": args.test_images,
+            "beam_size": args.beam_size, **score(run_dir, args.test_images, args.beam_size)}
+
+
+def summarize(name: str, overrides: dict, seeds: list[int], results: list[dict]) -> dict:
+    """Mean, sample standard deviation, minimum and maximum of every numeric score over seeds."""
+    import numpy as np
+
+    summary = {"name": name, "overrides": overrides, "seeds": seeds, "kind": "summary"}
+    for key, value in results[0].items():
+        if key in ("seed",) or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        values = np.array([r[key] for r in results if r.get(key) is not None], dtype=float)
+        if len(values) == len(results):
+            summary[key] = {"mean": values.mean(), "std": values.std(ddof=1) if len(values) > 1
+                            else 0.0, "min": values.min(), "max": values.max()}
+    return summary
+
+
+def _record(out_dir: str, result: dict) -> None:
+    def rounded(value):
+        if isinstance(value, dict):
+            return {k: rounded(v) for k, v in value.items()}
+        return round(float(value), 2) if isinstance(value, float) else value
+
+    line = json.dumps(rounded(result))
     print(line, flush=True)
-    with open(Path(args.out_dir) / "results.jsonl", "a") as f:
+    with open(Path(out_dir) / "results.jsonl", "a") as f:
         f.write(line + "\n")
-    return 0
 
 
 if __name__ == "__main__":

@@ -81,3 +81,29 @@ def test_teacher_forced_attention_report_against_a_direct_computation(trained_ca
     assert got["captions"] == len(named)
     assert got["named_object"] == pytest.approx(np.mean(named), abs=1e-6)
     assert got["other_object"] == pytest.approx(np.mean(other), abs=1e-6)
+
+
+def test_seeds_train_one_run_each_and_summarize_them(tmp_path):
+    done = _run("v", "--preset", "tiny", "--out-dir", str(tmp_path), "--test-images", "4",
+                "--seeds", "3,5", "--override", '{"training": {"epochs": 1}}')
+    assert done.returncode == 0, done.stderr[-2000:]
+    *runs, summary = [json.loads(line) for line in done.stdout.strip().splitlines()[-3:]]
+    assert [r["name"] for r in runs] == ["v-seed3", "v-seed5"]
+    for run, seed in zip(runs, (3, 5)):
+        config = json.loads((tmp_path / f"v-seed{seed}" / "config.json").read_text())
+        assert config["training"]["seed"] == seed == run["seed"]
+    assert summary["kind"] == "summary" and summary["seeds"] == [3, 5]
+    import numpy as np
+
+    values = [r["BLEU-4"] for r in runs]
+    assert summary["BLEU-4"]["mean"] == pytest.approx(np.mean(values), abs=0.01)
+    assert summary["BLEU-4"]["std"] == pytest.approx(np.std(values, ddof=1), abs=0.01)
+    assert summary["BLEU-4"]["min"] == pytest.approx(min(values), abs=0.01)
+    assert summary["BLEU-4"]["max"] == pytest.approx(max(values), abs=0.01)
+
+
+def test_bad_seeds_are_one_line_errors(tmp_path):
+    for seeds in ("1,x", "1,1", "-1"):
+        done = _run("bad", "--preset", "tiny", "--out-dir", str(tmp_path), "--seeds", seeds)
+        assert done.returncode == 2, (seeds, done.stderr[-500:])
+        assert "Traceback" not in done.stderr
