@@ -6,6 +6,8 @@
     python scripts/benchmark_training.py --size base --length 64 --precision mixed_bfloat16 \
         --jit-compile --out runs/base.json          # on a GPU: MFU against its bf16 peak
     python scripts/benchmark_training.py --model captioner --size demo,coco --batch-size 16
+    python scripts/benchmark_training.py --vs-peer --steps 5 --rounds 3 \
+        --out docs/benchmarks/training_cpu.json     # against the keras-io example, same size
 
 Each (model, architecture, size, precision) is built with the project's own builders and
 timed through the Trainer's step (`common.training.step.make_train_step`) on synthetic batches
@@ -14,7 +16,7 @@ of `--length` tokens served by `tf.data` (random ids, no padding), warm-up steps
 
 | size | what |
 |---|---|
-| `keras-io` | the keras-io English-Spanish Transformer: 1 layer, embed 256, feed-forward 2048, 8 heads, dropout 0.5, vocabularies of 15,000 (Transformer only) |
+| `keras-io` | the keras-io English-Spanish Transformer's sizes: 1 + 1 layers, embed 256, feed-forward 2048, 8 heads of 256 (its `MultiHeadAttention(num_heads=8, key_dim=256)`: attention 2048 wide), learned positions for 20 tokens, dropout 0.5, vocabularies of 15,000; 19,946,240 weights, the example's 19,960,216 less its output bias (15,000) plus the project's two final layer norms (1,024) (Transformer only) |
 | `spa-eng-cpu` | the `spa-eng-cpu` preset (vocabularies of 12,000) |
 | `dates-demo` | the `dates-demo` preset (vocabularies of 64) |
 | `base` | Transformer-base (Vaswani et al. 2017): 6 + 6 layers, width 512, feed-forward 2048, 8 heads, dropout 0.1, vocabularies of 32,000 (Transformer only) |
@@ -36,6 +38,13 @@ included) for synthetic data, and `mfu` = FLOPs per step × steps/s / `--peak-tf
 default the GPU's dense bf16 peak when its name is known, e.g. 989 TFLOP/s on an H100 or
 H200; none on a CPU).
 
+`--vs-peer` times the keras-io example itself (`../shared/peers/keras_io_nmt.py`, as
+published: heads of 256) and the project's `keras-io` size alternately in one process, at
+batch 64 and 20 + 20 tokens: `--rounds` rounds (>= 3) of `--steps` timed steps per side after
+`--warmup` untimed ones, medians over rounds, and prints both, their examples/s ratio and FLOP
+rates (the same FLOP formula for both). Without the peer folder (`--peers`) the project is
+timed alone and no ratio is given. No other program's figure is ever written into a ratio.
+
 A model family is one entry of `MODELS`: `(arch, size, data, batch_size, length) -> Bench`.
 """
 
@@ -53,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from common.cli import run_cli  # noqa: E402
+from common.cli import Parser, run_cli  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.registry import Registry  # noqa: E402
 
@@ -61,8 +70,9 @@ MODELS = Registry("benchmark model")
 
 # size -> (preset or None, the model overrides, vocabulary size)
 TRANSLATOR_SIZES: dict[str, tuple[str | None, dict[str, Any], int]] = {
-    "keras-io": (None, {"layers": 1, "hidden_dim": 256, "heads": 8, "intermediate_dim": 2048,
-                        "dropout": 0.5, "max_length": 64}, 15000),
+    "keras-io": (None, {"layers": 1, "hidden_dim": 256, "heads": 8, "head_dim": 256,
+                        "intermediate_dim": 2048, "dropout": 0.5, "positions": "learned",
+                        "max_length": 20}, 15000),
     "spa-eng-cpu": ("spa-eng-cpu", {}, 12000),
     "dates-demo": ("dates-demo", {}, 64),
     "base": (None, {"layers": 6, "hidden_dim": 512, "heads": 8, "intermediate_dim": 2048,
@@ -123,6 +133,10 @@ def translator(arch: str, size: str, data: str, batch_size: int, length: int) ->
     config = make_run_config(arch, dataset, preset,
                              {**(overrides if arch == "transformer" else {}),
                               "data": None if dataset == "dates" else data})
+    sizes = config.model.transformer
+    if arch == "transformer" and sizes.positions == "learned" and length > sizes.max_length:
+        raise UserError(f"size {size!r} has learned positions for at most {sizes.max_length} "
+                        f"tokens; got --length {length}")
 
     if data == "synthetic":
         rng = np.random.default_rng(0)
@@ -163,9 +177,11 @@ def translator(arch: str, size: str, data: str, batch_size: int, length: int) ->
         from common.training.flops import transformer_training_flops
 
         def flops(model):
+            head_dim = model.head_dim or model.hidden_dim // model.num_heads
             return transformer_training_flops(
                 model.num_layers, model.hidden_dim, model.intermediate_dim,
-                model.target_vocab_size, batch_size, length, length)
+                model.target_vocab_size, batch_size, length, length,
+                attention_dim=model.num_heads * head_dim)
 
     return Bench(lambda: build_model(config.model, source_size, target_size), make_dataset,
                  sample, flops)
@@ -216,15 +232,13 @@ def captioner(arch: str, size: str, data: str, batch_size: int, length: int) -> 
                  lambda model: captioner_training_flops(model, batch_size, length, cached))
 
 
-def benchmark(model: str, arch: str, size: str, data: str, batch_size: int, length: int,
-              steps: int, warmup: int, precision: str, jit_compile: bool,
-              strategy: Any, peak_tflops: float | None = None) -> dict[str, Any]:
-    """Builds one model in `strategy`'s scope and times `steps` training steps."""
+def prepare(model: str, arch: str, size: str, data: str, batch_size: int, length: int,
+            precision: str, jit_compile: bool, strategy: Any) -> tuple[Bench, Any, Any, Any]:
+    """Builds one model and its optimizer in `strategy`'s scope: -> `(bench, network, step,
+    batches)`, `step(batch)` the Trainer's training step and `batches` an iterator."""
     import keras
     import tensorflow as tf
 
-    from common.training.benchmark import time_steps
-    from common.training.flops import mfu
     from common.training.step import make_train_step
 
     bench = MODELS.get(model)(arch, size, data, batch_size, length)
@@ -243,6 +257,20 @@ def benchmark(model: str, arch: str, size: str, data: str, batch_size: int, leng
         optimizer.build(network.trainable_variables)
     step = make_train_step(network, optimizer, strategy, jit_compile=jit_compile)
     batches = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    return bench, network, step, batches
+
+
+def benchmark(model: str, arch: str, size: str, data: str, batch_size: int, length: int,
+              steps: int, warmup: int, precision: str, jit_compile: bool,
+              strategy: Any, peak_tflops: float | None = None) -> dict[str, Any]:
+    """Builds one model in `strategy`'s scope and times `steps` training steps."""
+    import keras
+
+    from common.training.benchmark import time_steps
+    from common.training.flops import mfu
+
+    bench, network, step, batches = prepare(model, arch, size, data, batch_size, length,
+                                            precision, jit_compile, strategy)
     result = time_steps(step, batches, steps=steps, warmup=warmup)
     keras.mixed_precision.set_dtype_policy("float32")
     flops = bench.flops(network) if bench.flops else None
@@ -255,9 +283,122 @@ def benchmark(model: str, arch: str, size: str, data: str, batch_size: int, leng
             "peak_tflops": peak_tflops, "mfu": mfu(flops, steps_per_s, peak_tflops)}
 
 
+PEER_COLUMNS = ["side", "program", "params", "batch", "length", "examples_per_s",
+                "ms_per_step", "gflops_per_step", "tflops"]
+
+
+def versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
+                peers_dir: str | None) -> dict[str, Any]:
+    """Times the project's `keras-io` size and the keras-io example (the peer, as
+    published) training alternately: per round `steps` steps of each (after `warmup`
+    untimed steps each), `rounds` rounds, medians over rounds. Without the peer the project
+    is timed alone and there is no ratio.
+
+    The peer trains through its own `compile`d model (`train_on_batch`, rmsprop) on batches
+    of its own `tf.data` pipeline (its TextVectorization of 20 + 20 synthetic tokens), cut
+    to `batch_size` rows; the project through the Trainer's step (Adam) on synthetic ids.
+    Each step's training FLOPs come from `transformer_training_flops` with each side's sizes.
+    """
+    import statistics
+    import time
+
+    from common.training import make_strategy
+    from common.training.benchmark import PEERS_DIR, alternate, load_peer, time_steps
+    from common.training.flops import transformer_training_flops
+
+    length = 20  # the peer's sequence_length: 20 source and 20 target tokens
+    folder = peers_dir or str(PEERS_DIR)
+    peer_module = load_peer("keras_io_nmt", folder)
+    bench, network, step, batches = prepare("translator", "transformer", "keras-io",
+                                            "synthetic", batch_size, length, "float32",
+                                            False, make_strategy("none"))
+    time_steps(step, batches, steps=1, warmup=max(warmup - 1, 0))
+    project_flops = bench.flops(network)
+    measures = {"project": lambda: time_steps(step, batches, steps=steps,
+                                              warmup=0).examples_per_s}
+    rows = [{"side": "project", "program": "TransformerTranslator, keras-io size",
+             "params": int(network.count_params()), "head_dim": network.head_dim,
+             "flops_per_step": project_flops}]
+    if peer_module is not None:
+        peer = peer_module.Peer()
+        if batch_size > peer_module.batch_size:
+            raise UserError(f"--batch-size {batch_size} is more than the keras-io example's "
+                            f"batch of {peer_module.batch_size}")
+        if peer_module.sequence_length != length:
+            raise UserError(f"the keras-io example has {peer_module.sequence_length} tokens "
+                            f"per sentence; expected {length}")
+        peer_batches = iter(peer.make_dataset(peer.train_pairs).repeat())
+
+        def peer_step() -> float:
+            inputs, target = next(peer_batches)
+            inputs = {k: v[:batch_size] for k, v in inputs.items()}
+            target = target[:batch_size]
+            start = time.perf_counter()
+            peer.transformer.train_on_batch(inputs, target)  # returns numpy: waits
+            return time.perf_counter() - start
+
+        for _ in range(max(warmup, 1)):
+            peer_step()
+        measures["peer"] = lambda: batch_size * steps / sum(peer_step() for _ in range(steps))
+        dim, heads = peer_module.embed_dim, peer_module.num_heads
+        rows.append({"side": "peer", "program": f"keras-io example ({Path(folder).name}/"
+                     "keras_io_nmt.py, as published)",
+                     "params": int(peer.transformer.count_params()), "head_dim": dim,
+                     "jit_compile": bool(peer.transformer.jit_compile),
+                     "flops_per_step": transformer_training_flops(
+                         1, dim, peer_module.latent_dim, peer_module.vocab_size, batch_size,
+                         length, length, attention_dim=heads * dim)})
+    figures = alternate(measures, rounds)
+    for row in rows:
+        per_round = figures[row["side"]]
+        rate = statistics.median(per_round)
+        row.update({"batch": batch_size, "length": length, "steps_per_round": steps,
+                    "rounds": rounds, "examples_per_s_per_round": per_round,
+                    "examples_per_s": rate, "ms_per_step": 1000.0 * batch_size / rate,
+                    "gflops_per_step": row["flops_per_step"] / 1e9,
+                    "tflops": row["flops_per_step"] * rate / batch_size / 1e12})
+    ratio = None
+    if peer_module is not None:
+        ratio = rows[0]["examples_per_s"] / rows[1]["examples_per_s"]
+    return {"rows": rows, "peers_dir": folder, "peer_found": peer_module is not None,
+            "examples_per_s_ratio": ratio,
+            "tflops_ratio": None if ratio is None else rows[0]["tflops"] / rows[1]["tflops"]}
+
+
+def run_versus_peer(args: argparse.Namespace) -> int:
+    from common.training.benchmark import format_table, write_json
+
+    bad = {"--model": (args.model, "translator"), "--arch": (args.arch, "transformer"),
+           "--size": (args.size or "keras-io", "keras-io"), "--data": (args.data, "synthetic"),
+           "--length": (args.length or 20, 20), "--precision": (args.precision, "float32"),
+           "--distribute": (args.distribute, "none")}
+    for option, (value, wanted) in bad.items():
+        if value != wanted:
+            raise UserError(f"--vs-peer times the keras-io size against the keras-io example: "
+                            f"{option} must be {wanted}, got {value}")
+    if args.jit_compile:
+        raise UserError("--vs-peer times both sides without XLA (as Keras compiles the "
+                        "keras-io example on a CPU); drop --jit-compile")
+    if args.rounds < 3:
+        raise UserError(f"--rounds must be >= 3 (medians of at least 3), got {args.rounds}")
+    result = versus_peer(args.batch_size, args.steps, args.warmup, args.rounds, args.peers)
+    print(format_table(result["rows"], PEER_COLUMNS))
+    if result["peer_found"]:
+        print(f"project / keras-io example at equal size: {result['examples_per_s_ratio']:.2f}x "
+              f"the examples/s, {result['tflops_ratio']:.2f}x the FLOP rate (medians of "
+              f"{args.rounds} alternating rounds, one process)")
+    else:
+        print(f"no peer programs in {result['peers_dir']}: the project alone, no ratio")
+    if args.out:
+        write_json(args.out, result["rows"], command=" ".join(sys.argv),
+                   **{k: v for k, v in result.items() if k != "rows"})
+        print(f"wrote {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="benchmark_training.py",
-                                description=__doc__.split("\n\n")[0])
+    p = Parser(prog="benchmark_training.py", description=__doc__.split("\n\n")[0],
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="translator", help=f"one of: {', '.join(MODELS)}")
     p.add_argument("--arch", default="transformer",
                    help="comma-separated architectures (translator: transformer, bahdanau)")
@@ -280,6 +421,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="the device's peak TFLOP/s for MFU (default: the GPU's dense bf16 "
                    "peak when known, e.g. 989 for H100/H200; none on a CPU)")
+    p.add_argument("--vs-peer", action="store_true",
+                   help="time the keras-io example (from --peers) and the project's keras-io "
+                   "size alternately in this process, and give the ratio (no ratio when the "
+                   "peer folder is missing)")
+    p.add_argument("--peers", default=None,
+                   help="the peer programs' folder (default ../shared/peers from the repo root)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="--vs-peer: alternating rounds of --steps steps per side (>= 3)")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke test: batch 8, 1 warm-up and 1 timed step")
     p.add_argument("--out", help="also write the results (and device info) to this JSON file")
     p.set_defaults(_run=run)
     return p
@@ -294,6 +445,13 @@ def run(args: argparse.Namespace) -> int:
     from common.training.config import TrainingConfig
 
     MODELS.get(args.model)
+    if args.quick:
+        args.batch_size, args.steps, args.warmup = 8, 1, 1
+    for name in ("batch_size", "steps"):
+        if getattr(args, name) < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.vs_peer:
+        return run_versus_peer(args)
     if args.size is None:
         args.size = "demo" if args.model == "captioner" else "keras-io"
     for name in ("batch_size", "length", "steps"):

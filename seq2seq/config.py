@@ -67,7 +67,7 @@ class TransformerConfig:
 
     Args:
         num_layers: encoder layers and decoder layers `N`.
-        hidden_dim: model width `D`; a multiple of `num_heads`.
+        hidden_dim: model width `D`; a multiple of `num_heads` unless `head_dim` is given.
         num_heads: attention heads `H`.
         intermediate_dim: width of the feed-forward block.
         dropout: dropout rate.
@@ -76,6 +76,7 @@ class TransformerConfig:
         norm_first: pre-layer-norm (True) or post-layer-norm (False, as in the paper).
         tie_embeddings: share the target embedding with the output projection.
         warmup_steps: warm-up of the inverse-square-root learning-rate schedule.
+        head_dim: each head's query/key/value size (None: `hidden_dim / num_heads`).
     """
 
     num_layers: int = 2
@@ -88,6 +89,7 @@ class TransformerConfig:
     norm_first: bool = True
     tie_embeddings: bool = False
     warmup_steps: int = 400
+    head_dim: int | None = None
 
     def __post_init__(self) -> None:
         if self.positions not in POSITIONS:
@@ -96,7 +98,9 @@ class TransformerConfig:
             )
         _check_positive(self, "num_layers", "hidden_dim", "num_heads", "intermediate_dim",
                         "max_length", "warmup_steps")
-        if self.hidden_dim % self.num_heads:
+        if self.head_dim is not None:
+            _check_positive(self, "head_dim")
+        elif self.hidden_dim % self.num_heads:
             raise UserError(
                 f"hidden_dim {self.hidden_dim} is not a multiple of num_heads {self.num_heads}"
             )

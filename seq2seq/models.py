@@ -91,6 +91,7 @@ def build_transformer(config: ModelConfig, source_vocab_size: int, target_vocab_
         tie_embeddings=sizes.tie_embeddings,
         label_smoothing=config.label_smoothing,
         copy=config.copy,
+        head_dim=sizes.head_dim,
         name="transformer",
     )
 

@@ -46,6 +46,7 @@ OPTION_FIELDS = {
     "layers": ("transformer", "num_layers"),
     "hidden_dim": ("transformer", "hidden_dim"),
     "heads": ("transformer", "num_heads"),
+    "head_dim": ("transformer", "head_dim"),
     "intermediate_dim": ("transformer", "intermediate_dim"),
     "positions": ("transformer", "positions"),
     "max_length": ("transformer", "max_length"),

@@ -4,7 +4,8 @@ Paper: Vaswani et al., "Attention Is All You Need", NeurIPS 2017
 (https://arxiv.org/abs/1706.03762).
 
 Dimensions: `B` batch, `S` source steps, `T` target steps, `D` model width, `H` heads,
-`N` layers, `V` target vocabulary, `T_max` the decoding cache length.
+`K` the head size (`D / H` by default), `N` layers, `V` target vocabulary, `T_max` the decoding
+cache length.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class TransformerTranslator(keras.Model):
 
     Decoding is incremental: `initial_state` encodes the source once and computes each decoder
     layer's cross-attention keys/values; `step` runs one token through the decoder, writing its
-    self-attention keys/values into a cache `(B, 2, T_max, H, D/H)` per layer, and gives the same
+    self-attention keys/values into a cache `(B, 2, T_max, H, K)` per layer, and gives the same
     logits as the full pass at that position.
 
     With `copy` the output is a pointer-generator (`seq2seq.copying`): the copy distribution
@@ -56,6 +57,9 @@ class TransformerTranslator(keras.Model):
         tie_embeddings: share the target embedding with the output projection.
         label_smoothing: label smoothing of the training loss.
         copy: the pointer-generator output.
+        head_dim: each head's query/key/value size `K`; None gives `D / H`. Larger heads
+            (the keras-io example's `key_dim=256` with `D = 256`) widen the attention's
+            projections to `D × H·K`.
 
     Call arguments:
         inputs: a dict with `source` `(B, S)` int and `target_in` `(B, T)` int (and, with
@@ -91,6 +95,7 @@ class TransformerTranslator(keras.Model):
         tie_embeddings: bool = False,
         label_smoothing: float = 0.0,
         copy: bool = False,
+        head_dim: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -107,6 +112,7 @@ class TransformerTranslator(keras.Model):
         self.tie_embeddings = tie_embeddings
         self.label_smoothing = label_smoothing
         self.copy = bool(copy)
+        self.head_dim = head_dim
 
         init = keras.initializers.RandomNormal(stddev=hidden_dim**-0.5)
         self.source_embedding = keras.layers.Embedding(
@@ -127,7 +133,7 @@ class TransformerTranslator(keras.Model):
             self.source_positions = keras_hub.layers.SinePositionEncoding(name="source_positions")
             self.target_positions = keras_hub.layers.SinePositionEncoding(name="target_positions")
         block = dict(hidden_dim=hidden_dim, num_heads=num_heads, intermediate_dim=intermediate_dim,
-                     dropout=dropout, norm_first=norm_first)
+                     dropout=dropout, norm_first=norm_first, head_dim=head_dim)
         # One attribute per layer: tf.train.Checkpoint does not follow Keras' tracked lists.
         for i in range(num_layers):
             setattr(self, f"encoder_{i}", TransformerEncoderLayer(**block, name=f"encoder_{i}"))
@@ -236,8 +242,8 @@ class TransformerTranslator(keras.Model):
             source_copy: `(B, S)` the copy ids of a `copy` model (`seq2seq.copying`).
 
         Returns:
-            A dict with leading dimension B: `self_cache`, one `(B, 2, T_max, H, D/H)` zero
-            tensor per decoder layer; `cross_cache`, one `(B, 2, S, H, D/H)` per layer;
+            A dict with leading dimension B: `self_cache`, one `(B, 2, T_max, H, K)` zero
+            tensor per decoder layer; `cross_cache`, one `(B, 2, S, H, K)` per layer;
             `source_mask (B, S)` float; with `copy`, `copy_ids (B, S)` int32.
         """
         if not self.built:
@@ -245,7 +251,7 @@ class TransformerTranslator(keras.Model):
         max_length = max_length or self.max_length
         memory, source_mask = self.encode(source, training=False)
         batch = ops.shape(source)[0]
-        key_dim = self.hidden_dim // self.num_heads
+        key_dim = self.head_dim or self.hidden_dim // self.num_heads
         shape = (batch, 2, max_length, self.num_heads, key_dim)
         state = {
             "self_cache": tuple(ops.zeros(shape, memory.dtype) for _ in self.decoder_layers),
@@ -327,6 +333,7 @@ class TransformerTranslator(keras.Model):
                 "tie_embeddings": self.tie_embeddings,
                 "label_smoothing": self.label_smoothing,
                 "copy": self.copy,
+                "head_dim": self.head_dim,
             }
         )
         return config

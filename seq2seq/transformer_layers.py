@@ -8,7 +8,8 @@ Dimensions: `B` batch, `S` source steps, `T` target steps, `D` model width, `H` 
 `T_max` the length of a decoding cache.
 
 Both layers use `common.layers.MultiHeadAttention`, which returns the attention weights per
-head `(B, H, T, S)` and takes a keras-hub style key/value cache `(B, 2, S_max, H, D / H)`.
+head `(B, H, T, S)` and takes a keras-hub style key/value cache `(B, 2, S_max, H, K)`, `K` the
+head size (`D / H` unless `head_dim` says otherwise).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class _Block(keras.layers.Layer):
         intermediate_dim: int,
         dropout: float = 0.1,
         norm_first: bool = True,
+        head_dim: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -37,7 +39,8 @@ class _Block(keras.layers.Layer):
         self.intermediate_dim = intermediate_dim
         self.dropout = dropout
         self.norm_first = norm_first
-        self.key_dim = hidden_dim // num_heads
+        self.head_dim = head_dim
+        self.key_dim = head_dim or hidden_dim // num_heads
         self.ffn_inner = keras.layers.Dense(intermediate_dim, activation="relu", name="ffn_inner")
         self.ffn_outer = keras.layers.Dense(hidden_dim, name="ffn_outer")
         self.ffn_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="ffn_norm")
@@ -74,6 +77,7 @@ class _Block(keras.layers.Layer):
                 "intermediate_dim": self.intermediate_dim,
                 "dropout": self.dropout,
                 "norm_first": self.norm_first,
+                "head_dim": self.head_dim,
             }
         )
         return config
@@ -89,6 +93,7 @@ class TransformerEncoderLayer(_Block):
         intermediate_dim: feed-forward width.
         dropout: dropout rate.
         norm_first: pre-layer-norm (True) or post-layer-norm (False).
+        head_dim: each head's query/key/value size `K` (None: `D / H`).
 
     Call arguments:
         x: `(B, S, D)`.
@@ -105,8 +110,9 @@ class TransformerEncoderLayer(_Block):
     """
 
     def __init__(self, hidden_dim, num_heads, intermediate_dim, dropout=0.1, norm_first=True,
-                 **kwargs):
-        super().__init__(hidden_dim, num_heads, intermediate_dim, dropout, norm_first, **kwargs)
+                 head_dim=None, **kwargs):
+        super().__init__(hidden_dim, num_heads, intermediate_dim, dropout, norm_first, head_dim,
+                         **kwargs)
         self.self_attention = self._attention("self_attention")
         self.self_attention_norm = keras.layers.LayerNormalization(
             epsilon=1e-5, name="self_attention_norm"
@@ -135,6 +141,7 @@ class TransformerDecoderLayer(_Block):
         intermediate_dim: feed-forward width.
         dropout: dropout rate.
         norm_first: pre-layer-norm (True) or post-layer-norm (False).
+        head_dim: each head's query/key/value size `K` (None: `D / H`).
 
     Call arguments:
         x: `(B, T, D)` target states.
@@ -154,8 +161,9 @@ class TransformerDecoderLayer(_Block):
     """
 
     def __init__(self, hidden_dim, num_heads, intermediate_dim, dropout=0.1, norm_first=True,
-                 **kwargs):
-        super().__init__(hidden_dim, num_heads, intermediate_dim, dropout, norm_first, **kwargs)
+                 head_dim=None, **kwargs):
+        super().__init__(hidden_dim, num_heads, intermediate_dim, dropout, norm_first, head_dim,
+                         **kwargs)
         self.self_attention = self._attention("self_attention")
         self.self_attention_norm = keras.layers.LayerNormalization(
             epsilon=1e-5, name="self_attention_norm"
@@ -181,7 +189,7 @@ class TransformerDecoderLayer(_Block):
         return self._feed_forward(x, training), weights
 
     def cross_attention_cache(self, memory):
-        """The cross-attention keys and values of `memory (B, S, D)`: `(B, 2, S, H, D/H)`."""
+        """The cross-attention keys and values of `memory (B, S, D)`: `(B, 2, S, H, K)`."""
         return self.cross_attention.compute_cache(memory)
 
     def call_cached(self, x, self_cache, cross_cache, index, source_mask=None):
@@ -189,8 +197,8 @@ class TransformerDecoderLayer(_Block):
 
         Args:
             x: `(B, 1, D)` the new target position.
-            self_cache: `(B, 2, T_max, H, D/H)` keys/values of the earlier positions.
-            cross_cache: `(B, 2, S, H, D/H)` from `cross_attention_cache`.
+            self_cache: `(B, 2, T_max, H, K)` keys/values of the earlier positions.
+            cross_cache: `(B, 2, S, H, K)` from `cross_attention_cache`.
             index: scalar int, the position of `x`.
             source_mask: `(B, S)` bool.
 

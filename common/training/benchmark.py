@@ -11,6 +11,12 @@ steps, and splits each step's wall time into
 `device_info()` says where the numbers were measured (the CPU is often shared: the load
 average is part of the record), `format_table` prints results and `write_json` saves them.
 
+Another program's figure is never hard-coded into a ratio: `load_peer` imports a peer program
+(the public examples transcribed in `../shared/peers`, relative to the repository root) when
+that folder exists, and `alternate` measures both sides in turns in one process, so that both
+see the same machine load. Without the folder a benchmark times the project alone and gives
+no ratio.
+
 Example:
 >>> result = time_steps(step, iter(dataset), steps=20, warmup=3)  # doctest: +SKIP
 >>> result.examples_per_s, result.input_wait_share  # doctest: +SKIP
@@ -19,16 +25,22 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from common.errors import UserError
+
+# The peer programs' folder: `../shared/peers` relative to the repository root.
+PEERS_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "peers"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,3 +218,57 @@ def write_json(path: str | os.PathLike, results: Sequence[Mapping[str, Any]],
     payload = {"device": device_info(), **extra, "results": list(results)}
     path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def load_peer(name: str, folder: str | os.PathLike | None = None) -> ModuleType | None:
+    """The peer program `name` (e.g. `"keras_io_nmt"`) imported from `folder` (default
+    `PEERS_DIR`), or None when the folder or its `name.py` is missing.
+
+    The module is loaded from its file (the folder is not put on `sys.path`), once per
+    process; it is registered in `sys.modules` as `peer_<name>`.
+    """
+    path = Path(folder if folder is not None else PEERS_DIR) / f"{name}.py"
+    if not path.is_file():
+        return None
+    key = f"peer_{name}"
+    loaded = sys.modules.get(key)
+    if loaded is not None and Path(loaded.__file__ or "").resolve() == path.resolve():
+        return loaded
+    spec = importlib.util.spec_from_file_location(key, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[key] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[key]
+        raise
+    return module
+
+
+def alternate(measures: Mapping[str, Callable[[], float]], rounds: int
+              ) -> dict[str, list[float]]:
+    """Calls every measure once per round, in turns, the order reversed every other round
+    (so that a change in the machine's load falls on every side alike).
+
+    Args:
+        measures: name -> a function that measures once and returns the figure.
+        rounds: how many times each is called (>= 1).
+
+    Returns:
+        name -> its figures, one per round, in round order.
+
+    Example:
+    >>> calls = []
+    >>> figures = alternate({"a": lambda: calls.append("a") or 1.0,
+    ...                      "b": lambda: calls.append("b") or 2.0}, rounds=3)
+    >>> calls, figures["b"]
+    (['a', 'b', 'b', 'a', 'a', 'b'], [2.0, 2.0, 2.0])
+    """
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise UserError(f"rounds must be an integer >= 1, got {rounds!r}")
+    names = list(measures)
+    figures: dict[str, list[float]] = {name: [] for name in names}
+    for index in range(rounds):
+        for name in names if index % 2 == 0 else reversed(names):
+            figures[name].append(float(measures[name]()))
+    return figures

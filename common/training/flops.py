@@ -9,14 +9,15 @@ Training is 3 × the forward pass: the backward pass costs twice the forward (th
 with respect to the inputs and to the weights), except for a frozen part, which runs forward
 only.
 
-Transformer (Vaswani et al. 2017; `N` encoder and decoder layers, width `D`, feed-forward
-`F`, target vocabulary `V`, batch `B`, source and target lengths `S`, `T`):
+Transformer (Vaswani et al. 2017; `N` encoder and decoder layers, width `D`, all heads
+together `A = H·K` wide (`A = D` when each head is `D / H`), feed-forward `F`, target
+vocabulary `V`, batch `B`, source and target lengths `S`, `T`):
 
-    forward = 2 B [ S·N·(4D² + 2DF)                       encoder: Q, K, V, O; feed-forward
-                  + T·N·(4D² + 2D² + 2DF) + S·N·2D²       decoder: self Q,K,V,O; cross Q,O;
+    forward = 2 B [ S·N·(4DA + 2DF)                       encoder: Q, K, V, O; feed-forward
+                  + T·N·(4DA + 2DA + 2DF) + S·N·2DA       decoder: self Q,K,V,O; cross Q,O;
                                                           feed-forward; cross K,V on the source
                   + T·D·V ]                               output projection
-            + 4 B D [ N·S² + N·(T² + T·S) ]               attention scores QKᵀ and weights·V
+            + 4 B A [ N·S² + N·(T² + T·S) ]               attention scores QKᵀ and weights·V
     training = 3 × forward
 
 This is `6 × (weights in matrix products) × tokens` with each weight counted against the
@@ -90,18 +91,20 @@ def gpu_name() -> str | None:
 
 def transformer_training_flops(num_layers: int, hidden_dim: int, intermediate_dim: int,
                                target_vocab: int, batch: int, source_length: int,
-                               target_length: int) -> float:
-    """Training FLOPs of one step of the encoder-decoder Transformer (module docstring).
+                               target_length: int, attention_dim: int | None = None) -> float:
+    """Training FLOPs of one step of the encoder-decoder Transformer (module docstring);
+    `attention_dim` is `A = H·K`, all heads together (None: `hidden_dim`).
 
     Example:
     >>> transformer_training_flops(1, 4, 8, 10, batch=1, source_length=1, target_length=1)
     2304.0
     """
     n, d, f, v = num_layers, hidden_dim, intermediate_dim, target_vocab
+    a = attention_dim or hidden_dim
     s, t = source_length, target_length
-    matmul = (s * n * (4 * d * d + 2 * d * f) + t * n * (6 * d * d + 2 * d * f)
-              + s * n * 2 * d * d + t * d * v)
-    attention = 4 * d * (n * s * s + n * (t * t + t * s))
+    matmul = (s * n * (4 * d * a + 2 * d * f) + t * n * (6 * d * a + 2 * d * f)
+              + s * n * 2 * d * a + t * d * v)
+    attention = 4 * a * (n * s * s + n * (t * t + t * s))
     return 3.0 * batch * (2 * matmul + attention)
 
 

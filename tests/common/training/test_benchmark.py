@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from common.errors import UserError
-from common.training.benchmark import Throughput, format_table, time_steps, write_json
+from common.training.benchmark import (
+    Throughput,
+    alternate,
+    format_table,
+    load_peer,
+    time_steps,
+    write_json,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -164,3 +171,77 @@ def test_benchmark_script_reads_a_real_dataset_through_the_training_pipeline(tmp
     assert result["data"] == "dates" and result["examples"] == 8
     # Real targets are shorter than `--length` and padded: fewer tokens than 8 * 20.
     assert 8 <= result["tokens"] < 8 * 20
+
+
+def test_alternate_takes_turns_and_reverses_the_order_every_other_round():
+    calls = []
+
+    def measure(name, value):
+        return lambda: calls.append(name) or value
+
+    figures = alternate({"ours": measure("ours", 1.0), "peer": measure("peer", 3.0)}, 4)
+    assert calls == ["ours", "peer", "peer", "ours", "ours", "peer", "peer", "ours"]
+    assert figures == {"ours": [1.0] * 4, "peer": [3.0] * 4}
+    with pytest.raises(UserError, match="rounds must be an integer >= 1"):
+        alternate({"ours": measure("ours", 1.0)}, 0)
+
+
+def test_load_peer_imports_a_program_from_its_folder_or_gives_none(tmp_path):
+    assert load_peer("keras_io_nmt", tmp_path / "missing") is None
+    assert load_peer("nothing_here", tmp_path) is None
+    (tmp_path / "fake_peer.py").write_text("ANSWER = 42\n")
+    module = load_peer("fake_peer", tmp_path)
+    assert module.ANSWER == 42 and load_peer("fake_peer", tmp_path) is module
+
+
+PEERS = REPO.parent / "shared" / "peers"
+
+
+def run_vs_peer(tmp_path, *extra):
+    out = tmp_path / "vs_peer.json"
+    status = load_script().main(["--vs-peer", "--quick", *extra, "--out", str(out)])
+    assert status == 0
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_vs_peer_times_the_keras_io_example_and_the_same_size_alternately(tmp_path, capsys):
+    if load_peer("keras_io_nmt", PEERS) is None:
+        pytest.skip(f"no peer programs at {PEERS}")
+    payload = run_vs_peer(tmp_path)
+    project, peer = payload["results"]
+    assert (project["side"], peer["side"]) == ("project", "peer")
+    assert payload["peer_found"] and payload["peers_dir"] == str(PEERS)
+    for row in (project, peer):
+        assert row["batch"] == 8 and row["length"] == 20 and row["rounds"] == 3
+        assert len(row["examples_per_s_per_round"]) == 3 and row["examples_per_s"] > 0
+        assert row["tflops"] == pytest.approx(
+            row["flops_per_step"] * row["examples_per_s"] / 8 / 1e12)
+    assert peer["params"] == 19_960_216 and peer["head_dim"] == project["head_dim"] == 256
+    assert abs(project["params"] - peer["params"]) < 0.001 * peer["params"]
+    assert project["flops_per_step"] == peer["flops_per_step"]  # equal size: equal FLOPs
+    assert payload["examples_per_s_ratio"] == pytest.approx(
+        project["examples_per_s"] / peer["examples_per_s"])
+    assert "x the examples/s" in capsys.readouterr().out
+
+
+def test_vs_peer_without_the_peer_folder_times_the_project_alone(tmp_path, capsys):
+    payload = run_vs_peer(tmp_path, "--peers", str(tmp_path / "no_peers"))
+    (project,) = payload["results"]
+    assert project["side"] == "project" and project["examples_per_s"] > 0
+    assert not payload["peer_found"]
+    assert payload["examples_per_s_ratio"] is None and payload["tflops_ratio"] is None
+    out = capsys.readouterr().out
+    assert "no ratio" in out and "x the examples/s" not in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--size", "base"], "--size must be keras-io"),
+    (["--length", "32"], "--length must be 20"),
+    (["--rounds", "2"], "--rounds must be >= 3"),
+    (["--jit-compile"], "without XLA"),
+])
+def test_vs_peer_rejects_unequal_settings_in_one_line(argv, message, capsys):
+    assert load_script().main(["--vs-peer", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
