@@ -31,6 +31,7 @@ from common.decoding.utils import (
     check_int,
     gnmt_length_penalty,
     log_probs,
+    never_emitted,
     state_invariants,
     to_state,
     write_step,
@@ -122,7 +123,7 @@ def beam_search(
     pad_id = tf.cast(pad_id, tf.int32)
 
     def advance(index, logits, attention, raw, finished, lengths, token_buf, att_buf, state):
-        step_log_probs = log_probs(logits)
+        step_log_probs = never_emitted(log_probs(logits), start_id, pad_id, end_id)
         vocab = step_log_probs.shape[-1] or tf.shape(step_log_probs)[-1]
         step_log_probs = tf.reshape(step_log_probs, [-1, beams, vocab])
         # A finished hypothesis continues only with pad, at no cost.
@@ -167,7 +168,7 @@ def beam_search(
         tf.tile(first_raw, [batch_size, 1]),
         tf.zeros([batch_size, beams], tf.bool),
         tf.zeros([batch_size, beams], tf.int32),
-        tf.zeros([rows, max_length], tf.int32),
+        tf.fill([rows, max_length], pad_id),
         tf.zeros([rows, max_length, width], tf.float32),
         state,
     )
