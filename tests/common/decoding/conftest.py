@@ -69,7 +69,7 @@ class MarkovToy:
         return np_log_softmax(self.W[example, previous] + self.E[index] + self.bias[example])
 
     def greedy(self, example: int) -> tuple[list[int], float, bool]:
-        """A plain Python greedy loop over the tokens a search may emit: (tokens, score, finished)."""
+        """A plain greedy loop over the tokens a search may emit: (tokens, score, finished)."""
         tokens, score, previous = [], 0.0, START
         for index in range(self.max_length):
             lp = self.log_probs(example, previous, index)
