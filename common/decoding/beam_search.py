@@ -1,24 +1,26 @@
-"""Batched beam search over a step function, with the GNMT length penalty.
+"""Batched beam search over a step function, with a buffer of finished hypotheses.
 
-Dimensions: `B` batch, `K` beams, `N = B * K` rows of a step, `T` steps (`max_length`),
-`V` vocabulary, `A` attention positions.
+Dimensions: `B` batch, `K` beams, `N = B * K` rows of a step, `n = n_best`, `T` steps
+(`max_length`), `V` vocabulary, `A` attention positions.
 
-Hypotheses are kept batch-major: hypothesis `k` of example `b` is row `b * K + k` of every
+Alive hypotheses are kept batch-major: hypothesis `k` of example `b` is row `b * K + k` of every
 tensor the step function sees. The initial state is tiled from `B` to `B * K` rows, and after
 each step every state leaf, the token history and the attention history are re-ordered by
 parent with `tf.gather`, so the returned attention belongs to the returned tokens.
 
-One set of `K` hypotheses per example holds both alive and finished ones. A finished
-hypothesis is never extended: its only continuation is `pad_id` at no cost, so it keeps its
-score and length and stays in the beam while it ranks among the `K` best. Candidates are ranked
-by their length-normalized score `score / lp(length)`, where `lp(n) = ((5 + n) / 6) ** alpha`;
-with one beam this is exactly greedy decoding.
+Finished hypotheses live apart, in a buffer of the `n` best per example (as in GNMT and
+tensor2tensor), so an alive hypothesis, whose score can only fall, never pushes out a finished
+one. Each step takes the `2K` best candidates of the `K * V` extensions: the `K` best that do
+not end stay alive, and those that end and rank among the `K` best go to the buffer (as in
+fairseq: an `<end>` below rank `K` would not have been in a beam of `K`). The answer comes from
+the buffer, topped up with the best alive hypotheses only when it holds fewer than `n`. See
+`docs/decoding.md`.
 """
 
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
@@ -31,11 +33,36 @@ from common.decoding.utils import (
     check_int,
     gnmt_length_penalty,
     log_probs,
+    never_emitted,
     state_invariants,
     to_state,
     write_step,
 )
 from common.errors import UserError
+
+# Below this a score comes from a masked token or an empty beam slot (about `NEG`), not from a
+# hypothesis the model can produce: it never enters the buffer.
+_IMPOSSIBLE = NEG / 2
+# The sort key of an empty buffer slot: below every real normalized score.
+_EMPTY = tf.float32.min
+
+
+class _Search(NamedTuple):
+    """The `tf.while_loop` variables of `beam_search`."""
+
+    index: tf.Tensor  # () the step to run next
+    tokens: tf.Tensor  # (N,) the last token of each alive hypothesis
+    state: Any  # the step function's state, (N, ...) leaves
+    alive_scores: tf.Tensor  # (B, K) sums of log-probabilities, best first
+    alive_tokens: tf.Tensor  # (N, T)
+    alive_attention: tf.Tensor  # (N, T, A)
+    kept_tokens: tf.Tensor  # (B * n, T) the finished-hypothesis buffer, best first
+    kept_attention: tf.Tensor  # (B * n, T, A)
+    kept_scores: tf.Tensor  # (B, n)
+    kept_normalized: tf.Tensor  # (B, n), _EMPTY in empty slots
+    kept_lengths: tf.Tensor  # (B, n)
+    ended: tf.Tensor  # (B,) how many hypotheses have finished (the buffer keeps the n best)
+    done: tf.Tensor  # (B,) no alive hypothesis can enter the example's answer any more
 
 
 def _check_beam_args(beam_size: Any, n_best: Any, alpha: Any) -> None:
@@ -59,6 +86,22 @@ def _reorder(state: Any, rows: tf.Tensor) -> Any:
     return tf.nest.map_structure(lambda x: tf.gather(x, rows) if x.shape.rank else x, state)
 
 
+def _dims(x: tf.Tensor) -> list:
+    """The shape of `x`, each dimension a Python int where it is static."""
+    dynamic = tf.shape(x)
+    return [d if d is not None else dynamic[i] for i, d in enumerate(x.shape.as_list())]
+
+
+def _split(x: tf.Tensor, k: int) -> tf.Tensor:
+    """`(B * k, ...)` -> `(B, k, ...)`."""
+    return tf.reshape(x, [-1, k, *_dims(x)[1:]])
+
+
+def _merge(x: tf.Tensor) -> tf.Tensor:
+    """`(B, k, ...)` -> `(B * k, ...)`."""
+    return tf.reshape(x, [-1, *_dims(x)[2:]])
+
+
 def beam_search(
     step: StepFn,
     initial_state: Any,
@@ -71,17 +114,24 @@ def beam_search(
     n_best: int = 1,
     pad_id: int = 0,
 ) -> Decoded:
-    """Beam search: keeps the `K` best hypotheses of each example at every step.
+    """Beam search: extends the `K` best alive hypotheses, keeps the `n_best` finished ones.
 
     Reference:
-    - [Wu et al., 2016](https://arxiv.org/abs/1609.08144) (the length penalty).
+    - [Wu et al., 2016](https://arxiv.org/abs/1609.08144) (the length penalty, the stopping
+      rule).
 
-    The loop stops after `max_length` steps, or earlier once, for every example, the
-    `n_best` best hypotheses have finished and no alive one can still beat them (its score
-    can only fall, and its length penalty is largest at `max_length`). A hypothesis that never
-    emits `<end>` is returned with `finished=False` and length `max_length`. Written with
-    `tf.while_loop`: it runs eagerly, inside `tf.function` (also with `jit_compile=True` when
-    `max_length` is a Python int) and inside exported SavedModels.
+    Hypotheses are ranked by their length-normalized score `score / lp(length)` with
+    `lp(n) = ((5 + n) / 6) ** alpha`. An example is done once its buffer holds `n_best`
+    finished hypotheses and no alive one can still beat the `n_best`-th: a score can only
+    fall, so an alive hypothesis can reach at most `score / lp(max_length)` (`score` when
+    `alpha` is 0). The loop stops when every example is done, or after `max_length` steps. With
+    `alpha = 0` one beam is exactly greedy decoding; with `alpha > 0` one beam returns greedy's
+    hypothesis unless the search finds one with a better normalized score.
+
+    `<start>` and `<pad>` are never emitted (their log-probabilities are masked; `scores` stay
+    the model's own, not renormalized). Written with `tf.while_loop`: it runs eagerly, inside
+    `tf.function` (also with `jit_compile=True` when `max_length` is a Python int) and inside
+    exported SavedModels.
 
     Args:
         step: `step(tokens (N,), state, index) -> (logits (N, V), new_state, attention (N, A))`.
@@ -91,17 +141,18 @@ def beam_search(
         end_id: the token that finishes a hypothesis (`<end>`, compared by id).
         max_length: `T`, the most tokens generated, `<end>` included (an int or a scalar
             tensor).
-        beam_size: `K`, a Python int; 1 gives exactly greedy decoding.
+        beam_size: `K`, a Python int, the number of alive hypotheses extended at each step.
         length_penalty: `alpha` of the GNMT length penalty, >= 0; 0 ranks by the plain sum
-            of log-probabilities.
+            of log-probabilities, larger values favour longer hypotheses.
         n_best: how many hypotheses to return per example, <= `beam_size`.
         pad_id: the token written after `<end>`.
 
     Returns:
-        A `Decoded` with `K = n_best`, best first: tokens `(B, n_best, T)`, attention
-        `(B, n_best, T, A)`, lengths, scores (sum of log-probabilities), normalized_scores
-        (`scores / lp(lengths)`, the ranking) and finished `(B, n_best)`. If `K` exceeds the
-        number of distinct hypotheses, the extra slots hold ones scored about -1e9.
+        A `Decoded` with `K = n_best`: tokens `(B, n_best, T)`, attention `(B, n_best, T, A)`,
+        lengths, scores (sum of log-probabilities), normalized_scores (`scores / lp(lengths)`)
+        and finished `(B, n_best)`. Finished hypotheses come first, best first; unfinished
+        ones (length `T`, `finished=False`) fill the remaining slots, best first. Slots beyond
+        the hypotheses the model can produce hold fillers scored about -1e9.
 
     Example:
     >>> # Tokens: 0 <pad>, 1 <start>, 2 <end>, 3 a word; row i: next-token probabilities.
@@ -116,40 +167,76 @@ def beam_search(
     check_common_args(batch_size, start_id, end_id, max_length, pad_id)
     _check_beam_args(beam_size, n_best, length_penalty)
     alpha = float(length_penalty)
-    beams = beam_size
+    beams, keep = beam_size, n_best
     start_id = tf.cast(start_id, tf.int32)
     end_id = tf.cast(end_id, tf.int32)
     pad_id = tf.cast(pad_id, tf.int32)
+    max_penalty = gnmt_length_penalty(max_length, alpha)
 
-    def advance(index, logits, attention, raw, finished, lengths, token_buf, att_buf, state):
-        step_log_probs = log_probs(logits)
+    def advance(s: _Search, logits, attention, new_state) -> _Search:
+        """Runs the bookkeeping of step `s.index` given its logits, attention and state."""
+        index = s.index
+        step_log_probs = never_emitted(log_probs(logits), start_id, pad_id, end_id)
         vocab = step_log_probs.shape[-1] or tf.shape(step_log_probs)[-1]
-        step_log_probs = tf.reshape(step_log_probs, [-1, beams, vocab])
-        # A finished hypothesis continues only with pad, at no cost.
-        pad_only = tf.one_hot(pad_id, vocab, on_value=0.0, off_value=NEG)
-        step_log_probs = tf.where(finished[..., None], pad_only, step_log_probs)
-        cand_raw = tf.reshape(raw[..., None] + step_log_probs, [-1, beams * vocab])
-        cand_len = lengths + tf.cast(tf.logical_not(finished), tf.int32)
-        penalty = tf.repeat(gnmt_length_penalty(cand_len, alpha), vocab, axis=1)
-        rank, chosen = tf.math.top_k(cand_raw / penalty, k=beams)
-        parent = chosen // vocab
-        tokens = chosen % vocab
-        raw = tf.gather(cand_raw, chosen, batch_dims=1)
-        parent_finished = tf.gather(finished, parent, batch_dims=1)
-        tokens = tf.where(parent_finished, pad_id, tokens)
-        lengths = tf.gather(cand_len, parent, batch_dims=1)
-        finished = tf.logical_or(parent_finished, tf.equal(tokens, end_id))
+        candidates = s.alive_scores[..., None] + tf.reshape(step_log_probs, [-1, beams, vocab])
+        scores, chosen = tf.math.top_k(tf.reshape(candidates, [-1, beams * vocab]), 2 * beams)
+        parent, token = chosen // vocab, chosen % vocab
+        ends = tf.equal(token, end_id)
+        first_row = tf.range(tf.shape(scores)[0])[:, None] * beams  # (B, 1)
 
-        rows = tf.reshape(tf.range(tf.shape(parent)[0])[:, None] * beams + parent, [-1])
-        tokens = tf.reshape(tokens, [-1])
-        attention = tf.gather(attention, rows)
-        attention = tf.where(
-            tf.reshape(parent_finished, [-1, 1]), tf.zeros_like(attention), attention
+        # The K best candidates that do not end stay alive. Each parent has one <end>, so at
+        # most K of the 2K end and K others are always there; top_k keeps them best first.
+        _, pick = tf.math.top_k(tf.where(ends, _EMPTY, scores), beams)
+        alive_scores = tf.gather(scores, pick, batch_dims=1)
+        rows = tf.reshape(first_row + tf.gather(parent, pick, batch_dims=1), [-1])
+        tokens = tf.reshape(tf.gather(token, pick, batch_dims=1), [-1])
+        alive_tokens = write_step(tf.gather(s.alive_tokens, rows), index, tokens)
+        alive_attention = write_step(
+            tf.gather(s.alive_attention, rows), index, tf.gather(attention, rows)
         )
-        token_buf = write_step(tf.gather(token_buf, rows), index, tokens)
-        att_buf = write_step(tf.gather(att_buf, rows), index, attention)
-        state = _reorder(state, rows)
-        return tokens, state, raw, finished, lengths, rank, token_buf, att_buf
+
+        # The candidates among the K best that end join the buffer, unless the example is done
+        # (then its answer is fixed, as if it had been decoded alone).
+        new = tf.logical_and(ends[:, :beams], scores[:, :beams] > _IMPOSSIBLE)
+        new = tf.logical_and(new, tf.logical_not(s.done)[:, None])
+        end_rows = tf.reshape(first_row + parent[:, :beams], [-1])
+        end_tokens = write_step(
+            tf.gather(s.alive_tokens, end_rows), index, tf.fill(tf.shape(end_rows), end_id)
+        )
+        end_attention = write_step(
+            tf.gather(s.alive_attention, end_rows), index, tf.gather(attention, end_rows)
+        )
+        length = index + 1
+        end_normalized = scores[:, :beams] / gnmt_length_penalty(length, alpha)
+        kept_normalized, pick = tf.math.top_k(
+            tf.concat([s.kept_normalized, tf.where(new, end_normalized, _EMPTY)], axis=1), keep
+        )
+
+        def kept(old: tf.Tensor, candidates: tf.Tensor) -> tf.Tensor:
+            return tf.gather(tf.concat([old, candidates], axis=1), pick, batch_dims=1)
+
+        ended = s.ended + tf.reduce_sum(tf.cast(new, tf.int32), axis=1)
+        # An alive hypothesis reaches at most score / lp(T): its score can only fall, and its
+        # length penalty is largest at T (alpha >= 0).
+        bound = alive_scores[:, 0] / max_penalty
+        beaten = tf.logical_and(ended >= keep, bound <= kept_normalized[:, keep - 1])
+        return _Search(
+            index=index + 1,
+            tokens=tokens,
+            state=_reorder(new_state, rows),
+            alive_scores=alive_scores,
+            alive_tokens=alive_tokens,
+            alive_attention=alive_attention,
+            kept_tokens=_merge(kept(_split(s.kept_tokens, keep), _split(end_tokens, beams))),
+            kept_attention=_merge(
+                kept(_split(s.kept_attention, keep), _split(end_attention, beams))
+            ),
+            kept_scores=kept(s.kept_scores, scores[:, :beams]),
+            kept_normalized=kept_normalized,
+            kept_lengths=kept(s.kept_lengths, tf.fill(tf.shape(new), length)),
+            ended=ended,
+            done=tf.logical_or(s.done, beaten),
+        )
 
     # The first step runs outside the loop: it tells the attention width A for the buffers.
     rows = batch_size * beams
@@ -158,51 +245,57 @@ def beam_search(
     logits, state, attention = step(tf.fill([rows], start_id), state, index)
     attention = as_attention(attention)
     width = attention.shape[1] if attention.shape[1] is not None else tf.shape(attention)[1]
-    # Only beam 0 is live at first: the others are copies that must not be chosen twice.
-    first_raw = tf.constant([[0.0] + [NEG] * (beams - 1)], tf.float32)
-    carry = advance(
-        index,
-        logits,
-        attention,
-        tf.tile(first_raw, [batch_size, 1]),
-        tf.zeros([batch_size, beams], tf.bool),
-        tf.zeros([batch_size, beams], tf.int32),
-        tf.zeros([rows, max_length], tf.int32),
-        tf.zeros([rows, max_length, width], tf.float32),
-        state,
+    kept_rows = batch_size * keep
+    empty = _Search(
+        index=index,
+        tokens=tf.fill([rows], start_id),
+        state=state,
+        # Only beam 0 is live at first: the others are copies that must not be chosen twice.
+        alive_scores=tf.tile(tf.constant([[0.0] + [NEG] * (beams - 1)]), [batch_size, 1]),
+        alive_tokens=tf.fill([rows, max_length], pad_id),
+        alive_attention=tf.zeros([rows, max_length, width]),
+        kept_tokens=tf.fill([kept_rows, max_length], pad_id),
+        kept_attention=tf.zeros([kept_rows, max_length, width]),
+        kept_scores=tf.zeros([batch_size, keep]),
+        kept_normalized=tf.fill([batch_size, keep], _EMPTY),
+        kept_lengths=tf.zeros([batch_size, keep], tf.int32),
+        ended=tf.zeros([batch_size], tf.int32),
+        done=tf.zeros([batch_size], tf.bool),
     )
-    loop_vars = (index + 1, *carry)
-    max_penalty = gnmt_length_penalty(max_length, alpha)
+    search = advance(empty, logits, attention, state)
 
-    def cond(index, tokens, state, raw, finished, lengths, rank, token_buf, att_buf):
-        best_done = tf.reduce_all(finished[:, :n_best], axis=1)
-        alive_bound = tf.where(finished, tf.float32.min, raw / max_penalty)
-        done = tf.logical_and(best_done, tf.reduce_max(alive_bound, axis=1) <= rank[:, n_best - 1])
-        return tf.logical_and(index < max_length, tf.logical_not(tf.reduce_all(done)))
+    def cond(s: _Search) -> tf.Tensor:
+        return tf.logical_and(s.index < max_length, tf.logical_not(tf.reduce_all(s.done)))
 
-    def body(index, tokens, state, raw, finished, lengths, rank, token_buf, att_buf):
-        logits, new_state, attention = step(tokens, state, index)
-        carry = advance(
-            index,
-            logits,
-            as_attention(attention),
-            raw,
-            finished,
-            lengths,
-            token_buf,
-            att_buf,
-            new_state,
-        )
-        return (index + 1, *carry)
+    def body(s: _Search) -> tuple[_Search]:
+        logits, new_state, attention = step(s.tokens, s.state, s.index)
+        return (advance(s, logits, as_attention(attention), new_state),)
 
-    _, _, _, raw, finished, lengths, rank, token_buf, att_buf = tf.while_loop(
-        cond, body, loop_vars, shape_invariants=state_invariants(loop_vars)
-    )
+    (search,) = tf.while_loop(cond, body, (search,), shape_invariants=(state_invariants(search),))
+    return _answer(search, alpha, keep, beams)
+
+
+def _answer(s: _Search, alpha: float, keep: int, beams: int) -> Decoded:
+    """The buffer's hypotheses, then the best alive ones in the slots it leaves empty."""
+    # Slot j holds kept hypothesis j while j < found, else alive hypothesis j - found.
+    found = tf.minimum(s.ended, keep)[:, None]  # (B, 1)
+    slot = tf.range(keep)[None]  # (1, n)
+    finished = slot < found
+    source = tf.where(finished, slot, keep + slot - found)  # into concat([kept, alive[:n]])
+
+    def answer(kept: tf.Tensor, alive: tf.Tensor) -> tf.Tensor:
+        both = tf.concat([kept, alive[:, :keep]], axis=1)
+        return tf.gather(both, source, batch_dims=1)
+
+    # Alive hypotheses have run every step: when any is returned, that is T steps.
+    alive_lengths = tf.fill(tf.shape(s.alive_scores), s.index)
     return Decoded(
-        tokens=tf.reshape(token_buf, [-1, beams, max_length])[:, :n_best],
-        lengths=lengths[:, :n_best],
-        scores=raw[:, :n_best],
-        attention=tf.reshape(att_buf, [-1, beams, max_length, width])[:, :n_best],
-        finished=finished[:, :n_best],
-        normalized_scores=rank[:, :n_best],
+        tokens=answer(_split(s.kept_tokens, keep), _split(s.alive_tokens, beams)),
+        lengths=answer(s.kept_lengths, alive_lengths),
+        scores=answer(s.kept_scores, s.alive_scores),
+        attention=answer(_split(s.kept_attention, keep), _split(s.alive_attention, beams)),
+        finished=finished,
+        normalized_scores=answer(
+            s.kept_normalized, s.alive_scores / gnmt_length_penalty(alive_lengths, alpha)
+        ),
     )

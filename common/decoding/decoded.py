@@ -15,8 +15,9 @@ import tensorflow as tf
 class Decoded(NamedTuple):
     """The hypotheses found by `greedy_decode`, `beam_search` or `sample_decode`.
 
-    Hypotheses of one example are ordered best first (beam search ranks them by
-    `normalized_scores`). `T` is always `max_length`, whether or not decoding stopped early.
+    Hypotheses of one example are ordered best first: beam search returns its finished ones
+    by `normalized_scores`, then, only if fewer than `n_best` finished, the best unfinished
+    ones. `T` is always `max_length`, whether or not decoding stopped early.
 
     Attributes:
         tokens: `(B, K, T)` int32. The generated tokens without `<start>`; a finished

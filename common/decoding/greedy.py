@@ -24,6 +24,7 @@ from common.decoding.utils import (
     as_attention,
     check_common_args,
     log_probs,
+    never_emitted,
     state_invariants,
     to_state,
     write_step,
@@ -52,7 +53,9 @@ def single_path_decode(
         start_id: the token fed at index 0.
         end_id: the token that finishes a hypothesis (compared by id).
         max_length: `T`, the most tokens generated, `<end>` included.
-        choose: `choose(log_probs (B, V) float32, logits (B, V) float32, index) -> (B,) int`.
+        choose: `choose(log_probs (B, V) float32, logits (B, V) float32, index) -> (B,) int`;
+            both arrive with the `<start>` and `<pad>` columns at -1e9, so it never picks
+            them.
         pad_id: the token written after `<end>`.
 
     Returns:
@@ -64,8 +67,11 @@ def single_path_decode(
     pad_id = tf.cast(pad_id, tf.int32)
 
     def advance(index, logits, attention, finished, scores, lengths, token_buf, att_buf):
+        # <start> and <pad> are never chosen; the score stays the model's own log-probability
+        # (log_softmax of the unmasked logits, not renormalized over the other tokens).
         logits = tf.cast(logits, tf.float32)
-        step_log_probs = log_probs(logits)
+        step_log_probs = never_emitted(log_probs(logits), start_id, pad_id, end_id)
+        logits = never_emitted(logits, start_id, pad_id, end_id)
         chosen = tf.cast(choose(step_log_probs, logits, index), tf.int32)
         chosen = tf.where(finished, pad_id, chosen)
         gained = tf.gather(step_log_probs, chosen, batch_dims=1)
@@ -91,7 +97,7 @@ def single_path_decode(
         tf.zeros([batch_size], tf.bool),
         tf.zeros([batch_size], tf.float32),
         tf.zeros([batch_size], tf.int32),
-        tf.zeros([batch_size, max_length], tf.int32),
+        tf.fill([batch_size, max_length], pad_id),
         tf.zeros([batch_size, max_length, width], tf.float32),
     )
     loop_vars = (index + 1, state, *carry)
@@ -128,7 +134,7 @@ def greedy_decode(
     max_length: int | tf.Tensor,
     pad_id: int = 0,
 ) -> Decoded:
-    """Greedy decoding: the most probable token at every step.
+    """Greedy decoding: the most probable token at every step (never `<start>` or `<pad>`).
 
     Each example stops at its own `<end>` (compared by id) and then only emits `pad_id`; the
     loop stops when all examples have finished or after `max_length` steps. Written with

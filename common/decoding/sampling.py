@@ -67,6 +67,9 @@ def sample_decode(
 ) -> Decoded:
     """Samples each token from `softmax(logits / temperature)`, optionally among the top k.
 
+    `<start>` and `<pad>` are never sampled: their logits are masked before the softmax, so
+    the distribution is renormalized over the other tokens (`scores` are not renormalized).
+
     The random numbers are a hash of `(seed, index, row, token)`: the same seed gives the same
     samples eagerly, inside `tf.function` (with or without XLA) and in an exported SavedModel
     (up to float rounding of near-ties). Without a seed,

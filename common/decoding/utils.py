@@ -64,6 +64,26 @@ def log_probs(logits: tf.Tensor) -> tf.Tensor:
     return tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
 
 
+def never_emitted(
+    values: tf.Tensor, start_id: tf.Tensor, pad_id: tf.Tensor, end_id: tf.Tensor
+) -> tf.Tensor:
+    """Sets the `<start>` and `<pad>` columns of `(N, V)` logits or log-probabilities to `NEG`.
+
+    No search emits `<start>` (it is only ever fed) or `<pad>` (it only fills the steps after
+    `<end>`): a hypothesis with either would have a word position without a word, and its
+    attention rows would no longer line up with its words. `end_id` is never masked, even if it
+    shares an id with one of them. Ids outside `[0, V)` mask nothing.
+    """
+    vocab = tf.shape(values)[-1]
+
+    def column(token_id: tf.Tensor) -> tf.Tensor:
+        return tf.one_hot(token_id, vocab, on_value=True, off_value=False, dtype=tf.bool)
+
+    special = tf.logical_or(column(start_id), column(pad_id))
+    special = tf.logical_and(special, tf.logical_not(column(end_id)))
+    return tf.where(special[None], tf.cast(NEG, values.dtype), values)
+
+
 def as_attention(attention: tf.Tensor) -> tf.Tensor:
     """The step's attention `(N, A)` as float32, checked to be rank 2."""
     attention = tf.cast(tf.convert_to_tensor(attention), tf.float32)

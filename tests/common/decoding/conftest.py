@@ -1,6 +1,7 @@
 """Toy step functions for the decoding tests, each with an independent NumPy reference.
 
-Tokens: 0 `<pad>`, 1 `<start>`, 2 `<end>`, the rest words. Two toys:
+Tokens: 0 `<pad>`, 1 `<start>`, 2 `<end>`, the rest words. No search emits `<pad>` or `<start>`,
+so the references never do either (their scores are still the plain log-softmax). Three toys:
 
 - `MarkovToy`: logits = W[example, previous token] + E[index]. The next-token distribution
   depends only on the previous token and the position, so every sequence's score can be
@@ -9,6 +10,9 @@ Tokens: 0 `<pad>`, 1 `<start>`, 2 `<end>`, the rest words. Two toys:
   Logits depend on a hash of the whole path, and the step returns the token history itself as
   its attention, so a state that is not re-ordered with its hypothesis changes the scores, and
   the returned attention must spell out the returned tokens.
+- `TableToy`: next-token probabilities written by hand, `{previous: {token: p}}` per example,
+  for tests whose expected result is worked out in a comment. Its attention is the one-hot of
+  the token fed, so attention row `t` of a hypothesis must name its token `t - 1`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import tensorflow as tf
 
 PAD, START, END = 0, 1, 2
 PRIME = 97
+EMITTED_FROM = 2  # the first token id a search may emit: <end>, then the words
+IMPOSSIBLE = -1e9  # the logit of a token a TableToy row leaves out
 
 
 def np_log_softmax(x: np.ndarray) -> np.ndarray:
@@ -63,11 +69,11 @@ class MarkovToy:
         return np_log_softmax(self.W[example, previous] + self.E[index] + self.bias[example])
 
     def greedy(self, example: int) -> tuple[list[int], float, bool]:
-        """A plain Python greedy loop: (tokens, score, finished)."""
+        """A plain greedy loop over the tokens a search may emit: (tokens, score, finished)."""
         tokens, score, previous = [], 0.0, START
         for index in range(self.max_length):
             lp = self.log_probs(example, previous, index)
-            previous = int(np.argmax(lp))
+            previous = EMITTED_FROM + int(np.argmax(lp[EMITTED_FROM:]))
             tokens.append(previous)
             score += lp[previous]
             if previous == END:
@@ -78,7 +84,7 @@ class MarkovToy:
         """Every hypothesis up to max_length, best first: (normalized, score, tokens, finished)."""
         found = []
         for length in range(1, self.max_length + 1):
-            for seq in itertools.product(range(self.vocab), repeat=length):
+            for seq in itertools.product(range(EMITTED_FROM, self.vocab), repeat=length):
                 if END in seq[:-1]:
                     continue
                 finished = seq[-1] == END
@@ -90,6 +96,49 @@ class MarkovToy:
                     previous = token
                 found.append((score / gnmt_penalty(length, alpha), score, list(seq), finished))
         return sorted(found, key=lambda item: -item[0])
+
+    def n_best(self, example: int, alpha: float, n: int) -> list[tuple]:
+        """What beam search with every hypothesis in its beam returns: the finished ones best
+        first, then the unfinished ones best first, `n` in all."""
+        found = self.all_sequences(example, alpha)
+        return ([item for item in found if item[3]] + [item for item in found if not item[3]])[:n]
+
+
+class TableToy:
+    """Hand-written next-token probabilities; `tables[b][previous] = {token: probability}`.
+
+    A row may leave tokens out (probability 0, logit -1e9); a missing row means the token is
+    never fed. Attention `(N, V)` is the one-hot of the token fed. `calls` records the index of
+    every step run (eagerly).
+    """
+
+    def __init__(self, vocab: int, *tables: dict[int, dict[int, float]]):
+        self.vocab, self.calls = vocab, []
+        self.logits = np.full((len(tables), vocab, vocab), IMPOSSIBLE, np.float32)
+        for b, table in enumerate(tables):
+            for previous, row in table.items():
+                assert abs(sum(row.values()) - 1) < 1e-6, (previous, row)
+                for token, p in row.items():
+                    self.logits[b, previous, token] = np.log(p)
+
+    def initial_state(self) -> dict:
+        return {"example": tf.range(len(self.logits), dtype=tf.int32)}
+
+    def step(self, tokens, state, index):
+        self.calls.append(int(index) if tf.executing_eagerly() else None)
+        logits = tf.gather_nd(self.logits, tf.stack([state["example"], tokens], axis=1))
+        return logits, state, tf.one_hot(tokens, self.vocab)
+
+
+def check_table_attention(toy: TableToy, out) -> None:
+    """Attention row t of every returned hypothesis is the one-hot of the token fed at t."""
+    tokens, lengths = out.tokens.numpy(), out.lengths.numpy()
+    for b in range(tokens.shape[0]):
+        for k in range(tokens.shape[1]):
+            fed = [START, *tokens[b, k, : lengths[b, k] - 1]]
+            expected = np.zeros((tokens.shape[2], toy.vocab), np.float32)
+            expected[np.arange(len(fed)), fed] = 1.0
+            np.testing.assert_array_equal(out.attention.numpy()[b, k], expected)
 
 
 class HistoryToy:
@@ -140,6 +189,7 @@ def check_against_replay(toy: HistoryToy, out) -> None:
             assert (tokens[b, k, length:] == PAD).all()
             assert out.finished.numpy()[b, k] == (tokens[b, k, length - 1] == END)
             assert END not in tokens[b, k, : length - 1]
+            assert not np.isin(tokens[b, k, :length], [PAD, START]).any()
 
 
 @pytest.fixture
@@ -151,7 +201,9 @@ def toys():
         {
             "MarkovToy": MarkovToy,
             "HistoryToy": HistoryToy,
+            "TableToy": TableToy,
             "check_against_replay": staticmethod(check_against_replay),
+            "check_table_attention": staticmethod(check_table_attention),
             "gnmt_penalty": staticmethod(gnmt_penalty),
             "np_log_softmax": staticmethod(np_log_softmax),
             "PAD": PAD,

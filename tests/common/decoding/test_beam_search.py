@@ -9,9 +9,10 @@ from common.errors import UserError
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
 def test_large_beam_finds_the_brute_force_n_best(toys, alpha):
-    # V=5, T=3: 21 finished + 64 unfinished sequences, all of which fit in 96 beams.
+    # V=5 with 3 emittable tokens, T=3: 7 finished + 8 unfinished sequences, all within 96
+    # beams. The answer: the 7 finished best first, then the 3 best unfinished.
     toy = toys.MarkovToy(vocab=5, max_length=3, examples=2, seed=4, scale=1.0)
-    n_best = 6
+    n_best = 10
     out = beam_search(
         toy.step,
         toy.initial_state(),
@@ -25,7 +26,8 @@ def test_large_beam_finds_the_brute_force_n_best(toys, alpha):
     )
     assert out.tokens.shape == (2, n_best, 3)
     for b in range(2):
-        expected = toy.all_sequences(b, alpha)[:n_best]
+        expected = toy.n_best(b, alpha, n_best)
+        assert sum(finished for *_, finished in expected) == 7
         for k, (normalized, score, tokens, finished) in enumerate(expected):
             got = out.tokens.numpy()[b, k]
             np.testing.assert_array_equal(got[: len(tokens)], tokens)
@@ -42,26 +44,41 @@ def test_brute_force_best_found_with_modest_beam(toys):
     # Not guaranteed for beam search in general, but this table is peaked enough.
     toy = toys.MarkovToy(vocab=4, max_length=4, examples=3, seed=5, scale=3.0)
     out = beam_search(
-        toy.step, toy.initial_state(), 3, toys.START, toys.END, 4, beam_size=16, length_penalty=0.0
+        toy.step, toy.initial_state(), 3, toys.START, toys.END, 4, beam_size=4, length_penalty=0.0
     )
     for b in range(3):
-        _, score, tokens, _ = toy.all_sequences(b, 0.0)[0]
+        _, score, tokens, finished = toy.n_best(b, 0.0, 1)[0]
         np.testing.assert_array_equal(out.tokens.numpy()[b, 0, : len(tokens)], tokens)
         np.testing.assert_allclose(out.scores[b, 0], score, rtol=1e-5, atol=1e-5)
+        assert bool(out.finished[b, 0]) == finished
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("alpha", [0.0, 0.6])
-def test_beam_size_one_is_exactly_greedy(toys, seed, alpha):
+def test_beam_size_one_is_exactly_greedy_without_length_penalty(toys, seed):
     toy = toys.MarkovToy(vocab=9, max_length=8, examples=6, seed=seed)
     greedy = greedy_decode(toy.step, toy.initial_state(), 6, toys.START, toys.END, 8)
     beam = beam_search(
-        toy.step, toy.initial_state(), 6, toys.START, toys.END, 8, beam_size=1, length_penalty=alpha
+        toy.step, toy.initial_state(), 6, toys.START, toys.END, 8, beam_size=1, length_penalty=0.0
     )
     np.testing.assert_array_equal(beam.tokens, greedy.tokens)
     np.testing.assert_array_equal(beam.scores, greedy.scores)
     np.testing.assert_array_equal(beam.lengths, greedy.lengths)
     np.testing.assert_array_equal(beam.finished, greedy.finished)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_beam_size_one_with_length_penalty_never_scores_below_greedy(toys, seed):
+    # Greedy's hypothesis enters the buffer; one beam then returns it, or a later one with a
+    # better normalized score (see test_beam_search_tables for a hand-made case).
+    toy = toys.MarkovToy(vocab=9, max_length=8, examples=6, seed=seed)
+    greedy = greedy_decode(toy.step, toy.initial_state(), 6, toys.START, toys.END, 8)
+    beam = beam_search(
+        toy.step, toy.initial_state(), 6, toys.START, toys.END, 8, beam_size=1, length_penalty=0.6
+    )
+    greedy_normalized = greedy.scores.numpy() / toys.gnmt_penalty(greedy.lengths.numpy(), 0.6)
+    same = (beam.tokens.numpy() == greedy.tokens.numpy()).all(axis=-1)
+    assert (same | (beam.normalized_scores.numpy() > greedy_normalized)).all()
+    assert (beam.finished.numpy() | ~greedy.finished.numpy()).all()
 
 
 @pytest.mark.parametrize("beam_size, n_best", [(3, 3), (5, 2)])

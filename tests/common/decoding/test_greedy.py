@@ -76,3 +76,18 @@ def test_greedy_rejects_bad_arguments(toys, kwargs):
     args = {"batch_size": 1, "start_id": 1, "end_id": 2, "max_length": 4, **kwargs}
     with pytest.raises(UserError):
         greedy_decode(toy.step, toy.initial_state(), **args)
+
+
+@pytest.mark.parametrize("decoder", ["greedy", "beam", "sample"])
+def test_every_decoder_fills_pad_id_after_end_when_it_stops_early(toys, decoder):
+    # Every example ends at once, so the loop stops after one step; the other steps still
+    # hold pad_id (here 4, a word id, which is then never emitted either).
+    from common.decoding import beam_search, sample_decode
+
+    bias = np.zeros((2, 6), np.float32)
+    bias[:, toys.END] = 50.0
+    toy = toys.MarkovToy(vocab=6, max_length=4, examples=2, bias=bias)
+    decode = {"greedy": greedy_decode, "sample": sample_decode,
+              "beam": lambda *a, **k: beam_search(*a, beam_size=2, **k)}[decoder]  # fmt: skip
+    out = decode(toy.step, toy.initial_state(), 2, toys.START, toys.END, 4, pad_id=4)
+    np.testing.assert_array_equal(out.tokens, [[[toys.END, 4, 4, 4]]] * 2)

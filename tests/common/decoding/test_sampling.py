@@ -1,4 +1,5 @@
-"""Sampling: reproducible with a seed, top_k=1 is greedy, frequencies match the softmax."""
+"""Sampling: reproducible with a seed, top_k=1 is greedy, frequencies match the softmax over
+the tokens a search may emit (not <pad> or <start>)."""
 
 import numpy as np
 import pytest
@@ -47,6 +48,7 @@ def test_first_token_frequencies_match_softmax(toys, temperature, top_k):
         toy.step, state, n, toys.START, toys.END, 1, temperature=temperature, top_k=top_k, seed=11
     )
     logits = (toy.W[0, toys.START] + toy.E[0]).astype(np.float64) / temperature
+    logits[[toys.PAD, toys.START]] = -np.inf  # never sampled; the other tokens renormalized
     if top_k:
         logits[np.argsort(logits)[:-top_k]] = -np.inf
     expected = np.exp(toys.np_log_softmax(logits))
