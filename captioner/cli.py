@@ -89,6 +89,9 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--penalty-tau", type=non_negative_float,
                    help="τ of the penalty (default: caption length / regions)")
     g.add_argument("--entropy-weight", type=non_negative_float, help="hard attention only")
+    g.add_argument("--expected-context-warmup", type=int, metavar="STEPS",
+                   help="hard attention: over the first STEPS steps the share of captions "
+                        "trained on the expected context falls from 1 to 0.5")
     g.add_argument("--reward", choices=("caption", "to-go"),
                    help="hard attention's REINFORCE reward: the caption log-likelihood (the "
                    "paper's) or, per step, that of the words still to come (less variance)")
@@ -131,6 +134,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                          attention_units=args.attention_units, dropout=args.dropout,
                          penalty_weight=args.penalty_weight, penalty_tau=args.penalty_tau,
                          entropy_weight=args.entropy_weight, reward=args.reward,
+                         expected_context_warmup=args.expected_context_warmup,
                          max_length=args.max_length),
         "data": data,
         "training": given(epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,

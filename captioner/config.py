@@ -76,6 +76,10 @@ class DecoderConfig:
             log-likelihood against a moving average, or `"to-go"`, each step's location
             rewarded with the log-likelihood of the words from that step on against a
             per-word moving average (`captioner.model.reinforce_surrogate`).
+        expected_context_warmup: hard attention: over the first N training steps the
+            probability of the expected context falls linearly from 1 to
+            `expected_context_prob`, so the attention first learns from the deterministic
+            gradient (as soft attention does) before sampled locations take their share.
     """
 
     embedding_dim: int = 256
@@ -92,6 +96,7 @@ class DecoderConfig:
     max_length: int = 20
     query: str = "hidden"
     reward: str = "caption"
+    expected_context_warmup: int = 0
 
     def __post_init__(self):
         if self.query not in ATTENTION_QUERIES:
@@ -105,6 +110,9 @@ class DecoderConfig:
             raise UserError(
                 f"Unknown attention {self.attention!r}; choose one of: {', '.join(ATTENTION_KINDS)}"
             )
+        if self.expected_context_warmup < 0:
+            raise UserError(
+                f"expected_context_warmup must be >= 0, got {self.expected_context_warmup}")
         if not 0 <= self.dropout < 1:
             raise UserError(f"dropout must be in [0, 1), got {self.dropout}")
 

@@ -54,6 +54,8 @@ class ShowAttendTellDecoder(keras.layers.Layer):
         annotations: `(B, L, D)`.
         caption_in: `(B, T)` int32, `<start> w₁ … wₙ` padded with 0 (teacher forcing).
         training: dropout and hard-attention sampling.
+        expected_context_prob: overrides the layer's probability of the expected context
+            (a float or scalar tensor; hard attention in training only).
 
     Returns:
         A dict: `logits (B, T, V)`, `alpha (B, T, L)`, and for hard attention `log_prob (B, T)`
@@ -186,7 +188,7 @@ class ShowAttendTellDecoder(keras.layers.Layer):
 
     # -- teacher forcing --------------------------------------------------------------------
 
-    def call(self, annotations, caption_in, training=None):
+    def call(self, annotations, caption_in, training=None, expected_context_prob=None):
         steps = caption_in.shape[1]
         if steps is None:
             raise ValueError("caption_in needs a static length (pad_to_max_length=True)")
@@ -198,7 +200,9 @@ class ShowAttendTellDecoder(keras.layers.Layer):
         if hard and training:
             batch = ops.shape(annotations)[0]
             draw = keras.random.uniform((batch,), seed=self._sampler)
-            use_expected = draw < self.expected_context_prob
+            if expected_context_prob is None:
+                expected_context_prob = self.expected_context_prob
+            use_expected = draw < expected_context_prob
         hs, contexts, alphas, log_probs = [], [], [], []
         for t in range(steps):
             h, c, context, alpha, log_prob = self.recurrence(

@@ -96,7 +96,9 @@ class MovingAverage(keras.layers.Layer):
     Example:
     >>> average = MovingAverage(0.9)
     >>> average.update(-10.0); float(average.value)
-    -1.0
+    -10.0
+    >>> average.update(0.0); float(average.value)
+    -9.0
     """
 
     def __init__(self, decay: float = 0.9, **kwargs):
@@ -104,10 +106,15 @@ class MovingAverage(keras.layers.Layer):
         self.decay = float(decay)
         self.value = self.add_weight(shape=(), initializer="zeros", trainable=False,
                                      aggregation="mean", name="value")
+        self.updates = self.add_weight(shape=(), initializer="zeros", trainable=False,
+                                       aggregation="mean", name="updates")
         self.built = True
 
     def update(self, x) -> None:
-        self.value.assign(self.decay * self.value + (1.0 - self.decay) * ops.cast(x, "float32"))
+        """Moves towards `x`; the first update sets the value to `x` (no bias towards 0)."""
+        decay = ops.where(self.updates > 0, self.decay, 0.0)
+        self.value.assign(decay * self.value + (1.0 - decay) * ops.cast(x, "float32"))
+        self.updates.assign(self.updates + 1.0)
 
     def get_config(self):
         config = super().get_config()
@@ -193,6 +200,18 @@ class ShowAttendTell(keras.Model):
     def call(self, inputs, training=None):
         return self.decoder(self.annotations(inputs, training), inputs["caption_in"], training=training)
 
+    def expected_context_prob(self):
+        """Hard attention's probability of the expected context at this training step.
+
+        Falls linearly from 1 to `decoder.expected_context_prob` over the first
+        `decoder.expected_context_warmup` steps (counted by the baseline's updates).
+        """
+        config = self.decoder_config
+        if not config.expected_context_warmup:
+            return config.expected_context_prob
+        progress = ops.minimum(self.reward_baseline.updates / config.expected_context_warmup, 1.0)
+        return 1.0 - progress * (1.0 - config.expected_context_prob)
+
     def loss_terms(self, batch: dict[str, Any], training: bool) -> dict[str, Any]:
         """Sums over this batch's captions for `common.training.Trainer`.
 
@@ -202,7 +221,12 @@ class ShowAttendTell(keras.Model):
         tokens) and, for hard attention, `reinforce`, `entropy`, `baseline` (its value × count).
         """
         config = self.decoder_config
-        outputs = self(batch, training=training)
+        if config.attention == "hard" and training:
+            outputs = self.decoder(self.annotations(batch, training), batch["caption_in"],
+                                   training=training,
+                                   expected_context_prob=self.expected_context_prob())
+        else:
+            outputs = self(batch, training=training)
         logits, alpha = outputs["logits"], outputs["alpha"]
         target = ops.cast(batch["caption_out"], "int32")
         mask = ops.cast(ops.not_equal(target, 0), "float32")

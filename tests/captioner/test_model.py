@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 
 from captioner.config import DecoderConfig, EncoderConfig
-from captioner.model import ShowAttendTell, doubly_stochastic_penalty, reinforce_surrogate
+from captioner.model import (
+    MovingAverage,
+    ShowAttendTell,
+    doubly_stochastic_penalty,
+    reinforce_surrogate,
+)
 
 V = 13
 
@@ -120,7 +125,7 @@ def test_beam_size_one_gives_exactly_the_greedy_result():
     model = _model()
     images = _batch()["image"]
     greedy = model.caption(images, method="greedy", max_length=6)
-    beam = model.caption(images, method="beam", beam_size=1, max_length=6)
+    beam = model.caption(images, method="beam", beam_size=1, max_length=6, length_penalty=0.0)
     np.testing.assert_array_equal(beam.tokens, greedy.tokens)
     np.testing.assert_array_equal(beam.lengths, greedy.lengths)
     np.testing.assert_allclose(beam.attention, greedy.attention, atol=1e-6)
@@ -169,3 +174,45 @@ def test_training_checkpoint_restores_weights_and_baseline(tmp_path):
     assert float(fresh.baseline) == float(model.baseline) != 0.0
     for a, b in zip(model.variables, fresh.variables):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_the_baseline_starts_at_the_first_reward_then_moves_as_a_moving_average():
+    average = MovingAverage(0.9)
+    average.update(-4.0)  # no pull towards the initial 0: the first reward is the baseline
+    assert float(average.value) == pytest.approx(-4.0)
+    average.update(-2.0)
+    assert float(average.value) == pytest.approx(0.9 * -4.0 + 0.1 * -2.0)
+    average.update(-3.0)
+    assert float(average.value) == pytest.approx(0.9 * (0.9 * -4.0 + 0.1 * -2.0) + 0.1 * -3.0)
+
+
+def test_expected_context_warmup_falls_linearly_from_one_to_the_configured_share():
+    model = _model(attention="hard", expected_context_prob=0.5, expected_context_warmup=4)
+    batch = _batch()
+    shares = []
+    for _ in range(6):
+        shares.append(float(model.expected_context_prob()))
+        model.loss_terms(batch, training=True)  # one training step's baseline update
+    np.testing.assert_allclose(shares, [1.0, 0.875, 0.75, 0.625, 0.5, 0.5])
+    assert _model(attention="hard").expected_context_prob() == 0.5  # no warm-up: constant
+
+
+def test_during_the_warmup_every_caption_uses_the_expected_context():
+    """At the warm-up's start no caption samples a location, so REINFORCE adds nothing."""
+    model = _model(attention="hard", expected_context_warmup=100)
+    outputs = model.decoder(model.annotations(_batch(batch=3)), _batch(batch=3)["caption_in"],
+                            training=True, expected_context_prob=model.expected_context_prob())
+    np.testing.assert_array_equal(np.asarray(outputs["sampled"]), np.zeros(3))
+    terms = model.loss_terms(_batch(batch=3), training=True)
+    assert float(terms["reinforce"]) == 0.0
+    after = _model(attention="hard", expected_context_prob=0.0)  # never the expected context
+    outputs = after.decoder(after.annotations(_batch()), _batch()["caption_in"], training=True,
+                            expected_context_prob=after.expected_context_prob())
+    np.testing.assert_array_equal(np.asarray(outputs["sampled"]), np.ones(3))
+
+
+def test_a_negative_warmup_is_a_user_error():
+    from common.errors import UserError
+
+    with pytest.raises(UserError, match="expected_context_warmup"):
+        DecoderConfig(expected_context_warmup=-1)
