@@ -116,7 +116,7 @@ def test_hard_attention_baseline_is_a_checkpointed_moving_average():
     model.loss_terms(batch, training=False)
     assert float(model.baseline) == 0.0  # evaluation leaves it alone
     terms = model.loss_terms(batch, training=True)
-    # The reward is the caption log-likelihood; one update moves 10% of the way to its mean.
+    # The reward is the caption log-likelihood; the first update sets the baseline to it.
     assert float(model.baseline) < 0
     assert np.isfinite(float(terms["reinforce"])) and float(terms["entropy"]) > 0
 

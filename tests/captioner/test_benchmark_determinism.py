@@ -1,0 +1,33 @@
+"""scripts/benchmark_determinism.py: both settings measured in child processes, in turns."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "benchmark_determinism.py"
+
+pytestmark = pytest.mark.slow
+
+
+def test_both_settings_are_timed_and_the_ratio_is_theirs(tmp_path):
+    out = tmp_path / "determinism.json"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--rounds", "1", "--steps", "1", "--warmup", "1",
+         "--batch-size", "4", "--out", str(out)],
+        capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    medians = result["median_ms_per_step"]
+    assert set(medians) == {"default", "deterministic"}
+    assert all(len(v) == 1 and v[0] > 0 for v in result["ms_per_step"].values())
+    assert result["slowdown"] == pytest.approx(medians["deterministic"] / medians["default"])
+
+
+def test_bad_options_are_one_line_errors():
+    done = subprocess.run([sys.executable, str(SCRIPT), "--rounds", "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--rounds must be >= 1" in done.stderr
+    assert "Traceback" not in done.stderr
