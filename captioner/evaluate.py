@@ -145,10 +145,11 @@ def evaluate(run_dir: str | os.PathLike | CaptionerRun, dataset: str | None = No
 
 def format_results(results: dict[str, Any]) -> str:
     """One `name  value` line per score, values on the 0–100 scale with two decimals."""
+    width = max([28] + [len(name) + 2 for name in results])
     lines = []
     for name, value in results.items():
         if isinstance(value, float | np.floating):
-            lines.append(f"{name:<28}{value:8.2f}")
+            lines.append(f"{name:<{width}}{value:8.2f}")
         else:
-            lines.append(f"{name:<28}{value!s:>8}")
+            lines.append(f"{name:<{width}}{value!s:>8}")
     return "\n".join(lines)

@@ -107,3 +107,12 @@ def test_the_json_says_which_tokenizer_ran(run, tmp_path, monkeypatch, java):
                  "attention_correctness_references", "attention_uniform_baseline_references",
                  "attention_words_references", "attention_words_skipped_references"):
         assert name in scores, name
+
+
+def test_printed_scores_line_up_however_long_the_name():
+    from captioner.evaluate import format_results
+
+    lines = format_results({"BLEU-4": 75.5, "attention_uniform_baseline_references": 6.8,
+                            "attention_words_skipped_references": 0}).splitlines()
+    assert len({len(line) for line in lines}) == 1  # values end in one column
+    assert lines[1].split() == ["attention_uniform_baseline_references", "6.80"]
