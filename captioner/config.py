@@ -154,6 +154,19 @@ class CaptionerRunConfig:
     training: dict[str, Any] = field(default_factory=dict)
     cosine_decay: bool = False
 
+    def __post_init__(self):
+        # A cached encoder is frozen: cached features of a network that is never trained are
+        # those of a random one. small-cnn has no pretrained weights; it trains from scratch.
+        if self.data.cache_features and (self.encoder.name == "small-cnn"
+                                         or self.encoder.weights == "none"):
+            why = ("small-cnn trains from scratch" if self.encoder.name == "small-cnn"
+                   else f"--weights none leaves {self.encoder.name} untrained")
+            raise UserError(
+                f"--cache-features caches the features of a frozen encoder, but {why}: its "
+                "features would come from a random network that is never trained; expected a "
+                "pretrained encoder (e.g. --encoder vgg19 --weights imagenet) or no "
+                "--cache-features")
+
 
 def replace(config: Any, **changes: Any) -> Any:
     """`dataclasses.replace` that ignores `None` values (options left at their defaults)."""

@@ -2,9 +2,18 @@
 
 `evaluate(run_dir, dataset, split)` captions every image of the split with beam search and
 reports, on a 0–100 scale: BLEU-1..4, METEOR, ROUGE-L and CIDEr (pycocoevalcap, through
-`common.metrics.caption_scores`), attention correctness and its uniform-attention baseline
-(for datasets with object boxes: `shapes`, COCO instances), and on `shapes` the object and
-relation accuracy of the captions.
+`common.metrics.caption_scores`, with the tokenizer that ran), attention correctness and its
+uniform-attention baseline (for datasets with object boxes: `shapes`, COCO instances), and on
+`shapes` the object and relation accuracy of the captions.
+
+Attention correctness is given twice (`common.metrics.attention_correctness`): on the
+generated captions, where only the objects the model chose to name are scored, and as Liu et
+al. (2017) define it, on the reference captions read under teacher forcing (`teacher_forced`),
+where every reference word that names an object of the image is scored. Each comes with the
+number of words scored and of object words skipped (naming no object of the image the matcher
+could single out: on generated captions, mostly objects that are not there).
+
+Dimensions: `B` images, `N` captions, `T` caption steps, `L` image regions.
 """
 
 from __future__ import annotations
@@ -34,6 +43,52 @@ def generate(run: CaptionerRun, split, beam_size: int = 3, batch_size: int = 32,
     return captions
 
 
+def teacher_forced(run: CaptionerRun, split, batch_size: int = 32
+                   ) -> list[tuple[Any, list[str], np.ndarray]]:
+    """The attention of `run` reading every reference caption of `split` under teacher forcing.
+
+    Each caption is tokenized as training tokenizes it (lowercased, `common.text`), and the
+    decoder reads `<start> w_1 ... w_{n-1}` (a word missing from the vocabulary as `<unk>`),
+    so that step `t` is the one asked for `w_t`; no word is cut off, however long the caption.
+    The image's annotations are computed once for all its captions.
+
+    Returns:
+        `[(record, words, alpha (n, L)), ...]`, one per non-empty caption, in split order:
+        `alpha[t]` is the attention of the step that outputs `words[t]`.
+    """
+    import tensorflow as tf
+
+    from captioner.datasets.pipeline import make_image_dataset
+    from common.text import tokenize_texts
+
+    vocab = run.vocab
+    model = run.model
+    decode = tf.function(lambda annotations, caption_in: model.decoder(
+        annotations, caption_in, training=False)["alpha"], reduce_retracing=True)
+    words = tokenize_texts([c for r in split for c in r.captions], lowercase=True)
+    first = np.cumsum([0] + [len(r.captions) for r in split])  # captions of record i start here
+    longest = max((len(w) for w in words), default=0)
+    forced = []
+    for batch in make_image_dataset(split, run.image_size, batch_size):
+        indices = [int(i) for i in batch["index"].numpy()]
+        owners, rows = [], []
+        for b, index in enumerate(indices):
+            for k in range(first[index], first[index + 1]):
+                if words[k]:
+                    owners.append(b)
+                    rows.append(words[k])
+        if not rows:
+            continue
+        caption_in = np.zeros((len(rows), longest), np.int32)  # one length: one trace
+        for n, row in enumerate(rows):
+            caption_in[n, :len(row)] = [vocab.start_id] + vocab.encode(row[:-1])
+        annotations = model.annotations({"image": batch["image"]}, training=False)
+        alpha = decode(tf.gather(annotations, owners), caption_in).numpy()
+        for n, (b, row) in enumerate(zip(owners, rows)):
+            forced.append((split[indices[b]], row, alpha[n, :len(row)]))
+    return forced
+
+
 def evaluate(run_dir: str | os.PathLike | CaptionerRun, dataset: str | None = None,
              split: str = "test", data_dir: str | None = None, beam_size: int = 3,
              batch_size: int = 32, options: dict[str, Any] | None = None,
@@ -41,9 +96,16 @@ def evaluate(run_dir: str | os.PathLike | CaptionerRun, dataset: str | None = No
     """Scores of a run on `dataset`/`split` (the run's own dataset by default).
 
     Returns:
-        `{"BLEU-1", ..., "CIDEr", "attention_correctness", "attention_uniform_baseline",
-        "attention_words", ["object_accuracy", "relation_accuracy"], "images"}`; scores on
-        the 0–100 scale, except the counts. A metric that cannot be computed is left out.
+        `{"images", "BLEU-1", ..., "CIDEr", "tokenizer", "attention_correctness",
+        "attention_uniform_baseline", "attention_words", "attention_words_skipped",
+        "attention_correctness_references", "attention_uniform_baseline_references",
+        "attention_words_references", "attention_words_skipped_references",
+        ["object_accuracy", "relation_accuracy"]}`; scores on the 0–100 scale, except the
+        counts; `tokenizer` says which tokenizer the caption metrics used (`"ptb"`, or
+        `"simple"` without Java). The `attention_*` entries are on the generated captions,
+        the `*_references` ones on the references under teacher forcing (see the module
+        docstring); they are there for datasets with object boxes. A metric that cannot be
+        computed is left out, a mean over no words is None.
     """
     from captioner.datasets import load_split
     from common.metrics.attention_correctness import corpus_attention_correctness
@@ -63,15 +125,17 @@ def evaluate(run_dir: str | os.PathLike | CaptionerRun, dataset: str | None = No
     results.update(caption_scores(records.references(), hypotheses, metrics=metrics))
 
     if dataset in MATCHERS and any(r.objects for r in records):
-        items = []
-        for image_id, caption in captions.items():
-            record = records.by_id(image_id)
-            items.append((caption.words, caption.attention, record.objects,
-                          (record.height, record.width)))
-        correctness = corpus_attention_correctness(items, MATCHERS[dataset], run.grid_shape)
-        results["attention_correctness"] = 100 * correctness.correctness
-        results["attention_uniform_baseline"] = 100 * correctness.baseline
-        results["attention_words"] = correctness.count
+        generated = [(caption.words, caption.attention, record.objects,
+                      (record.height, record.width))
+                     for record, caption in ((records.by_id(i), c) for i, c in captions.items())]
+        references = [(words, alpha, record.objects, (record.height, record.width))
+                      for record, words, alpha in teacher_forced(run, records, batch_size)]
+        for suffix, items in (("", generated), ("_references", references)):
+            correctness = corpus_attention_correctness(items, MATCHERS[dataset], run.grid_shape)
+            results[f"attention_correctness{suffix}"] = 100 * correctness.correctness
+            results[f"attention_uniform_baseline{suffix}"] = 100 * correctness.baseline
+            results[f"attention_words{suffix}"] = correctness.count
+            results[f"attention_words_skipped{suffix}"] = correctness.skipped
     if dataset == "shapes":
         from captioner.datasets.shapes_metrics import shapes_scores
 
@@ -81,10 +145,11 @@ def evaluate(run_dir: str | os.PathLike | CaptionerRun, dataset: str | None = No
 
 def format_results(results: dict[str, Any]) -> str:
     """One `name  value` line per score, values on the 0–100 scale with two decimals."""
+    width = max([28] + [len(name) + 2 for name in results])
     lines = []
     for name, value in results.items():
         if isinstance(value, float | np.floating):
-            lines.append(f"{name:<28}{value:8.2f}")
+            lines.append(f"{name:<{width}}{value:8.2f}")
         else:
-            lines.append(f"{name:<28}{value!s:>8}")
+            lines.append(f"{name:<{width}}{value!s:>8}")
     return "\n".join(lines)

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # The main job: installs the package into .venv, trains the Show-Attend-Tell demo on the
 # embedded `shapes` data (about 10 minutes on 2 CPU cores), evaluates it on the test split
-# and captions the sample images in assets/samples/.
+# and captions the sample images in assets/samples/. As root it installs a Java runtime for
+# the caption metrics if there is none (scripts/install_java.sh).
 # Set RUN_DIR to choose where the run goes (default runs/demo; an existing run is resumed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
+# The caption metrics' PTB tokenizer and METEOR run on Java (Debian's default-jre-headless).
+if ! bash scripts/install_java.sh; then
+  echo "warning: java not installed: the evaluation uses a simple tokenizer (BLEU, ROUGE-L" \
+    "and CIDEr shift; its JSON says \"tokenizer\": \"simple\") and skips METEOR" >&2
+fi
 RUN_DIR=${RUN_DIR:-runs/demo}
 resume=()
 [ -f "$RUN_DIR/config.json" ] && resume=(--resume)

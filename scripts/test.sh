@@ -12,6 +12,14 @@ if ! bash scripts/install_browser.sh; then
   fi
   echo "warning: chromium not installed; the browser test will be skipped" >&2
 fi
+# The caption metrics' PTB tokenizer and METEOR run on Java (Debian's default-jre-headless).
+if ! bash scripts/install_java.sh; then
+  if [ "${CI:-}" = "true" ]; then
+    echo "error: could not install java for the caption-metric tests" >&2
+    exit 1
+  fi
+  echo "warning: java not installed; the tests that need it will be skipped" >&2
+fi
 echo "==> ruff check"
 .venv/bin/ruff check .
 echo "==> pytest"

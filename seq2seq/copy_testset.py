@@ -217,7 +217,8 @@ def names_carried(run_dir: str | Path, tsv: str | Path, beam_size: int = 1,
         "carried": counts[True], "share": round(100.0 * counts[True] / total, 2),
         "carried_without_unk_replacement": counts[False],
         "share_without_unk_replacement": round(100.0 * counts[False] / total, 2),
-        "bleu": round(translation_scores(outputs[True], [c.target for c in cases])["bleu"], 2),
+        "bleu": round(translation_scores(outputs[True], [c.target for c in cases],
+                                         lowercase=translator.config.data.lowercase)["bleu"], 2),
         "examples": [{**asdict(c), "translation": t}
                      for c, t in list(zip(cases, outputs[True]))[:5]],
     }

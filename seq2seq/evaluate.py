@@ -2,7 +2,9 @@
 
 The model's output is detokenized (`common.text.detokenize`, rare words copied from the
 source) and compared with the raw reference sentences, as sacreBLEU expects: BLEU with its
-default `13a` tokenization, so the figures compare with published ones.
+default `13a` tokenization, so the figures compare with published ones. A run trained on
+lowercased text (`data.lowercase`) is scored case-insensitively (sacreBLEU's `lowercase=True`;
+the signatures say `case:lc`), since it cannot write the references' capitals.
 """
 
 from __future__ import annotations
@@ -34,12 +36,14 @@ def load_references(translator: Any, data: str | None, dataset: str | None,
     return load_pairs("dates", split="test", seed=0, size=limit)
 
 
-def score_translations(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
+def score_translations(hypotheses: list[str], references: list[str],
+                       lowercase: bool = False) -> dict[str, Any]:
     """BLEU, chrF (sacreBLEU), exact match (%) and the sacreBLEU signatures
-    (`common.metrics.translation.translation_scores`)."""
+    (`common.metrics.translation.translation_scores`); `lowercase` for a run that lowercases
+    its text."""
     from common.metrics.translation import translation_scores
 
-    return dict(translation_scores(hypotheses, references))
+    return dict(translation_scores(hypotheses, references, lowercase=lowercase))
 
 
 def evaluate(
@@ -71,8 +75,9 @@ def evaluate(
         attention_head: the head returned (None: the average).
 
     Returns:
-        A dict: `bleu`, `chrf`, `exact_match`, signatures, `sentences`, `unfinished`,
-        `copied_unknown`, `beam_size`, `decode_seconds`.
+        A dict: `bleu`, `chrf`, `exact_match`, signatures, `lowercase` (case-insensitive
+        scores, for a run that lowercases), `sentences`, `unfinished`, `copied_unknown`,
+        `beam_size`, `decode_seconds`.
     """
     from seq2seq.inference import Translator
 
@@ -87,7 +92,8 @@ def evaluate(
                                    attention_head=attention_head)
     seconds = time.perf_counter() - start
     hypotheses = [r.text for r in results]
-    scores = score_translations(hypotheses, list(pairs.targets))
+    scores = score_translations(hypotheses, list(pairs.targets),
+                                lowercase=translator.config.data.lowercase)
     scores.update({
         "sentences": len(results),
         "failed": sum(r.error is not None for r in results),

@@ -61,9 +61,10 @@ def bucket_index(length: int, edges: Sequence[tuple[int, int | None]]) -> int:
 
 
 def scores_by_bucket(hypotheses: Sequence[str], references: Sequence[str],
-                     lengths: Sequence[int], edges: Sequence[tuple[int, int | None]]
-                     ) -> list[dict[str, Any]]:
-    """Corpus BLEU and chrF of each bucket (`bleu` None for an empty one)."""
+                     lengths: Sequence[int], edges: Sequence[tuple[int, int | None]],
+                     lowercase: bool = False) -> list[dict[str, Any]]:
+    """Corpus BLEU and chrF of each bucket (`bleu` None for an empty one); `lowercase`:
+    case-insensitive, for a run that lowercases."""
     from common.metrics.translation import translation_scores
 
     groups: list[list[int]] = [[] for _ in edges]
@@ -75,7 +76,7 @@ def scores_by_bucket(hypotheses: Sequence[str], references: Sequence[str],
                                  "bleu": None, "chrf": None}
         if rows:
             scores = translation_scores([hypotheses[i] for i in rows],
-                                        [references[i] for i in rows])
+                                        [references[i] for i in rows], lowercase=lowercase)
             entry.update(bleu=round(scores["bleu"], 2), chrf=round(scores["chrf"], 2))
         out.append(entry)
     return out
@@ -137,13 +138,15 @@ def bleu_by_length(
         translations = translator.translate(pairs.sources, beam_size=beam_size,
                                             batch_size=batch_size, progress=progress)
         hypotheses = [t.text for t in translations]
-        overall = translation_scores(hypotheses, list(pairs.targets))
+        lowercase = translator.config.data.lowercase
+        overall = translation_scores(hypotheses, list(pairs.targets), lowercase=lowercase)
         result["signature"] = overall["bleu_signature"]
         model = translator.config.model
         result["runs"][label] = {
             "run_dir": str(run_dir), "arch": model.arch, "copy": model.copy,
             "bleu": round(overall["bleu"], 2), "chrf": round(overall["chrf"], 2),
-            "buckets": scores_by_bucket(hypotheses, list(pairs.targets), lengths, edges),
+            "buckets": scores_by_bucket(hypotheses, list(pairs.targets), lengths, edges,
+                                        lowercase),
         }
     return result
 

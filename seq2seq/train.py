@@ -239,7 +239,8 @@ def _make_validate(config: RunConfig, source_vocab: Any, target_vocab: Any, verb
         if id(model) not in translators:
             translators[id(model)] = Translator(model, source_vocab, target_vocab, config)
         outputs = translators[id(model)].translate_tokens(sources)
-        scores = score_translations([o.text for o in outputs], list(references))
+        scores = score_translations([o.text for o in outputs], list(references),
+                                    lowercase=config.data.lowercase)
         return {"bleu": scores["bleu"], "exact_match": scores["exact_match"]}
 
     return validate

@@ -1,10 +1,18 @@
 """Attention correctness (Liu et al. 2017, "Attention Correctness in Neural Image Captioning").
 
-For each generated word that names an object present in the image, attention correctness is
-the attention mass that the step generating that word puts inside the object's box; the
-score is the mean over all such words. The uniform-attention baseline for the same words is
-the box's share of the image (box area / image area), which is what a map spreading its
-mass evenly would score.
+For each word that names an object present in the image, attention correctness is the
+attention mass that the step producing that word puts inside the object's box; the score is
+the mean over all such words. The uniform-attention baseline for the same words is the box's
+share of the image (box area / image area), which is what a map spreading its mass evenly
+would score.
+
+The words can be a generated caption's (the attention of the step that generated each word)
+or, as Liu et al. define the metric, a reference caption's read under teacher forcing (the
+attention of the step that reads the words before it and is asked for the next one). On
+generated captions only the objects the model chose to name are scored, so a model that
+names objects that are not there is scored on its successes: `skipped` counts the words that
+name an object kind (a shape word, a COCO category word) but no object of the image the
+matcher can point to, and says how much was left out.
 
 Upsampling: an attention map of `h x w` cells covers the image as a grid of equal
 rectangles, cell `(i, j)` spanning `[j W / w, (j + 1) W / w) x [i H / h, (i + 1) H / h)`,
@@ -142,14 +150,21 @@ def coco_category(word: str) -> str | None:
     return None
 
 
+# The shape words of the `shapes` dataset (`captioner.datasets.shapes.SHAPES`).
+SHAPE_WORDS = frozenset({"circle", "square", "triangle", "diamond"})
+
+
 @dataclass(frozen=True)
 class AttentionCorrectness:
     """Mean attention mass inside the named objects' boxes, the uniform baseline for the same
-    words, and how many words were scored (the means are nan when none were)."""
+    words, how many words were scored (the means are nan when none were), and how many words
+    named an object kind but were not scored: no object of that kind in the image, or none
+    the matcher could single out ("a circle" beside two circles)."""
 
     correctness: float
     baseline: float
     count: int
+    skipped: int = 0
 
 
 def region_fractions(boxes: Sequence[Box], image_size: tuple[int, int],
@@ -210,12 +225,13 @@ def _grid_of(attention: np.ndarray, grid: tuple[int, int] | None) -> tuple[np.nd
 def attention_correctness(words: Sequence[str], attention: np.ndarray, objects: Sequence[Any],
                           image_size: tuple[int, int], matcher: str | Matcher = "shapes",
                           grid: tuple[int, int] | None = None) -> AttentionCorrectness:
-    """Attention correctness of one generated caption.
+    """Attention correctness of one caption, generated or teacher-forced.
 
     Args:
-        words: the generated words, without `<start>`; `<end>` and later are ignored.
+        words: the caption's words, without `<start>`; `<end>` and later are ignored.
         attention: the step-by-step maps, `(T, L)` (a square grid unless `grid` is given) or
-            `(T, h, w)`; step `t` generated `words[t]`. Rows should sum to 1.
+            `(T, h, w)`; step `t` generated (or, teacher-forced, was asked for) `words[t]`.
+            Rows should sum to 1.
         objects: the image's objects, each with a `box` `(x0, y0, x1, y1)` in pixels (e.g.
             `captioner.datasets.ObjectAnnotation`).
         image_size: `(H, W)` of the image the boxes refer to.
@@ -231,7 +247,7 @@ def attention_correctness(words: Sequence[str], attention: np.ndarray, objects: 
     ...                           attributes={"colour": "red", "shape": "circle"})
     >>> alpha = np.full((3, 4, 4), 1 / 16)  # uniform maps over a 4 x 4 grid
     >>> attention_correctness(["a", "red", "circle"], alpha, [circle], (64, 64))
-    AttentionCorrectness(correctness=0.25, baseline=0.25, count=1)
+    AttentionCorrectness(correctness=0.25, baseline=0.25, count=1, skipped=0)
     """
     return corpus_attention_correctness([(words, attention, objects, image_size)], matcher, grid)
 
@@ -239,20 +255,27 @@ def attention_correctness(words: Sequence[str], attention: np.ndarray, objects: 
 def corpus_attention_correctness(
         items: Iterable[tuple[Sequence[str], np.ndarray, Sequence[Any], tuple[int, int]]],
         matcher: str | Matcher = "shapes",
-        grid: tuple[int, int] | None = None) -> AttentionCorrectness:
+        grid: tuple[int, int] | None = None,
+        names_object: Callable[[str, Sequence[Any]], bool] | None = None,
+) -> AttentionCorrectness:
     """Attention correctness over many captions: the mean over all their matched words.
 
     Args:
         items: `(words, attention, objects, image_size)` per caption, as for
             `attention_correctness`.
         matcher, grid: as for `attention_correctness`.
+        names_object: `fn(word, objects) -> bool`, whether a word names an object kind, for
+            counting the words skipped; by default the registered matcher's
+            (`OBJECT_WORDS`), and for a matcher function none are counted.
     """
     match = MATCHERS.get(matcher, matcher) if isinstance(matcher, str) else matcher
     if not callable(match):
         raise UserError(f"Unknown word matcher {matcher!r}; choose one of: "
                         f"{', '.join(MATCHERS)} or pass a function")
+    if names_object is None:
+        names_object = OBJECT_WORDS.get(matcher) if isinstance(matcher, str) else None
     mass = base = 0.0
-    count = 0
+    count = skipped = 0
     for words, attention, objects, image_size in items:
         maps, cells = _grid_of(attention, grid)
         words = list(words)
@@ -261,14 +284,15 @@ def corpus_attention_correctness(
         words = words[: len(maps)]
         for t, indices in enumerate(match(words, objects)):
             if not indices:
+                skipped += bool(names_object and names_object(words[t], objects))
                 continue
             fractions = region_fractions([objects[i].box for i in indices], image_size, cells)
             mass += float((maps[t] * fractions).sum())
             base += float(fractions.mean())
             count += 1
     if not count:
-        return AttentionCorrectness(math.nan, math.nan, 0)
-    return AttentionCorrectness(mass / count, base / count, count)
+        return AttentionCorrectness(math.nan, math.nan, 0, skipped)
+    return AttentionCorrectness(mass / count, base / count, count, skipped)
 
 
 def match_shapes_words(words: Sequence[str], objects: Sequence[Any]) -> list[list[int]]:
@@ -299,4 +323,19 @@ def match_coco_words(words: Sequence[str], objects: Sequence[Any]) -> list[list[
     return matches
 
 
+def names_shape(word: str, objects: Sequence[Any]) -> bool:
+    """Whether `word` is a shape word ("circle", "squares"), or an image object's shape."""
+    singular = word[:-1] if word.endswith("s") else word
+    shapes = SHAPE_WORDS | {o.attributes.get("shape") for o in objects}
+    return word in shapes or singular in shapes
+
+
+def names_coco_object(word: str, objects: Sequence[Any]) -> bool:
+    """Whether `word` names a COCO category (`coco_category`)."""
+    return coco_category(word) is not None
+
+
 MATCHERS: dict[str, Matcher] = {"shapes": match_shapes_words, "coco": match_coco_words}
+# For each matcher: whether a word names an object kind at all (the skipped words' count).
+OBJECT_WORDS: dict[str, Callable[[str, Sequence[Any]], bool]] = {
+    "shapes": names_shape, "coco": names_coco_object}

@@ -7,7 +7,10 @@ case, punctuation removed; pycocoevalcap's jar, run with `java`) and returns BLE
 
 Without `java` (or when the tokenizer fails), text is tokenized by a simple rule instead
 (lowercase, punctuation removed, split on spaces), METEOR is skipped, and a warning is
-given once. SPICE needs Stanford CoreNLP models that pycocoevalcap downloads on first use;
+given once. The simple rule splits some words the PTB tokenizer keeps whole and the other way
+round (contractions, hyphens), which shifts BLEU, ROUGE-L and CIDEr: the scores therefore
+name the tokenizer that ran (`"tokenizer": "ptb"` or `"simple"`), and such figures are not
+comparable with published ones. `scripts/install_java.sh` installs a Java runtime. SPICE needs Stanford CoreNLP models that pycocoevalcap downloads on first use;
 it is computed only when asked for and the models are already there, else skipped with a
 warning.
 """
@@ -100,7 +103,8 @@ def _tokenize_all(texts: list[str]) -> tuple[list[str], bool]:
                               "and skipping METEOR")
     else:
         _warn_once("java", "java is not installed: caption metrics use a simple tokenizer "
-                           "instead of the PTB tokenizer, and METEOR is skipped")
+                           "instead of the PTB tokenizer (BLEU, ROUGE-L and CIDEr shift) and "
+                           "METEOR is skipped; bash scripts/install_java.sh installs Java")
     return [simple_tokenize(t) for t in texts], False
 
 
@@ -161,7 +165,7 @@ def _spice(gts: dict, res: dict) -> float | None:
 def caption_scores(references: Mapping[Hashable, Sequence[str]],
                    hypotheses: Mapping[Hashable, str],
                    metrics: Iterable[str] = ("bleu", "meteor", "rouge", "cider"),
-                   meteor_timeout: float = 600.0) -> dict[str, float]:
+                   meteor_timeout: float = 600.0) -> dict[str, Any]:
     """COCO caption metrics of generated captions against reference captions, 0-100.
 
     Args:
@@ -174,8 +178,9 @@ def caption_scores(references: Mapping[Hashable, Sequence[str]],
 
     Returns:
         `{"BLEU-1": ..., "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr"}`
-        (`"SPICE"` when computed) with the groups asked for; a metric that could not run is
-        left out.
+        (`"SPICE"` when computed) with the groups asked for, floats; a metric that could not
+        run is left out. And `"tokenizer"`: `"ptb"` (pycocoevalcap's PTB tokenizer, as the
+        COCO server) or `"simple"` (the fallback without Java; see the module docstring).
 
     Example:
     >>> refs = {1: ["A dog runs on the grass.", "A brown dog running."]}
@@ -210,7 +215,7 @@ def caption_scores(references: Mapping[Hashable, Sequence[str]],
         gts[i] = tokens[k : k + len(references[i])]
         k += len(references[i])
 
-    scores: dict[str, float] = {}
+    scores: dict[str, Any] = {}
     if "bleu" in metrics:
         from pycocoevalcap.bleu.bleu import Bleu
 
@@ -231,4 +236,5 @@ def caption_scores(references: Mapping[Hashable, Sequence[str]],
         scores["CIDEr"] = 100.0 * float(Cider().compute_score(gts, res)[0])
     if "spice" in metrics and (spice := _spice(gts, res)) is not None:
         scores["SPICE"] = 100.0 * spice
+    scores["tokenizer"] = "ptb" if ptb else "simple"
     return scores

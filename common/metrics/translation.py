@@ -3,7 +3,10 @@
 Scores are computed with sacreBLEU's own API and default settings (BLEU: 13a tokenization,
 exponential smoothing, case-sensitive; chrF: character 6-grams, beta 2) on detokenized, cased
 text as it stands in the data files, so the numbers are comparable with published sacreBLEU
-scores. The signatures say exactly how they were computed.
+scores. A model trained on lowercased text cannot produce the references' capitals, so its
+output is scored with `lowercase=True` (sacreBLEU lowercases both sides; the BLEU
+and chrF signatures then say `case:lc`): a case-insensitive score, not comparable with
+cased ones. The signatures say exactly how they were computed.
 
 Papers: Papineni et al., 2002, "BLEU: a Method for Automatic Evaluation of Machine
 Translation"; Popović, 2015, "chrF: character n-gram F-score for automatic MT evaluation";
@@ -36,7 +39,8 @@ def _reference_streams(references: Sequence[str | Sequence[str]]) -> list[list[s
 
 
 def translation_scores(
-    hypotheses: Sequence[str], references: Sequence[str | Sequence[str]]
+    hypotheses: Sequence[str], references: Sequence[str | Sequence[str]],
+    lowercase: bool = False,
 ) -> dict[str, Any]:
     """Corpus BLEU, chrF and exact match of detokenized translations, on a 0-100 scale.
 
@@ -44,12 +48,14 @@ def translation_scores(
         hypotheses: one translation per source sentence, detokenized and cased.
         references: for each hypothesis, its reference translation, or a list of several
             references (as many as each sentence has).
+        lowercase: compare case-insensitively (sacreBLEU's `lowercase=True`, exact match
+            too): for a model trained on lowercased text.
 
     Returns:
         A dict with `"bleu"` (corpus BLEU), `"chrf"` (corpus chrF), `"exact_match"` (the
         percentage of hypotheses equal to one of their references, ignoring leading and
-        trailing whitespace), `"count"` (the number of hypotheses), `"bleu_signature"` and
-        `"chrf_signature"` (sacreBLEU's signatures), and BLEU's parts: `"bleu_precisions"`
+        trailing whitespace), `"count"` (the number of hypotheses), `"lowercase"`,
+        `"bleu_signature"` and `"chrf_signature"` (sacreBLEU's signatures), and BLEU's parts: `"bleu_precisions"`
         (the 1- to 4-gram precisions), `"brevity_penalty"`, `"hyp_length"`, `"ref_length"`.
 
     Raises:
@@ -73,11 +79,16 @@ def translation_scores(
             raise UserError(f"hypothesis {i} must be a string, got {type(hypothesis).__name__}")
     streams = _reference_streams(references)
 
-    bleu_metric, chrf_metric = BLEU(), CHRF()
+    bleu_metric, chrf_metric = BLEU(lowercase=lowercase), CHRF(lowercase=lowercase)
     bleu = bleu_metric.corpus_score(hypotheses, streams)
     chrf = chrf_metric.corpus_score(hypotheses, streams)
+
+    def same(hyp: str, ref: str) -> bool:
+        hyp, ref = hyp.strip(), ref.strip()
+        return hyp.lower() == ref.lower() if lowercase else hyp == ref
+
     matches = sum(
-        any(ref is not None and hyp.strip() == ref.strip() for ref in refs)
+        any(ref is not None and same(hyp, ref) for ref in refs)
         for hyp, refs in zip(hypotheses, zip(*streams))
     )
     return {
@@ -85,6 +96,7 @@ def translation_scores(
         "chrf": float(chrf.score),
         "exact_match": 100.0 * matches / len(hypotheses),
         "count": len(hypotheses),
+        "lowercase": bool(lowercase),
         "bleu_signature": str(bleu_metric.get_signature()),
         "chrf_signature": str(chrf_metric.get_signature()),
         "bleu_precisions": [float(p) for p in bleu.precisions],

@@ -21,8 +21,10 @@ CHECK = HERE / "distributed_check.py"
 
 
 def train_command(out: Path, *options: str) -> list[str]:
+    # No --cache-features: it is refused for the tiny preset's small-cnn, which trains from
+    # scratch, and no pretrained encoder's weights can be downloaded here.
     return ["-m", "captioner", "train", "--preset", "tiny", "--weights", "none",
-            "--cache-features", "--out", str(out), "--verbose", "2", *options]
+            "--out", str(out), "--verbose", "2", *options]
 
 
 def epoch_losses(run: Path) -> list[float]:
@@ -46,7 +48,7 @@ def test_mirrored_step_matches_one_device():
 
 
 @pytest.mark.slow
-def test_two_workers_share_the_chief_feature_cache_and_the_checkpoint_resumes(tmp_path):
+def test_two_workers_match_one_process_and_the_checkpoint_resumes(tmp_path):
     run = tmp_path / "run"  # one run directory, as on a shared file system
     processes = start_workers(lambda index: train_command(run, "--distribute", "multi-worker"))
     # The reference: one process mirroring over two logical CPUs.
@@ -59,10 +61,6 @@ def test_two_workers_share_the_chief_feature_cache_and_the_checkpoint_resumes(tm
     # Both workers ran the same collective steps and report the same epoch loss.
     assert printed_losses(chief_output) and printed_losses(chief_output) == printed_losses(
         worker_output)
-    # The chief wrote the feature cache; the other worker read it instead of writing it.
-    assert "reading the chief's feature cache" in worker_output
-    assert "feature cache" not in chief_output
-    assert (run / "features" / "train.npy").exists()
     assert json.loads((run / "status.json").read_text())["state"] == "finished"
 
     # The chief's checkpoint resumes in a single process for one more epoch.

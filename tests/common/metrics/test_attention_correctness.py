@@ -172,3 +172,37 @@ def test_on_shapes_mask_attention_scores_what_pixel_counting_says():
     assert got.correctness == pytest.approx(np.mean(expected), abs=1e-12)
     assert got.baseline == pytest.approx(np.mean(baseline), abs=1e-12)
     assert got.correctness > 0.5 > 0.2 > got.baseline
+
+
+def test_object_words_naming_nothing_in_the_image_are_counted_as_skipped():
+    # A hallucinated "yellow square", an ambiguous bare "circle" beside two circles, and a
+    # "triangle" the image lacks name objects but none the matcher can point to: skipped, not
+    # scored. "red circle" is scored; "shapes" and "left" name no object kind.
+    objects = [shape("red", "circle", (0, 0, 32, 32)), shape("blue", "circle", (32, 0, 64, 32))]
+    words = ["two", "shapes", ":", "a", "red", "circle", "left", "of", "a", "yellow", "square",
+             ",", "a", "circle", "and", "a", "triangle"]
+    alpha = np.full((len(words), 2, 2), 0.25)
+    alpha[5] = [[1.0, 0.0], [0.0, 0.0]]  # "circle" after "red": all on the red circle's cell
+    got = attention_correctness(words, alpha, objects, (64, 64))
+    assert got == AttentionCorrectness(correctness=1.0, baseline=0.25, count=1, skipped=3)
+    # The COCO matcher's object words are its category words, singular or plural.
+    dog = coco("dog", (0, 0, 10, 10))
+    got = attention_correctness(["two", "cats", "and", "a", "dog", "on", "grass"],
+                                np.full((7, 2, 2), 0.25), [dog], (20, 20), matcher="coco")
+    assert (got.count, got.skipped) == (1, 1)
+    # With nothing to score the mean is nan and the skipped words still show.
+    got = attention_correctness(["a", "green", "square"], np.full((3, 4), 0.25), objects,
+                                (64, 64))
+    assert got.count == 0 and got.skipped == 1 and math.isnan(got.correctness)
+
+
+def test_skipped_words_pool_over_captions_and_follow_the_word_test_given():
+    circle = shape("red", "circle", (0, 0, 32, 32))
+    item = (["a", "blue", "circle", "and", "a", "red", "circle"], np.full((7, 4), 0.25),
+            [circle], (64, 64))
+    assert corpus_attention_correctness([item, item]).skipped == 2
+    # A matcher function names no object kinds unless told which words do.
+    assert corpus_attention_correctness([item], match_shapes_words).skipped == 0
+    got = corpus_attention_correctness([item], match_shapes_words,
+                                       names_object=lambda word, objects: word == "circle")
+    assert (got.count, got.skipped) == (1, 1)

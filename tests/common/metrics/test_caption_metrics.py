@@ -11,7 +11,8 @@ from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
 from common.errors import UserError
 from common.metrics import caption_metrics
-from common.metrics.caption_metrics import caption_scores, java_available, simple_tokenize
+from common.metrics.caption_metrics import caption_scores, simple_tokenize
+from tests.common.metrics.java import needs_java
 
 REFERENCES = {
     1: ["A dog runs on the grass.", "A brown dog is running outside!", "dog running in a field"],
@@ -22,7 +23,6 @@ REFERENCES = {
 HYPOTHESES = {1: "A dog running on the grass.", 2: "a cat sleeping on a couch",
               3: "a man riding a bike", "x": "a plate of broccoli"}
 FAST = ("bleu", "rouge", "cider")
-needs_java = pytest.mark.skipif(not java_available(), reason="java is not installed")
 
 
 def _direct(references, hypotheses, tokenize):
@@ -48,8 +48,10 @@ def test_scores_match_pycocoevalcap_with_its_ptb_tokenizer():
     assert got["BLEU-1"] == pytest.approx(100 * bleu[0], abs=1e-9)
     assert got["CIDEr"] == pytest.approx(100 * Cider().compute_score(gts, res)[0], abs=1e-9)
     assert got["ROUGE-L"] == pytest.approx(100 * Rouge().compute_score(gts, res)[0], abs=1e-9)
-    assert set(got) == {"BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "ROUGE-L", "CIDEr"}
-    assert all(isinstance(v, float) for v in got.values())
+    assert set(got) == {"BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "ROUGE-L", "CIDEr",
+                        "tokenizer"}
+    assert got["tokenizer"] == "ptb"  # the JSON says which tokenizer ran
+    assert all(isinstance(v, float) for k, v in got.items() if k != "tokenizer")
 
 
 @needs_java
@@ -95,7 +97,7 @@ def test_meteor_runs_on_the_0_to_100_scale():
     hypotheses = {i: refs[0] for i, refs in REFERENCES.items()}
     got = caption_scores(references, hypotheses, metrics=["meteor"])
     # Exact matches: METEOR is 1 minus a fragmentation penalty of 0.5 (1 chunk / m words)^3.
-    assert set(got) == {"METEOR"} and 98 < got["METEOR"] <= 100
+    assert set(got) == {"METEOR", "tokenizer"} and 98 < got["METEOR"] <= 100
 
 
 def test_bad_input_is_a_user_error():
@@ -126,3 +128,22 @@ def test_a_meteor_that_does_not_answer_in_time_is_skipped(monkeypatch, caplog):
                              meteor_timeout=0.01)
     assert "METEOR" not in got and "BLEU-4" in got
     assert "METEOR skipped" in caplog.text
+
+
+def test_without_java_on_the_path_the_scores_say_the_simple_tokenizer_ran(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no java to be found
+    monkeypatch.setattr(caption_metrics, "_warned", set())
+    got = caption_scores(REFERENCES, HYPOTHESES, metrics=FAST)
+    assert got["tokenizer"] == "simple"
+    assert got["BLEU-4"] == pytest.approx(
+        _direct(REFERENCES, HYPOTHESES, simple_tokenize)["BLEU-4"], abs=1e-9)
+
+
+def test_a_failing_ptb_tokenizer_is_reported_as_the_simple_one(monkeypatch):
+    def broken(texts):
+        raise OSError("the jar is missing")
+
+    monkeypatch.setattr(caption_metrics, "java_available", lambda: True)
+    monkeypatch.setattr(caption_metrics, "ptb_tokenize", broken)
+    monkeypatch.setattr(caption_metrics, "_warned", set())
+    assert caption_scores(REFERENCES, HYPOTHESES, metrics=["bleu"])["tokenizer"] == "simple"

@@ -74,3 +74,18 @@ def test_signatures_say_how_it_was_computed():
 def test_bad_input_is_a_user_error(hyps, refs, message):
     with pytest.raises(UserError, match=message):
         translation_scores(hyps, refs)
+
+
+def test_a_lowercasing_run_is_scored_case_insensitively_and_the_signature_says_so():
+    hyps = ["the cat is on the mat.", "¿dónde está tom?", "i don't know him at all."]
+    lower = translation_scores(hyps, REFS, lowercase=True)
+    # sacreBLEU's own scores of the lowercased text, computed apart.
+    lowered = [r.lower() for r in REFS]
+    assert lower["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [lowered]).score)
+    assert lower["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [lowered]).score)
+    assert "case:lc" in lower["bleu_signature"] and "case:lc" in lower["chrf_signature"]
+    assert lower["lowercase"] is True and lower["exact_match"] == pytest.approx(100 / 3)
+    cased = translation_scores(hyps, REFS)
+    assert "case:mixed" in cased["bleu_signature"] and "case:mixed" in cased["chrf_signature"]
+    assert cased["lowercase"] is False and cased["exact_match"] == 0.0
+    assert cased["bleu"] < lower["bleu"]
