@@ -87,7 +87,8 @@ def test_seeds_train_one_run_each_and_summarize_them(tmp_path):
     done = _run("v", "--preset", "tiny", "--out-dir", str(tmp_path), "--test-images", "4",
                 "--seeds", "3,5", "--override", '{"training": {"epochs": 1}}')
     assert done.returncode == 0, done.stderr[-2000:]
-    *runs, summary = [json.loads(line) for line in done.stdout.strip().splitlines()[-3:]]
+    *runs, summary = [json.loads(line) for line in done.stdout.splitlines()
+                      if line.startswith("{")]
     assert [r["name"] for r in runs] == ["v-seed3", "v-seed5"]
     for run, seed in zip(runs, (3, 5)):
         config = json.loads((tmp_path / f"v-seed{seed}" / "config.json").read_text())
