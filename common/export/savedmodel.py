@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -109,6 +110,38 @@ def _tf_variables(module: Any, functions: Any) -> list:
 def is_saved_model(path: str | os.PathLike) -> bool:
     """Whether `path` is a directory holding a `saved_model.pb`."""
     return (Path(path) / "saved_model.pb").is_file()
+
+
+def model_versions(path: str | os.PathLike) -> dict[int, Path]:
+    """The SavedModels a server loads from `path`, by version, lowest first.
+
+    `path` is either an export directory (served as version 1) or TensorFlow Serving's
+    model base path: a directory whose numeric subdirectories `1/`, `2/`, ... each hold a
+    SavedModel (other entries are ignored, as TensorFlow Serving ignores them).
+
+    Raises:
+        UserError: `path` is neither, or a version directory holds no SavedModel.
+    """
+    path = Path(path)
+    if is_saved_model(path):
+        return {1: path}
+    versions: dict[int, Path] = {}
+    children = sorted(path.iterdir()) if path.is_dir() else []
+    for child in children:
+        if not (child.is_dir() and re.fullmatch(r"[0-9]+", child.name)):
+            continue
+        if not is_saved_model(child):
+            raise UserError(f"{child}: a version directory without saved_model.pb; expected "
+                            "a SavedModel there (or no such directory)")
+        version = int(child.name)
+        if version in versions:
+            raise UserError(f"{versions[version]} and {child} are both version {version}; "
+                            "expected one directory per version")
+        versions[version] = child
+    if not versions:
+        raise UserError(f"{path}: not a SavedModel directory (no saved_model.pb) nor a model "
+                        "base path (no version subdirectories 1/, 2/, ... holding one)")
+    return dict(sorted(versions.items()))
 
 
 def read_info(export_dir: str | os.PathLike) -> dict[str, Any]:
