@@ -296,7 +296,12 @@ class ServedModel:
 
 
 def _tf_reason(message: str) -> str:
-    """The useful part of a TensorFlow op error ("Invalid PNG...."), on one line."""
+    """The useful part of a TensorFlow op error ("Invalid PNG...."), on one line.
+
+    A failed `tf.debugging.assert_*` or `tf.debugging.Assert` gives its message alone:
+    "assertion failed: [empty sentence.  ] [Condition x > 0 did not hold element-wise:] [x
+    (x:0) = ] [0 3]" becomes "empty sentence", "assertion failed: [got] [7]" "got 7".
+    """
     for noise in (
         r"Graph execution error:",
         r"Detected at node \S+ defined at \(most recent call last\):",
@@ -305,7 +310,36 @@ def _tf_reason(message: str) -> str:
         r"\[Op:[^\]]*\]",
     ):
         message = re.sub(noise, " ", message, flags=re.DOTALL)
+    head, marker, asserted = message.partition("assertion failed:")
+    if marker:
+        message = _assertion_message(asserted) or message
     return " ".join(message.split())[:500] or "the model refused the input"
+
+
+def _assertion_message(text: str) -> str:
+    """The message of `tf.debugging.Assert`'s "[part] [part] ..." data, without the
+    "Condition ... did not hold" part and the values after it that `assert_*` adds."""
+    parts, depth, current = [], 0, []
+    for char in text:
+        if char == "[":
+            depth += 1
+            if depth == 1:
+                current = []
+                continue
+        elif char == "]" and depth:
+            depth -= 1
+            if depth == 0:
+                parts.append("".join(current).strip())
+                continue
+        if depth:
+            current.append(char)
+    kept = []
+    for part in parts:
+        if part.startswith("Condition "):
+            break
+        kept.append(part)
+    message = " ".join(p for p in kept if p)
+    return message[:-1] if message.endswith(".") and not message.endswith("..") else message
 
 
 def _read_signature_defs(path: Path) -> dict:

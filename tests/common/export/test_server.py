@@ -367,3 +367,32 @@ def test_a_model_base_path_serves_its_highest_version_and_each_by_number(version
             assert status == 404 and answer["error"].startswith(
                 "Servable not found for request: Specific(m, ")
 
+
+def test_assertion_errors_give_their_message_alone():
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32),
+                                  tf.TensorSpec([], tf.int32)])
+    def check(lengths, beam):
+        asserts = [
+            tf.debugging.assert_positive(lengths, message="empty sentence: nothing to do"),
+            tf.debugging.Assert(beam < 3, [tf.strings.format("beam must be one of [1, 2]; "
+                                                             "got {}", beam)]),
+            tf.debugging.Assert(beam > 0, ["beam must be positive, got", beam]),
+        ]
+        with tf.control_dependencies(asserts):
+            return tf.identity(lengths)
+
+    from common.export.server import _tf_reason
+
+    def reason(lengths, beam):
+        with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+            check(tf.constant(lengths), tf.constant(beam))
+        return _tf_reason(caught.value.message)
+
+    assert reason([3, 0], 1) == "empty sentence: nothing to do"
+    assert reason([3], 7) == "beam must be one of [1, 2]; got 7"
+    assert reason([3], -1) == "beam must be positive, got -1"
+    # other errors keep their text, without the graph's node names
+    assert _tf_reason("Graph execution error:\n\nDetected at node DecodePng defined at (most "
+                      "recent call last):\n<stack traces unavailable>\nInvalid PNG data, size "
+                      "40\n\t [[{{node DecodePng}}]] [Op:__inference_f_1]") == (
+        "Invalid PNG data, size 40")
