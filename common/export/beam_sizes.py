@@ -102,8 +102,8 @@ def check_n_best(n_best: int | None, beam_size: int) -> None:
     if n_best < 1:
         raise UserError(f"n-best {n_best}: expected a positive number of hypotheses")
     if n_best > beam_size:
-        raise UserError(f"n-best {n_best} is more than the beam size {beam_size}: a beam "
-                        f"keeps {beam_size} hypotheses; expected 1..{beam_size} (or a larger "
+        raise UserError(f"n-best {n_best} is more than the beam size {beam_size}; expected "
+                        "at most the beam size, the hypotheses a beam keeps (or a larger "
                         "beam size)")
 
 
