@@ -223,6 +223,11 @@ def _caption_arguments(p: argparse.ArgumentParser) -> None:
                    help="1 is greedy (default: 3 for a run, the export's default for a "
                         "SavedModel)")
     p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument("--n-best", type=positive_int, metavar="N",
+                   help="the N best captions of the beam (at most the beam size), best first: "
+                        "lines IMAGE<TAB>RANK<TAB>SCORE<TAB>NORMALIZED SCORE<TAB>CAPTION (the "
+                        "sum of log-probabilities, and the length-normalized score the beam "
+                        "ranks by); with --json an 'n_best' list per image")
     p.add_argument("--json", action="store_true",
                    help="print JSON (captions, words, attention maps) instead of text")
     _figure_arguments(p, several="several images give OUT-1.png, OUT-2.png, ... numbered by "
@@ -235,12 +240,18 @@ def _caption(args: argparse.Namespace) -> int:
     check_figure_paths(args.overlay, args.gif, args.html)
     run = _load_captioner(args.run_dir)
     options = {"beam_size": args.beam_size} if args.beam_size else {}
+    if args.n_best:
+        options["n_best"] = args.n_best
     done, failed = run.caption_files(args.images, args.batch_size, **options)
     for _path, why in failed:
         print(f"{PROG}: error: {' '.join(why.split())}", file=sys.stderr)
     results = [{"image": path, **caption.to_json(run.grid_shape)} for path, caption in done]
     if args.json:
         print(json.dumps(results, ensure_ascii=False))
+    elif args.n_best:
+        for path, caption in done:
+            for rank, h in enumerate(caption.n_best, 1):
+                print(f"{path}\t{rank}\t{h.score:.4f}\t{h.normalized_score:.4f}\t{h.text}")
     else:
         for path, caption in done:
             print(f"{path}\t{caption.text}")
@@ -338,7 +349,8 @@ def _load_captioner(path_text: str):
 
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
-    add_export_arguments(p, default_beam_size=3, row_signature="caption", output="caption")
+    add_export_arguments(p, default_beam_size=3, row_signature="serving_default",
+                         output="caption")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT_DIR")
 
 
@@ -349,7 +361,7 @@ def _export(args: argparse.Namespace) -> int:
     out = export_run(args.run_dir, args.out_dir, beam_sizes=sizes,
                      default_beam_size=args.beam_size, max_decode_length=args.max_decode_length,
                      overwrite=args.overwrite)
-    print(f"Exported {out} (signatures: serving_default, caption; beam sizes: "
+    print(f"Exported {out} (signatures: serving_default, caption_with_options; beam sizes: "
           f"{', '.join(map(str, sizes))})")
     return 0
 

@@ -9,18 +9,24 @@ resize the run directory's `captioner caption` uses), the encoder, decoding
 
 Signatures:
 
-- `serving_default(images (B,) tf.string, beam_size () int32, max_length () int32)`: encoded
-  image bytes, the beam size (one search compiled per size in `beam_sizes`, picked with nested
-  `tf.cond`s by `common.export.beam_sizes`; size 1 is greedy decoding) and the output width `T`. The
-  defaults (given at export time) are in `assets.extra/serving_input_defaults.json`, which
-  `captioner serve` reads, so its requests may leave the two out.
-- `caption(images (B,) tf.string)`: the same with the export-time defaults, for TensorFlow
-  Serving's row format and `saved_model_cli`.
+- `serving_default(images (B,) tf.string)`: encoded image bytes, captioned with the beam size
+  and length chosen at export (`--beam-size`, `--max-decode-length`). A TensorFlow Serving
+  client that sends only the images (`{"instances": [{"b64": ...}]}`) calls this one.
+- `caption_with_options(images, beam_size () int32, max_length () int32, n_best () int32)`:
+  the beam size (one search compiled per size in `beam_sizes`, picked with nested `tf.cond`s
+  by `common.export.beam_sizes`; size 1 is greedy decoding), the output width `T` and how many
+  hypotheses `N` (1..beam_size) to return. The export-time values (`n_best` 1) are in
+  `assets.extra/serving_input_defaults.json`, which `captioner serve` reads, so its requests
+  may leave them out; TensorFlow Serving needs all four.
 
 Both return `captions (B,)`, `tokens (B, T)` (padded with ""), `lengths (B,)` (words in
 `tokens`), `scores (B,)` (sum of log-probabilities), `finished (B,)` (whether `<end>` came
 within `max_length`), `attention (B, T, gh, gw)` (one map over the encoder's grid per decoded
-step, `<end>` included; zero after) and `attention_lengths (B,)` (the number of those maps).
+step, `<end>` included; zero after) and `attention_lengths (B,)` (the number of those maps),
+all of the best caption. `caption_with_options` adds the `N` best, best first (ranked by the
+length-normalized score): `n_best_captions (B, N)`, `n_best_tokens (B, N, T)`,
+`n_best_lengths (B, N)`, `n_best_scores (B, N)`, `n_best_normalized_scores (B, N)` and
+`n_best_finished (B, N)`; its first hypothesis is the best caption.
 
 Bytes that are not an image the graph decodes fail the whole call with an
 `InvalidArgumentError` (the server then retries the other requests of a merged batch);
@@ -41,13 +47,15 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from captioner.inference import Caption, CaptionerRun
+from captioner.inference import Caption, CaptionerRun, CaptionHypothesis
 from common.decoding import beam_search, greedy_decode
-from common.errors import DataError
+from common.errors import DataError, UserError
 from common.export import savedmodel
 from common.export.beam_sizes import (
+    UNFILLED_SCORE,
     check_export_options,
-    dispatch,
+    check_n_best,
+    dispatch_n_best,
     graph_checks,
     request_options,
 )
@@ -55,9 +63,12 @@ from common.text import Vocabulary, detokenize_tf
 
 KIND = "captioner"
 WHAT = "an exported captioner (make one with `captioner export RUN_DIR OUT_DIR`)"
+OPTIONS_SIGNATURE = "caption_with_options"
 DEFAULT_BEAM_SIZES = (1, 2, 3, 4, 5)
 OUTPUTS = ("captions", "tokens", "lengths", "scores", "finished", "attention",
            "attention_lengths")
+N_BEST_OUTPUTS = ("n_best_captions", "n_best_tokens", "n_best_lengths", "n_best_scores",
+                  "n_best_normalized_scores", "n_best_finished")
 
 
 class CaptionerModule(tf.Module):
@@ -70,12 +81,12 @@ class CaptionerModule(tf.Module):
         max_decode_length: the default `max_length`.
         max_length_limit: the largest `max_length` accepted.
         beam_sizes: the beam sizes compiled into the graph.
-        default_beam_size: the beam size of the `caption` signature and the served default.
+        default_beam_size: the beam size of `serving_default` and the served default.
         length_penalty: the GNMT length penalty of beam search.
 
     Example:
     >>> module = CaptionerModule.from_run(CaptionerRun("runs/demo"))     # doctest: +SKIP
-    >>> module.serving_default(tf.constant([png]), 3, 20)["captions"]    # doctest: +SKIP
+    >>> module.caption_with_options(tf.constant([png]), 3, 20, 1)["captions"]  # doctest: +SKIP
     <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'a red circle .'], dtype=object)>
     """
 
@@ -103,16 +114,17 @@ class CaptionerModule(tf.Module):
         self.length_penalty = float(length_penalty)
         # autograph=False: the model's Python conditionals stay Python (as in seq2seq.export).
         self.serving_default = tf.function(
-            self._serve, autograph=False,
+            self._serve_defaults, autograph=False,
+            input_signature=[tf.TensorSpec([None], tf.string, name="images")],
+        )
+        self.caption_with_options = tf.function(
+            self._serve_options, autograph=False,
             input_signature=[
                 tf.TensorSpec([None], tf.string, name="images"),
                 tf.TensorSpec([], tf.int32, name="beam_size"),
                 tf.TensorSpec([], tf.int32, name="max_length"),
+                tf.TensorSpec([], tf.int32, name="n_best"),
             ],
-        )
-        self.caption = tf.function(
-            self._serve_defaults, autograph=False,
-            input_signature=[tf.TensorSpec([None], tf.string, name="images")],
         )
 
     @classmethod
@@ -125,12 +137,20 @@ class CaptionerModule(tf.Module):
 
     # -- the graph -------------------------------------------------------------------------
 
-    def _serve(self, images, beam_size, max_length):
-        return self._caption(images, beam_size, max_length)
-
     def _serve_defaults(self, images):
-        return self._caption(images, self.default_beam_size,
-                             tf.constant(self.max_decode_length, tf.int32))
+        max_length = tf.constant(self.max_decode_length, tf.int32)
+        pixels = self.decode_images(images)
+        decoded = self._decode(pixels, self.default_beam_size, max_length, 1)
+        return self._postprocess(*decoded)
+
+    def _serve_options(self, images, beam_size, max_length, n_best):
+        checks = graph_checks(beam_size, max_length, self.beam_sizes, self.max_length_limit,
+                              n_best)
+        with tf.control_dependencies(checks):
+            pixels = self.decode_images(images)
+        decoded = dispatch_n_best(beam_size, n_best, self.beam_sizes,
+                                  lambda size, k: self._decode(pixels, size, max_length, k))
+        return {**self._postprocess(*decoded), **self._n_best(*decoded)}
 
     def decode_images(self, images) -> tf.Tensor:
         """Encoded bytes `(B,)` -> `(B, H, W, 3)` float32 in [0, 255] at the encoder's size."""
@@ -145,8 +165,10 @@ class CaptionerModule(tf.Module):
         return tf.map_fn(one, images, fn_output_signature=tf.TensorSpec(
             [height, width, 3], tf.float32))
 
-    def _decode(self, pixels, beam_size: int, max_length):
-        """Captions of `pixels` with a Python beam size (1: greedy), K = 1 squeezed away."""
+    def _decode(self, pixels, beam_size: int, max_length, n_best: int):
+        """The `n_best` best captions of `pixels` with a Python beam size (1: greedy):
+        tokens `(B, N, T)`, lengths, scores, normalized scores `(B, N)`, attention
+        `(B, N, T, L)`, finished `(B, N)`."""
         model, vocab = self.model, self.vocab
         state = model.initial_decoding_state(pixels)
         batch = tf.shape(pixels)[0]
@@ -155,20 +177,12 @@ class CaptionerModule(tf.Module):
             decoded = greedy_decode(step, state, batch, vocab.start_id, vocab.end_id, max_length)
         else:
             decoded = beam_search(step, state, batch, vocab.start_id, vocab.end_id, max_length,
-                                  beam_size, length_penalty=self.length_penalty, n_best=1)
-        return (decoded.tokens[:, 0], decoded.lengths[:, 0], decoded.scores[:, 0],
-                tf.cast(decoded.attention[:, 0], tf.float32), decoded.finished[:, 0])
+                                  beam_size, length_penalty=self.length_penalty, n_best=n_best)
+        return (decoded.tokens, decoded.lengths, decoded.scores, decoded.normalized_scores,
+                tf.cast(decoded.attention, tf.float32), decoded.finished)
 
-    def _caption(self, images, beam_size, max_length) -> dict[str, tf.Tensor]:
-        """The whole pipeline: `(B,)` encoded images -> the outputs in the module doc."""
-        checks = graph_checks(beam_size, max_length, self.beam_sizes, self.max_length_limit)
-        with tf.control_dependencies(checks):
-            pixels = self.decode_images(images)
-        outputs = dispatch(beam_size, self.beam_sizes,
-                           lambda size: self._decode(pixels, size, max_length))
-        return self._postprocess(*outputs)
-
-    def _postprocess(self, ids, steps, scores, attention, finished):
+    def _words(self, ids, steps, finished) -> tf.RaggedTensor:
+        """`(R, T)` ids -> `(R, None)` words, `<end>` and other special tokens dropped."""
         vocab = self.vocab
         width = tf.shape(ids)[1]
         n = steps - tf.cast(finished, tf.int32)  # the words: <end> dropped
@@ -176,7 +190,14 @@ class CaptionerModule(tf.Module):
         special = (tf.equal(ids, vocab.pad_id) | tf.equal(ids, vocab.start_id)
                    | tf.equal(ids, vocab.end_id))
         words = tf.gather(tf.constant(vocab.tokens, tf.string), ids)
-        kept = tf.ragged.boolean_mask(words, within & ~special)
+        return tf.ragged.boolean_mask(words, within & ~special)
+
+    def _postprocess(self, ids, steps, scores, normalized, attention, finished):
+        """The outputs of the first (best) hypothesis of each `(B, N, ...)` input."""
+        ids, steps, scores = ids[:, 0], steps[:, 0], scores[:, 0]
+        attention, finished = attention[:, 0], finished[:, 0]
+        kept = self._words(ids, steps, finished)
+        width = tf.shape(ids)[1]
         decoded = tf.range(width)[None, :] < steps[:, None]
         attention = attention * tf.cast(decoded, attention.dtype)[:, :, None]
         batch = tf.shape(ids)[0]
@@ -190,6 +211,21 @@ class CaptionerModule(tf.Module):
             "attention_lengths": steps,
         }
 
+    def _n_best(self, ids, steps, scores, normalized, attention, finished):
+        """The `n_best_*` outputs: every hypothesis of `(B, N, ...)`, best first."""
+        shape = tf.shape(ids)  # (B, N, T)
+        kept = self._words(tf.reshape(ids, [-1, shape[2]]), tf.reshape(steps, [-1]),
+                           tf.reshape(finished, [-1]))
+        return {
+            "n_best_captions": tf.reshape(detokenize_tf(kept), shape[:2]),
+            "n_best_tokens": tf.reshape(kept.to_tensor("", shape=[shape[0] * shape[1],
+                                                                  shape[2]]), shape),
+            "n_best_lengths": tf.reshape(tf.cast(kept.row_lengths(), tf.int32), shape[:2]),
+            "n_best_scores": scores,
+            "n_best_normalized_scores": normalized,
+            "n_best_finished": finished,
+        }
+
     def info(self) -> dict[str, Any]:
         """What `export_info.json` records (`ExportedCaptioner` reads the limits from it)."""
         return {
@@ -199,7 +235,7 @@ class CaptionerModule(tf.Module):
             "default_beam_size": self.default_beam_size,
             "length_penalty": self.length_penalty, "vocab_size": len(self.vocab),
             "attention": self.model.decoder_config.attention,
-            "outputs": list(OUTPUTS),
+            "outputs": list(OUTPUTS), "n_best_outputs": list(N_BEST_OUTPUTS),
         }
 
 
@@ -221,7 +257,8 @@ def export_captioner(
         kwargs["max_decode_length"] = max_decode_length
     module = CaptionerModule.from_run(run, beam_sizes=beam_sizes,
                                       default_beam_size=default_beam_size, **kwargs)
-    return savedmodel.save_decoding_module(module, out_dir, KIND, "caption", overwrite=overwrite)
+    return savedmodel.save_decoding_module(module, out_dir, KIND, OPTIONS_SIGNATURE,
+                                           overwrite=overwrite)
 
 
 def export_run(run_dir: str | os.PathLike, out_dir: str | os.PathLike, **kwargs: Any) -> Path:
@@ -250,31 +287,44 @@ class ExportedCaptioner:
         self.info = savedmodel.require_kind(export_dir, KIND, WHAT)
         self.export_dir = Path(export_dir)
         self.loaded = tf.saved_model.load(str(export_dir))
-        self.signature = self.loaded.signatures["serving_default"]
+        self.signature = self.loaded.signatures[savedmodel.options_signature(self.info)]
+        self.takes_n_best = "n_best" in self.signature.structured_input_signature[1]
         self.beam_sizes = tuple(self.info["beam_sizes"])
         self.grid_shape = tuple(self.info["grid_shape"])
         self.image_size = tuple(self.info["image_size"])
         self.attention_kind = self.info.get("attention")  # "soft" | "hard", for the figures
 
-    def _options(self, beam_size: int | None, max_length: int | None) -> tuple[int, int]:
-        return request_options(self.info, beam_size, max_length)
+    def _options(self, beam_size: int | None, max_length: int | None,
+                 n_best: int | None = None) -> tuple[int, int]:
+        beam_size, max_length = request_options(self.info, beam_size, max_length)
+        check_n_best(n_best, beam_size)
+        if n_best and n_best > 1 and not self.takes_n_best:
+            raise UserError(f"{self.export_dir} was exported without n-best outputs; export "
+                            "the run again to get several captions per image")
+        return beam_size, max_length
 
     def caption_bytes(self, images: Sequence[bytes], beam_size: int | None = None,
-                      max_length: int | None = None) -> list[Caption]:
+                      max_length: int | None = None, n_best: int | None = None,
+                      ) -> list[Caption]:
         """Captions of encoded images (bytes the graph decodes), one call; best first.
+
+        With `n_best`, each `Caption.n_best` lists that many hypotheses, best first.
 
         Raises:
             tf.errors.InvalidArgumentError: an image the graph cannot decode.
         """
-        beam_size, max_length = self._options(beam_size, max_length)
-        outputs = self.signature(images=tf.constant(list(images), tf.string),
-                                 beam_size=tf.constant(beam_size, tf.int32),
-                                 max_length=tf.constant(max_length, tf.int32))
-        outputs = {name: value.numpy() for name, value in outputs.items()}
-        return [_caption(outputs, row) for row in range(len(images))]
+        beam_size, max_length = self._options(beam_size, max_length, n_best)
+        inputs = {"images": tf.constant(list(images), tf.string),
+                  "beam_size": tf.constant(beam_size, tf.int32),
+                  "max_length": tf.constant(max_length, tf.int32)}
+        if self.takes_n_best:
+            inputs["n_best"] = tf.constant(n_best or 1, tf.int32)
+        outputs = {name: value.numpy() for name, value in self.signature(**inputs).items()}
+        return [_caption(outputs, row, n_best) for row in range(len(images))]
 
     def caption_files(self, paths: Sequence[str | os.PathLike], batch_size: int = 16,
                       beam_size: int | None = None, max_length: int | None = None,
+                      n_best: int | None = None,
                       ) -> tuple[list[tuple[str, Caption]], list[tuple[str, str]]]:
         """As `CaptionerRun.caption_files`: `([(path, Caption)], [(path, why it failed)])`.
 
@@ -283,7 +333,7 @@ class ExportedCaptioner:
         """
         from common.images import graph_bytes
 
-        self._options(beam_size, max_length)  # option errors before reading any file
+        self._options(beam_size, max_length, n_best)  # option errors before reading files
         done, failed, blobs, names = [], [], [], []
         for path in paths:
             try:
@@ -294,12 +344,14 @@ class ExportedCaptioner:
         for start in range(0, len(blobs), batch_size):
             chunk = list(zip(names[start:start + batch_size], blobs[start:start + batch_size]))
             try:
-                captions = self.caption_bytes([b for _, b in chunk], beam_size, max_length)
+                captions = self.caption_bytes([b for _, b in chunk], beam_size, max_length,
+                                              n_best)
                 done.extend((name, c) for (name, _), c in zip(chunk, captions))
             except tf.errors.InvalidArgumentError:
                 # One image Pillow reads but the graph does not: retry each, as PNG if need be.
                 for name, blob in chunk:
-                    caption, why = self._caption_one(name, blob, beam_size, max_length)
+                    caption, why = self._caption_one(name, blob, beam_size, max_length,
+                                                     n_best)
                     if caption is None:
                         failed.append((name, why))
                     else:
@@ -308,25 +360,39 @@ class ExportedCaptioner:
         done.sort(key=lambda item: order[item[0]])
         return done, failed
 
-    def _caption_one(self, name, blob, beam_size, max_length):
+    def _caption_one(self, name, blob, beam_size, max_length, n_best):
         from common.images import load_image, png_bytes
 
         try:
-            return self.caption_bytes([blob], beam_size, max_length)[0], ""
+            return self.caption_bytes([blob], beam_size, max_length, n_best)[0], ""
         except tf.errors.InvalidArgumentError:
             pass
         try:
             return self.caption_bytes([png_bytes(load_image(blob, name))], beam_size,
-                                      max_length)[0], ""
+                                      max_length, n_best)[0], ""
         except (tf.errors.InvalidArgumentError, DataError) as exc:
             message = exc.message if hasattr(exc, "message") else str(exc)
             return None, f"{name}: the model could not decode it ({' '.join(message.split())})"
 
 
-def _caption(outputs: dict[str, np.ndarray], row: int) -> Caption:
+def _caption(outputs: dict[str, np.ndarray], row: int, n_best: int | None = None) -> Caption:
     n = int(outputs["lengths"][row])
     steps = int(outputs["attention_lengths"][row])
     attention = outputs["attention"][row, :steps]
     words = [t.decode("utf-8") for t in outputs["tokens"][row, :n]]
-    return Caption(outputs["captions"][row].decode("utf-8"), words, float(outputs["scores"][row]),
-                   attention.reshape(steps, -1), bool(outputs["finished"][row]))
+    caption = Caption(outputs["captions"][row].decode("utf-8"), words,
+                      float(outputs["scores"][row]), attention.reshape(steps, -1),
+                      bool(outputs["finished"][row]))
+    if n_best:
+        caption.n_best = []
+        for k in range(n_best):
+            score = float(outputs["n_best_scores"][row, k])
+            if score <= UNFILLED_SCORE:
+                continue
+            length = int(outputs["n_best_lengths"][row, k])
+            caption.n_best.append(CaptionHypothesis(
+                outputs["n_best_captions"][row, k].decode("utf-8"),
+                [t.decode("utf-8") for t in outputs["n_best_tokens"][row, k, :length]],
+                score, float(outputs["n_best_normalized_scores"][row, k]),
+                bool(outputs["n_best_finished"][row, k])))
+    return caption

@@ -23,14 +23,32 @@ from common.errors import DataError, UserError
 
 
 @dataclass
+class CaptionHypothesis:
+    """One of the n best captions of a beam: text, words, the sum of log-probabilities
+    (`score`) and the length-normalized score the beam ranks by."""
+
+    text: str
+    words: list[str]
+    score: float
+    normalized_score: float
+    finished: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"caption": self.text, "words": self.words, "score": self.score,
+                "normalized_score": self.normalized_score, "finished": self.finished}
+
+
+@dataclass
 class Caption:
-    """One generated caption: its text, words, score and attention maps `(T, L)`."""
+    """One generated caption: its text, words, score and attention maps `(T, L)`; `n_best`
+    lists the beam's best hypotheses (the first is this caption) when they were asked for."""
 
     text: str
     words: list[str]
     score: float
     attention: np.ndarray
     finished: bool
+    n_best: list[CaptionHypothesis] | None = None
 
     def to_json(self, grid_shape: tuple[int, int] | None = None) -> dict[str, Any]:
         data = {"caption": self.text, "words": self.words, "score": self.score,
@@ -38,6 +56,8 @@ class Caption:
                 "attention": np.round(self.attention, 5).tolist()}
         if grid_shape is not None:
             data["grid"] = list(grid_shape)
+        if self.n_best is not None:
+            data["n_best"] = [h.to_json() for h in self.n_best]
         return data
 
 
@@ -78,48 +98,80 @@ class CaptionerRun:
     def grid_shape(self) -> tuple[int, int]:
         return self.model.grid_shape
 
-    def _decoder(self, method: str, beam_size: int, max_length: int | None, temperature: float):
+    def _decoder(self, method: str, beam_size: int, max_length: int | None, temperature: float,
+                 n_best: int = 1):
         import tensorflow as tf
 
-        key = (method, beam_size, max_length, temperature)
+        key = (method, beam_size, max_length, temperature, n_best)
         if key not in self._decoders:
             def decode(images):
-                return self.model.caption(
-                    images, start_id=self.vocab.start_id, end_id=self.vocab.end_id,
-                    method=method, beam_size=beam_size, max_length=max_length,
-                    temperature=temperature,
-                )
+                vocab, model = self.vocab, self.model
+                if n_best == 1:
+                    return model.caption(
+                        images, start_id=vocab.start_id, end_id=vocab.end_id,
+                        method=method, beam_size=beam_size, max_length=max_length,
+                        temperature=temperature,
+                    )
+                # `model.caption` keeps one hypothesis; the same search, keeping `n_best`.
+                from common.decoding import beam_search
+
+                state = model.initial_decoding_state(images)
+                return beam_search(model.make_step(), state, tf.shape(images)[0],
+                                   vocab.start_id, vocab.end_id,
+                                   max_length or model.decoder_config.max_length, beam_size,
+                                   n_best=n_best)
             self._decoders[key] = tf.function(decode, reduce_retracing=True)
         return self._decoders[key]
 
     def caption_batch(self, images, beam_size: int = 3, method: str | None = None,
-                      max_length: int | None = None, temperature: float = 1.0) -> list[Caption]:
+                      max_length: int | None = None, temperature: float = 1.0,
+                      n_best: int | None = None) -> list[Caption]:
         """Captions of `images (B, H, W, 3)` (raw 0–255, already at `image_size`), best first.
 
         `method` defaults to `"beam"` (`"greedy"` when `beam_size` is 1); `"sample"` samples
-        words with `temperature`.
+        words with `temperature`. With `n_best` (1..`beam_size`), each caption's `n_best`
+        lists that many hypotheses of the beam, best first.
+
+        Raises:
+            UserError: `n_best` is more than `beam_size`, or given with sampling.
         """
+        from common.export.beam_sizes import UNFILLED_SCORE
         from common.text import detokenize
 
-        method = method or ("greedy" if beam_size == 1 else "beam")
-        decoded = self._decoder(method, beam_size, max_length, temperature)(
+        method = _decoding_method(beam_size, method, n_best)
+        decoded = self._decoder(method, beam_size, max_length, temperature, n_best or 1)(
             np.asarray(images, np.float32))
-        tokens = decoded.tokens.numpy()[:, 0]
-        lengths = decoded.lengths.numpy()[:, 0]
+        tokens = decoded.tokens.numpy()
+        lengths = decoded.lengths.numpy()
         attention = decoded.attention.numpy()[:, 0]
-        scores = decoded.scores.numpy()[:, 0]
-        finished = decoded.finished.numpy()[:, 0]
+        scores = decoded.scores.numpy()
+        normalized = decoded.normalized_scores.numpy()
+        finished = decoded.finished.numpy()
         captions = []
         for b in range(len(tokens)):
-            words = self.vocab.decode(tokens[b])
-            steps = int(lengths[b])
-            captions.append(Caption(detokenize(words), words, float(scores[b]),
-                                    attention[b, :steps], bool(finished[b])))
+            words = self.vocab.decode(tokens[b, 0])
+            steps = int(lengths[b, 0])
+            caption = Caption(detokenize(words), words, float(scores[b, 0]),
+                              attention[b, :steps], bool(finished[b, 0]))
+            if n_best is not None:
+                caption.n_best = []
+                for k in range(n_best):
+                    if scores[b, k] <= UNFILLED_SCORE:
+                        continue
+                    words = self.vocab.decode(tokens[b, k])
+                    caption.n_best.append(CaptionHypothesis(
+                        detokenize(words), words, float(scores[b, k]), float(normalized[b, k]),
+                        bool(finished[b, k])))
+            captions.append(caption)
         return captions
 
     def caption_files(self, paths: Sequence[str | os.PathLike], batch_size: int = 16,
                       **kwargs) -> tuple[list[tuple[str, Caption]], list[tuple[str, str]]]:
-        """Caption image files; returns `([(path, Caption)], [(path, why it failed)])`."""
+        """Caption image files; returns `([(path, Caption)], [(path, why it failed)])`.
+
+        Keyword arguments are those of `caption_batch`; their errors come before any file
+        is read."""
+        _decoding_method(kwargs.get("beam_size", 3), kwargs.get("method"), kwargs.get("n_best"))
         done, failed, images, names = [], [], [], []
         for path in paths:
             try:
@@ -131,6 +183,19 @@ class CaptionerRun:
             batch = np.stack(images[start:start + batch_size])
             done.extend(zip(names[start:start + batch_size], self.caption_batch(batch, **kwargs)))
         return done, failed
+
+
+def _decoding_method(beam_size: int, method: str | None, n_best: int | None) -> str:
+    """The decoding method (default: greedy for beam size 1, else beam search), after checking
+    that `n_best` hypotheses can come from it; a `UserError` otherwise."""
+    from common.export.beam_sizes import check_n_best
+
+    method = method or ("greedy" if beam_size == 1 else "beam")
+    if n_best is not None and method == "sample":
+        raise UserError("n-best: sampling draws one caption per image; expected beam search "
+                        "or greedy decoding")
+    check_n_best(n_best, 1 if method == "greedy" else beam_size)
+    return method
 
 
 def read_image(path: str | os.PathLike | bytes, image_size: tuple[int, int]) -> np.ndarray:

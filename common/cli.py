@@ -278,7 +278,10 @@ def exported_beam_sizes(args: argparse.Namespace) -> tuple[int, ...]:
 def add_serve_arguments(p: argparse.ArgumentParser, prog: str, model_name: str,
                         instances: str, max_batch_size: int = 32) -> None:
     """The options of `PROG serve SAVEDMODEL_DIR` (read by `serve_savedmodel`)."""
-    p.add_argument("export_dir", metavar="SAVEDMODEL_DIR", help=f"written by `{prog} export`")
+    p.add_argument("export_dir", metavar="SAVEDMODEL_DIR",
+                   help=f"written by `{prog} export`, or a directory of versions BASE/1, "
+                        "BASE/2, ... (TensorFlow Serving's model base path: the highest "
+                        "answers, /versions/N reaches any)")
     p.add_argument("--host", default="127.0.0.1",
                    help="the address to bind (put an authenticating proxy in front before "
                         "exposing it)")
@@ -295,9 +298,10 @@ def serve_savedmodel(args: argparse.Namespace, kind: str, what: str, **options) 
 
     `options` go to `common.export.server.serve` (e.g. `max_image_pixels`).
     """
-    from common.export.savedmodel import require_kind
+    from common.export.savedmodel import model_versions, require_kind
 
-    require_kind(args.export_dir, kind, what)
+    for path in model_versions(args.export_dir).values():
+        require_kind(path, kind, what)
     from common.export.server import serve
 
     serve(args.export_dir, args.model_name, host=args.host, port=args.port,

@@ -3,7 +3,8 @@
 RUN_DIR is a translator or a captioner run (its `config.json` says which). For each beam size,
 the same sentence (or image) is translated (or captioned) N times, after warm-up calls, by
 
-- savedmodel: the export's `serving_default` signature, loaded with `tf.saved_model.load` and
+- savedmodel: the export's signature with options (`caption_with_options` /
+  `translate_with_options`, with `n_best` 1), loaded with `tf.saved_model.load` and
   called in this process (the graph does tokenization, lookup, decoding, copying and
   detokenization; for the captioner, image decoding, resizing, decoding and detokenization);
 - keras: `seq2seq.inference.Translator.translate` on the run directory (Python tokenization
@@ -68,15 +69,19 @@ def timed(fn, runs: int, warmup: int) -> dict:
 
 @contextlib.contextmanager
 def serving_signature(args: argparse.Namespace, export_run, beam_sizes: list[int]):
-    """`serving_default` of `--export`, or of the run exported now into a temporary dir."""
+    """The signature with options (beam size, length, n-best) of `--export`, or of the run
+    exported now into a temporary dir."""
     import tensorflow as tf
+
+    from common.export.savedmodel import options_signature, read_info
 
     with tempfile.TemporaryDirectory() as tmp:
         export_dir = args.export
         if export_dir is None:
             export_dir = os.path.join(tmp, "export")
             export_run(args.run_dir, export_dir, beam_sizes=beam_sizes)
-        yield tf.saved_model.load(export_dir).signatures["serving_default"]
+        name = options_signature(read_info(export_dir))
+        yield tf.saved_model.load(export_dir).signatures[name]
 
 
 def captioner_rows(args: argparse.Namespace, beam_sizes: list[int]) -> list[dict]:
@@ -97,7 +102,7 @@ def captioner_rows(args: argparse.Namespace, beam_sizes: list[int]) -> list[dict
 
             def exported(beam=beam):
                 out = signature(images=images, beam_size=tf.constant(beam),
-                                max_length=max_length)
+                                max_length=max_length, n_best=tf.constant(1))
                 return out["captions"].numpy()[0].decode("utf-8")
 
             def keras_path(beam=beam):
@@ -164,7 +169,7 @@ def translator_rows(args: argparse.Namespace, beam_sizes: list[int]) -> list[dic
 
             def exported(beam=beam):
                 out = signature(sentences=sentence, beam_size=tf.constant(beam),
-                                max_length=tf.constant(max_length))
+                                max_length=tf.constant(max_length), n_best=tf.constant(1))
                 return out["translations"].numpy()[0].decode("utf-8")
 
             def keras_path(beam=beam):

@@ -5,10 +5,13 @@ images (as `{"b64": ...}`) or sentences to `/v1/models/NAME:predict` and prints 
 
     python scripts/serve_client_example.py --model captioner assets/samples/*.png
     python scripts/serve_client_example.py --model translator --text "I am cold." --text "Hi."
-    python scripts/serve_client_example.py --model translator --text "Hi." --option beam_size=5
+    python scripts/serve_client_example.py --model translator --text "Hi." \
+        --signature translate_with_options --option beam_size=5 --option n_best=3
 
 Options (`--option NAME=VALUE`, a JSON value) are scalar inputs of the signature; with them the
 request uses the columnar `{"inputs": {...}}` format, which TensorFlow Serving also accepts.
+The exports' `serving_default` takes the images or sentences alone; their options (beam_size,
+max_length, n_best) are inputs of `caption_with_options` / `translate_with_options`.
 """
 
 from __future__ import annotations

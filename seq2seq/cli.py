@@ -165,6 +165,11 @@ def _translate_arguments(p: argparse.ArgumentParser) -> None:
                    help="a run directory, or a SavedModel written by `seq2seq export`")
     p.add_argument("text", nargs="*", metavar="TEXT", help="sentences (default: stdin lines)")
     _decode_arguments(p)
+    p.add_argument("--n-best", type=positive_int, metavar="N",
+                   help="the N best translations of the beam (at most --beam-size), best "
+                        "first: lines LINE<TAB>RANK<TAB>SCORE<TAB>NORMALIZED SCORE<TAB>TEXT "
+                        "(the sum of log-probabilities, and the length-normalized score the "
+                        "beam ranks by); with --json an 'n_best' list per line")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per line, with tokens, score and attention")
     g = p.add_argument_group("attention figures")
@@ -259,6 +264,8 @@ def _translate(args: argparse.Namespace) -> int:
     if args.attention_layer != -1 or args.attention_head is not None:
         options = {"attention_layer": args.attention_layer,
                    "attention_head": args.attention_head}
+    if args.n_best:
+        options["n_best"] = args.n_best
     results = translator.translate(texts, beam_size=args.beam_size, batch_size=args.batch_size,
                                    max_length=args.max_decode_length, **options)
     for i in invalid_utf8:
@@ -273,6 +280,9 @@ def _translate(args: argparse.Namespace) -> int:
             print(f"{PROG} translate: line {number}: warning: {result.warning}", file=sys.stderr)
         if args.json:
             print(json.dumps({"line": number, **result.as_json()}, ensure_ascii=False))
+        elif args.n_best:
+            for rank, h in enumerate(result.n_best or [], 1):
+                print(f"{number}\t{rank}\t{h.score:.4f}\t{h.normalized_score:.4f}\t{h.text}")
         else:
             print(result.text)
     sys.stdout.flush()
@@ -285,7 +295,8 @@ def _translate(args: argparse.Namespace) -> int:
 
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
-    add_export_arguments(p, default_beam_size=1, row_signature="translate", output="output")
+    add_export_arguments(p, default_beam_size=1, row_signature="serving_default",
+                         output="output")
     p.add_argument("--attention-layer", type=int, default=-1,
                    help="transformer: the decoder layer whose cross-attention is returned")
     p.add_argument("--attention-head", type=int,
@@ -301,7 +312,7 @@ def _export(args: argparse.Namespace) -> int:
                      default_beam_size=args.beam_size, max_decode_length=args.max_decode_length,
                      attention_layer=args.attention_layer, attention_head=args.attention_head,
                      overwrite=args.overwrite)
-    print(f"Exported {out} (signatures: serving_default, translate; beam sizes: "
+    print(f"Exported {out} (signatures: serving_default, translate_with_options; beam sizes: "
           f"{', '.join(map(str, sizes))})")
     return 0
 

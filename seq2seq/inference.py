@@ -40,6 +40,22 @@ TARGET_VOCAB = "vocab.target.txt"
 
 
 @dataclass
+class TranslationHypothesis:
+    """One of the n best translations of a beam: text, tokens (after rare-word copying), the
+    sum of log-probabilities (`score`) and the length-normalized score the beam ranks by."""
+
+    text: str
+    tokens: list[str]
+    score: float
+    normalized_score: float
+    finished: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {"translation": self.text, "tokens": self.tokens, "score": self.score,
+                "normalized_score": self.normalized_score, "finished": self.finished}
+
+
+@dataclass
 class Translation:
     """One translated sentence.
 
@@ -56,6 +72,8 @@ class Translation:
         copied: the output positions whose `<unk>` was replaced by a source token.
         error: a one-line reason this line could not be translated, or None.
         warning: a one-line note about a translation that was produced (unfinished, empty).
+        n_best: the beam's best hypotheses, best first (the first is this translation), when
+            they were asked for; else None.
     """
 
     source: str
@@ -68,6 +86,7 @@ class Translation:
     copied: list[int] = field(default_factory=list)
     error: str | None = None
     warning: str | None = None
+    n_best: list[TranslationHypothesis] | None = None
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict (attention as nested lists)."""
@@ -82,6 +101,8 @@ class Translation:
             out["error"] = self.error
         if self.warning:
             out["warning"] = self.warning
+        if self.n_best is not None:
+            out["n_best"] = [h.as_json() for h in self.n_best]
         return out
 
 
@@ -134,15 +155,16 @@ def decode_batch(
     attention_layer: int = -1,
     attention_head: int | None = None,
     source_copy: Any = None,
+    n_best: int = 1,
 ) -> Decoded:
     """Greedy decoding (`beam_size == 1`) or beam search of `source (B, S)`.
 
     `source_copy (B, S)` is the copy ids of a copying model (`seq2seq.copying.copy_ids`); its
-    tokens may then be extended ids `>= V`.
+    tokens may then be extended ids `>= V`. `n_best` (1..`beam_size`) hypotheses are kept.
 
     Returns:
-        A `Decoded` with `K = 1`: tokens `(B, 1, T)`, attention `(B, 1, T, S)` (`(B, 1, T, 0)`
-        for a model without attention).
+        A `Decoded` with `K = n_best`, best first: tokens `(B, K, T)`, attention `(B, K, T, S)`
+        (`(B, K, T, 0)` for a model without attention).
     """
     source = tf.convert_to_tensor(source, tf.int32)
     batch = tf.shape(source)[0]
@@ -157,7 +179,7 @@ def decode_batch(
     if beam_size == 1:
         return greedy_decode(step, state, batch, start_id, end_id, max_length)
     return beam_search(step, state, batch, start_id, end_id, max_length, beam_size,
-                       length_penalty=length_penalty, n_best=1)
+                       length_penalty=length_penalty, n_best=n_best)
 
 
 class Translator:
@@ -229,8 +251,8 @@ class Translator:
         return cls(model, vocabs[0], vocabs[1], config)
 
     def _decoder(self, beam_size: int, max_length: int, attention_layer: int,
-                 attention_head: int | None):
-        key = (beam_size, max_length, attention_layer, attention_head)
+                 attention_head: int | None, n_best: int = 1):
+        key = (beam_size, max_length, attention_layer, attention_head, n_best)
         if key not in self._decoders:
             vocab = self.target_vocab
 
@@ -238,7 +260,8 @@ class Translator:
             def run(source, source_copy=None):
                 return decode_batch(self.model, source, vocab.start_id, vocab.end_id, max_length,
                                     beam_size, attention_layer=attention_layer,
-                                    attention_head=attention_head, source_copy=source_copy)
+                                    attention_head=attention_head, source_copy=source_copy,
+                                    n_best=n_best)
 
             self._decoders[key] = run
         return self._decoders[key]
@@ -251,45 +274,69 @@ class Translator:
         attention_layer: int = -1,
         attention_head: int | None = None,
         copy_unknown: bool = True,
+        n_best: int | None = None,
     ) -> list[Translation]:
-        """Translates already tokenized, valid sentences in one batch."""
+        """Translates already tokenized, valid sentences in one batch (with `n_best`, each
+        `Translation.n_best` lists that many hypotheses, best first)."""
+        from common.export.beam_sizes import UNFILLED_SCORE, check_n_best
+
+        check_n_best(n_best, beam_size)
         max_length = max_length or self.config.model.max_decode_length
         rows = [source_ids(self.source_vocab, tokens) for tokens in token_lists]
         inputs = [pad_batch(rows)]
         if getattr(self.model, "copy", False):  # the pointer-generator's extended ids
             inputs.append(pad_batch([copy_ids(t, self.target_vocab) for t in token_lists]))
-        decoded = self._decoder(beam_size, max_length, attention_layer, attention_head)(*inputs)
-        tokens = decoded.tokens.numpy()[:, 0]
-        lengths = decoded.lengths.numpy()[:, 0]
-        scores = decoded.scores.numpy()[:, 0]
-        finished = decoded.finished.numpy()[:, 0]
-        attention = decoded.attention.numpy()[:, 0]
+        decoded = self._decoder(beam_size, max_length, attention_layer, attention_head,
+                                n_best or 1)(*inputs)
+        tokens = decoded.tokens.numpy()
+        lengths = decoded.lengths.numpy()
+        scores = decoded.scores.numpy()
+        normalized = decoded.normalized_scores.numpy()
+        finished = decoded.finished.numpy()
+        attention = decoded.attention.numpy()
         results = []
         for i, source_tokens in enumerate(token_lists):
-            n = int(lengths[i]) - int(bool(finished[i]))  # drop <end>
-            ids = tokens[i, :n].tolist()
-            words = extended_words(ids, source_tokens, self.target_vocab)
-            alpha = attention[i, :n, : len(source_tokens)]
-            if not attention.shape[-1]:  # a model without attention (seq2seq-noattn)
-                alpha = None
-            copied = []
-            if copy_unknown and alpha is not None:
-                for t, word in enumerate(words):
-                    if word == "<unk>" and len(source_tokens):
-                        words[t] = source_tokens[int(np.argmax(alpha[t]))]
-                        copied.append(t)
-            words = [w for w in words if w not in ("<pad>", "<start>", "<end>")]
+            words, alpha, copied = self._words(tokens[i, 0], lengths[i, 0], finished[i, 0],
+                                               attention[i, 0], source_tokens, copy_unknown)
             result = Translation(
                 source=detokenize(source_tokens), text=detokenize(words), tokens=words,
-                source_tokens=list(source_tokens), score=float(scores[i]),
-                finished=bool(finished[i]), attention=alpha, copied=copied,
+                source_tokens=list(source_tokens), score=float(scores[i, 0]),
+                finished=bool(finished[i, 0]), attention=alpha, copied=copied,
             )
             if not result.finished:
                 result.warning = f"no <end> within {max_length} tokens; the output is cut there"
             elif not words:
                 result.warning = "the model produced an empty translation"
+            if n_best is not None:
+                result.n_best = []
+                for k in range(n_best):
+                    if scores[i, k] <= UNFILLED_SCORE:
+                        continue
+                    words = self._words(tokens[i, k], lengths[i, k], finished[i, k],
+                                        attention[i, k], source_tokens, copy_unknown)[0]
+                    result.n_best.append(TranslationHypothesis(
+                        detokenize(words), words, float(scores[i, k]), float(normalized[i, k]),
+                        bool(finished[i, k])))
             results.append(result)
         return results
+
+    def _words(self, ids, length, finished, attention, source_tokens, copy_unknown):
+        """One hypothesis's output words (extended ids mapped back, `<unk>` copied from the
+        most attended source token, specials dropped), its attention `(T, S)` or None, and
+        the copied positions."""
+        n = int(length) - int(bool(finished))  # drop <end>
+        words = extended_words(ids[:n].tolist(), source_tokens, self.target_vocab)
+        alpha = attention[:n, : len(source_tokens)]
+        if not attention.shape[-1]:  # a model without attention (seq2seq-noattn)
+            alpha = None
+        copied = []
+        if copy_unknown and alpha is not None:
+            for t, word in enumerate(words):
+                if word == "<unk>" and len(source_tokens):
+                    words[t] = source_tokens[int(np.argmax(alpha[t]))]
+                    copied.append(t)
+        words = [w for w in words if w not in ("<pad>", "<start>", "<end>")]
+        return words, alpha, copied
 
     def translate(
         self,
@@ -300,16 +347,21 @@ class Translator:
         attention_layer: int = -1,
         attention_head: int | None = None,
         progress: bool = False,
+        n_best: int | None = None,
     ) -> list[Translation]:
         """Translates `texts`; bad lines get a `Translation` with `error` set, not an exception.
 
         Empty or whitespace-only lines and lines longer than `max_source_tokens` are errors;
         unknown words, emoji and control characters are tokenized and translated (unknown
-        source words are `<unk>` to the model and may be copied to the output).
+        source words are `<unk>` to the model and may be copied to the output). With `n_best`
+        (1..`beam_size`), each `Translation.n_best` lists that many hypotheses, best first.
         """
+        from common.export.beam_sizes import check_n_best
+
         if max_length is not None and not 1 <= max_length <= self.max_decode_limit:
             raise UserError(f"max decode length {max_length}: expected 1..{self.max_decode_limit} "
                             "for this model")
+        check_n_best(n_best, beam_size)
         lowercase = self.config.data.lowercase
         token_lists = tokenize_texts(list(texts), lowercase=lowercase) if texts else []
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)
@@ -322,7 +374,7 @@ class Translator:
             chunk = good[start : start + batch_size]
             outs = self.translate_tokens(
                 [token_lists[i] for i in chunk], beam_size=beam_size, max_length=max_length,
-                attention_layer=attention_layer, attention_head=attention_head,
+                attention_layer=attention_layer, attention_head=attention_head, n_best=n_best,
             )
             for i, out in zip(chunk, outs):
                 out.source = texts[i]

@@ -1,10 +1,13 @@
-"""Beam size and maximum length as inputs of an exported signature, for both families.
+"""Beam size, maximum length and n-best as inputs of an exported signature, for both families.
 
 Beam search needs a Python beam size, so an export compiles one search per size in
 `beam_sizes` and `dispatch` picks one at run time with nested `tf.cond`s (size 1 being
 greedy decoding, or whatever `decode(1)` builds). `max_length` is a tensor, the output width.
+`dispatch_n_best` adds the `n_best` input: per size, a search that keeps one hypothesis (the
+common request, as fast as before) and one that returns the whole beam, cut to `n_best`.
 `check_export_options` validates the choices at export time, `graph_checks` the inputs of each
-call, and `request_options` a client's choices against an export's `export_info.json`.
+call, `request_options` a client's choices against an export's `export_info.json`, and
+`check_n_best` an n-best request against the beam size (in-process runs use it too).
 """
 
 from __future__ import annotations
@@ -13,6 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from common.errors import UserError
+
+#: Beam search fills the n-best slots it has no distinct hypothesis for with ones scored about
+#: -1e9 (`common.decoding.beam_search`); hypotheses scored at or below this are left out.
+UNFILLED_SCORE = -1e8
 
 
 def check_export_options(beam_sizes: Sequence[int], default_beam_size: int,
@@ -31,18 +38,25 @@ def check_export_options(beam_sizes: Sequence[int], default_beam_size: int,
 
 
 def graph_checks(beam_size: Any, max_length: Any, beam_sizes: Sequence[int],
-                 max_length_limit: int) -> list:
+                 max_length_limit: int, n_best: Any = None) -> list:
     """Assertions (for `tf.control_dependencies`) that fail the call with a clear
-    `InvalidArgumentError` for a `max_length` out of range or a beam size not exported."""
+    `InvalidArgumentError` for a `max_length` out of range, a beam size not exported or an
+    `n_best` outside 1..beam_size. Each message is one `tf.debugging.Assert` string, which
+    `common.export.server` returns alone (without TensorFlow's "assertion failed" wrapper)."""
     import tensorflow as tf
 
-    message = f"max_length must be 1..{max_length_limit}"
-    checks = [tf.debugging.assert_greater_equal(max_length, 1, message=message),
-              tf.debugging.assert_less_equal(max_length, max_length_limit, message=message)]
+    def check(condition, template, *values):
+        return tf.debugging.Assert(condition, [tf.strings.format(template, values)])
+
+    checks = [check((max_length >= 1) & (max_length <= max_length_limit),
+                    f"max_length must be 1..{max_length_limit}; got {{}}", max_length)]
     if not isinstance(beam_size, int):
         known = tf.reduce_any(tf.equal(tf.constant(beam_sizes, tf.int32), beam_size))
-        checks.append(tf.debugging.Assert(known, [
-            f"beam_size must be one of {list(beam_sizes)} (exported sizes); got", beam_size]))
+        checks.append(check(known, f"beam_size must be one of {list(beam_sizes)} (the "
+                            "exported sizes); got {}", beam_size))
+    if n_best is not None:
+        checks.append(check((n_best >= 1) & (n_best <= beam_size),
+                            "n_best must be 1..beam_size ({}); got {}", beam_size, n_best))
     return checks
 
 
@@ -58,6 +72,39 @@ def dispatch(beam_size: Any, beam_sizes: Sequence[int], decode: Callable[[int], 
     return tf.cond(tf.equal(beam_size, beam_sizes[0]),
                    lambda: decode(beam_sizes[0]),
                    lambda: dispatch(beam_size, beam_sizes[1:], decode))
+
+
+def dispatch_n_best(beam_size: Any, n_best: Any, beam_sizes: Sequence[int],
+                    decode: Callable[[int, int], Any]) -> Any:
+    """`decode(size, k)` (a nest of tensors `(B, k, ...)`, best first) for `size = beam_size`,
+    cut to the first `n_best` hypotheses.
+
+    Per exported size above 1, two searches are compiled and `tf.cond` picks one: `k = 1`
+    when `n_best` is 1 (the usual request: the search may stop as soon as the best hypothesis
+    is certain) and `k = size` otherwise. The first hypothesis is the same in both.
+    """
+    import tensorflow as tf
+
+    def for_size(size: int) -> Any:
+        if size == 1:
+            return decode(1, 1)
+        return tf.cond(tf.equal(n_best, 1), lambda: decode(size, 1),
+                       lambda: decode(size, size))
+
+    found = dispatch(beam_size, beam_sizes, for_size)
+    return tf.nest.map_structure(lambda t: t[:, :n_best], found)
+
+
+def check_n_best(n_best: int | None, beam_size: int) -> None:
+    """A `UserError` unless `n_best` is None or 1..`beam_size` (a beam keeps no more)."""
+    if n_best is None:
+        return
+    if n_best < 1:
+        raise UserError(f"n-best {n_best}: expected a positive number of hypotheses")
+    if n_best > beam_size:
+        raise UserError(f"n-best {n_best} is more than the beam size {beam_size}; expected "
+                        "at most the beam size, the hypotheses a beam keeps (or a larger "
+                        "beam size)")
 
 
 def request_options(info: Mapping[str, Any], beam_size: int | None,

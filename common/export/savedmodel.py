@@ -3,7 +3,7 @@
 An export directory is a plain SavedModel (`saved_model.pb`, `variables/`, `assets/`) plus two
 JSON files under `assets.extra/`, which TensorFlow Serving copies along and ignores:
 
-- `export_info.json`: `{"kind": "seq2seq.translator" | "captioner" | ..., "format": 1, ...}`,
+- `export_info.json`: `{"kind": "seq2seq.translator" | "captioner" | ..., "format": 2, ...}`,
   the marker that lets a command line refuse a SavedModel of the other family with one line,
   plus whatever the family wants to remember (vocabulary sizes, the longest input, ...).
 - `serving_input_defaults.json`: values for the scalar (per-request) inputs of a signature,
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,7 +33,9 @@ from common.errors import UserError
 EXTRA_DIR = "assets.extra"
 INFO_FILE = "export_info.json"
 DEFAULTS_FILE = "serving_input_defaults.json"
-FORMAT_VERSION = 1
+#: 2: `serving_default` takes the inputs alone; the options are in a second signature, named
+#: by `options_signature` in `export_info.json` (format 1 had them in `serving_default`).
+FORMAT_VERSION = 2
 
 #: Modules an isolated run must not import: the export has to stand on stock TensorFlow.
 FORBIDDEN_MODULES = ("keras", "keras_hub", "tensorflow_text", "common", "seq2seq", "captioner")
@@ -109,6 +112,38 @@ def _tf_variables(module: Any, functions: Any) -> list:
 def is_saved_model(path: str | os.PathLike) -> bool:
     """Whether `path` is a directory holding a `saved_model.pb`."""
     return (Path(path) / "saved_model.pb").is_file()
+
+
+def model_versions(path: str | os.PathLike) -> dict[int, Path]:
+    """The SavedModels a server loads from `path`, by version, lowest first.
+
+    `path` is either an export directory (served as version 1) or TensorFlow Serving's
+    model base path: a directory whose numeric subdirectories `1/`, `2/`, ... each hold a
+    SavedModel (other entries are ignored, as TensorFlow Serving ignores them).
+
+    Raises:
+        UserError: `path` is neither, or a version directory holds no SavedModel.
+    """
+    path = Path(path)
+    if is_saved_model(path):
+        return {1: path}
+    versions: dict[int, Path] = {}
+    children = sorted(path.iterdir()) if path.is_dir() else []
+    for child in children:
+        if not (child.is_dir() and re.fullmatch(r"[0-9]+", child.name)):
+            continue
+        if not is_saved_model(child):
+            raise UserError(f"{child}: a version directory without saved_model.pb; expected "
+                            "a SavedModel there (or no such directory)")
+        version = int(child.name)
+        if version in versions:
+            raise UserError(f"{versions[version]} and {child} are both version {version}; "
+                            "expected one directory per version")
+        versions[version] = child
+    if not versions:
+        raise UserError(f"{path}: not a SavedModel directory (no saved_model.pb) nor a model "
+                        "base path (no version subdirectories 1/, 2/, ... holding one)")
+    return dict(sorted(versions.items()))
 
 
 def read_info(export_dir: str | os.PathLike) -> dict[str, Any]:
@@ -257,21 +292,31 @@ def run_signature_isolated(
 
 
 def save_decoding_module(module: Any, export_dir: str | os.PathLike, kind: str,
-                         row_signature: str, overwrite: bool = False) -> Path:
+                         options_signature: str, overwrite: bool = False) -> Path:
     """`save` for a captioner's or translator's export module.
 
-    The module has `serving_default` (inputs plus optional `beam_size`, `max_length`), a
-    `row_signature` method taking inputs only (TensorFlow Serving's row format), the
-    export-time `default_beam_size` and `max_decode_length`, and `info()`; they become the
-    signatures, the recorded input defaults and the export info.
+    The module has `serving_default` (the inputs alone, decoded with the export-time beam
+    size and length: what a TensorFlow Serving client that sends only the image or the text
+    gets), an `options_signature` method taking the inputs plus `beam_size`, `max_length` and
+    `n_best`, the export-time `default_beam_size` and `max_decode_length`, and `info()`;
+    they become the two signatures, the recorded input defaults (which `common.export.server`
+    fills into requests to the second signature) and the export info.
     """
     signatures = {
         "serving_default": module.serving_default.get_concrete_function(),
-        row_signature: getattr(module, row_signature).get_concrete_function(),
+        options_signature: getattr(module, options_signature).get_concrete_function(),
     }
-    defaults = {"beam_size": module.default_beam_size, "max_length": module.max_decode_length}
-    return save(module, export_dir, signatures, kind, info=module.info(),
-                input_defaults=defaults, overwrite=overwrite)
+    defaults = {"beam_size": module.default_beam_size, "max_length": module.max_decode_length,
+                "n_best": 1}
+    info = {**module.info(), "options_signature": options_signature}
+    return save(module, export_dir, signatures, kind, info=info, input_defaults=defaults,
+                overwrite=overwrite)
+
+
+def options_signature(info: Mapping[str, Any]) -> str:
+    """The name of an export's signature with the decoding options (`serving_default` in
+    exports of format 1, which had no other)."""
+    return str(info.get("options_signature", "serving_default"))
 
 
 def saved_model_cli(*args: str, timeout: float = 300.0) -> str:

@@ -3,10 +3,15 @@
 Clients written for TensorFlow Serving work unchanged
 (https://www.tensorflow.org/tfx/serving/api_rest):
 
-    GET  /v1/models/NAME[/versions/1]            -> {"model_version_status": [...]}
-    GET  /v1/models/NAME[/versions/1]/metadata   -> {"model_spec": ..., "metadata": ...}
-    POST /v1/models/NAME[/versions/1]:predict    {"instances": [...]} -> {"predictions": [...]}
+    GET  /v1/models/NAME[/versions/N]            -> {"model_version_status": [...]}
+    GET  /v1/models/NAME[/versions/N]/metadata   -> {"model_spec": ..., "metadata": ...}
+    POST /v1/models/NAME[/versions/N]:predict    {"instances": [...]} -> {"predictions": [...]}
                                                  {"inputs": ...}      -> {"outputs": ...}
+
+The path served is an export directory (version 1) or, as TensorFlow Serving's
+`--model_base_path`, a directory of versions `BASE/1/`, `BASE/2/`, ...
+(`common.export.savedmodel.model_versions`): every version is loaded, a request without
+`/versions/N` goes to the highest, and the status answer lists them all.
 
 Requests may name a `signature_name` (default `serving_default`). Binary strings travel as
 `{"b64": "..."}`; string outputs are UTF-8 text, or `{"b64"}` when the output's name ends in
@@ -39,6 +44,7 @@ from common.errors import UserError
 from common.export.batching import Batcher
 from common.export.json_codec import RequestError, json_to_array, outputs_to_json
 from common.export.json_codec import array_to_json as array_to_json  # re-exported
+from common.export.savedmodel import model_versions
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +67,7 @@ class ServedModel:
             (`common.images.prepare_for_graph`), refuse what is not an image with its reason,
             and re-encode as PNG what the graph's `tf.io.decode_image` does not decode
             faithfully (TIFF, CMYK JPEG).
+        version: the version number it is served as.
     """
 
     def __init__(
@@ -69,10 +76,12 @@ class ServedModel:
         input_defaults: Mapping[str, Any] | None = None,
         max_image_pixels: int = 25_000_000,
         screen_images: bool = False,
+        version: int = 1,
     ):
         import tensorflow as tf
 
         self._tf = tf
+        self.version = int(version)
         path = Path(saved_model_dir)
         if not (path / "saved_model.pb").is_file():
             raise UserError(f"{path}: not a SavedModel directory (no saved_model.pb)")
@@ -274,18 +283,25 @@ class ServedModel:
         return {name: value.numpy() for name, value in outputs.items()}
 
     def status(self) -> dict:
+        """This version's entry of TensorFlow Serving's `model_version_status` list."""
         ok = {"error_code": "OK", "error_message": ""}
-        return {"model_version_status": [{"version": "1", "state": "AVAILABLE", "status": ok}]}
+        return {"version": str(self.version), "state": "AVAILABLE", "status": ok}
 
     def metadata(self, model_name: str) -> dict:
         return {
-            "model_spec": {"name": model_name, "signature_name": "", "version": "1"},
+            "model_spec": {"name": model_name, "signature_name": "",
+                           "version": str(self.version)},
             "metadata": {"signature_def": {"signature_def": self.signature_defs}},
         }
 
 
 def _tf_reason(message: str) -> str:
-    """The useful part of a TensorFlow op error ("Invalid PNG...."), on one line."""
+    """The useful part of a TensorFlow op error ("Invalid PNG...."), on one line.
+
+    A failed `tf.debugging.assert_*` or `tf.debugging.Assert` gives its message alone:
+    "assertion failed: [empty sentence.  ] [Condition x > 0 did not hold element-wise:] [x
+    (x:0) = ] [0 3]" becomes "empty sentence", "assertion failed: [got] [7]" "got 7".
+    """
     for noise in (
         r"Graph execution error:",
         r"Detected at node \S+ defined at \(most recent call last\):",
@@ -294,7 +310,36 @@ def _tf_reason(message: str) -> str:
         r"\[Op:[^\]]*\]",
     ):
         message = re.sub(noise, " ", message, flags=re.DOTALL)
+    head, marker, asserted = message.partition("assertion failed:")
+    if marker:
+        message = _assertion_message(asserted) or message
     return " ".join(message.split())[:500] or "the model refused the input"
+
+
+def _assertion_message(text: str) -> str:
+    """The message of `tf.debugging.Assert`'s "[part] [part] ..." data, without the
+    "Condition ... did not hold" part and the values after it that `assert_*` adds."""
+    parts, depth, current = [], 0, []
+    for char in text:
+        if char == "[":
+            depth += 1
+            if depth == 1:
+                current = []
+                continue
+        elif char == "]" and depth:
+            depth -= 1
+            if depth == 0:
+                parts.append("".join(current).strip())
+                continue
+        if depth:
+            current.append(char)
+    kept = []
+    for part in parts:
+        if part.startswith("Condition "):
+            break
+        kept.append(part)
+    message = " ".join(p for p in kept if p)
+    return message[:-1] if message.endswith(".") and not message.endswith("..") else message
 
 
 def _read_signature_defs(path: Path) -> dict:
@@ -358,7 +403,8 @@ def _json_type(value: Any) -> str:
 # ---------------------------------------------------------------------------------------------
 # The aiohttp application.
 
-MODEL = web.AppKey("model", ServedModel)
+MODEL = web.AppKey("model", ServedModel)  # the highest version: what NAME alone serves
+VERSIONS = web.AppKey("versions", dict)  # version number -> ServedModel
 BATCHER = web.AppKey("batcher", Batcher)
 NAME = web.AppKey("model_name", str)
 MAX_BODY = web.AppKey("max_body_bytes", int)
@@ -389,14 +435,21 @@ async def _json_errors(request: web.Request, handler):
 
 def _servable(request: web.Request) -> ServedModel:
     name, version = request.match_info["name"], request.match_info.get("version")
-    if name != request.app[NAME] or version not in (None, "1"):
+    versions = request.app[VERSIONS]
+    number = int(version) if version is not None and re.fullmatch(r"[0-9]+", version) else -1
+    if name != request.app[NAME] or (version is not None and number not in versions):
         spec = f"Latest({name})" if version is None else f"Specific({name}, {version})"
         raise RequestError(f"Servable not found for request: {spec}", status=404)
-    return request.app[MODEL]
+    return request.app[MODEL] if version is None else versions[number]
 
 
 async def _status(request: web.Request) -> web.Response:
-    return web.json_response(_servable(request).status())
+    model = _servable(request)
+    if "version" in request.match_info:
+        served = [model]
+    else:  # every loaded version, the one served first
+        served = sorted(request.app[VERSIONS].values(), key=lambda m: -m.version)
+    return web.json_response({"model_version_status": [m.status() for m in served]})
 
 
 async def _metadata(request: web.Request) -> web.Response:
@@ -418,9 +471,9 @@ async def _predict(request: web.Request) -> web.Response:
     if size > 0 and model.mergeable[signature]:
         options = tuple((n, repr(inputs[n].tolist())) for n in model.option_names(signature))
         shapes = tuple((n, inputs[n].shape[1:]) for n in sorted(batched))
-        key = (signature, options, shapes)
+        key = (model.version, signature, options, shapes)
     outputs = await request.app[BATCHER].submit(
-        inputs, size=size, key=key, context=signature, batched=batched
+        inputs, size=size, key=key, context=(model.version, signature), batched=batched
     )
     return web.json_response(outputs_to_json(outputs, layout), dumps=json.dumps)
 
@@ -439,7 +492,8 @@ def create_app(
 
     Args:
         saved_model_dir: a SavedModel directory (its signatures take batches, e.g. `(B,)`
-            `tf.string`).
+            `tf.string`), or a model base path of versions `1/`, `2/`, ... (all loaded; the
+            highest answers requests without `/versions/N`).
         model_name: the NAME in `/v1/models/NAME`.
         max_body_bytes: larger request bodies get 413.
         max_batch_size: the most instances merged into one signature call.
@@ -456,14 +510,19 @@ def create_app(
         raise UserError(f"model name must be non-empty without '/' or ':', got {model_name!r}")
     if max_body_bytes < 1:
         raise UserError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
-    model = ServedModel(saved_model_dir, input_defaults, max_image_pixels, screen_images)
-    batcher = Batcher(
-        model.run,
-        max_batch_size=max_batch_size,
-        batch_timeout_ms=batch_timeout_ms,
-    )
+    versions = {
+        number: ServedModel(path, input_defaults, max_image_pixels, screen_images, number)
+        for number, path in model_versions(saved_model_dir).items()
+    }
+
+    def run(context: tuple[int, str], inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        version, signature = context
+        return versions[version].run(signature, inputs)
+
+    batcher = Batcher(run, max_batch_size=max_batch_size, batch_timeout_ms=batch_timeout_ms)
     app = web.Application(client_max_size=max_body_bytes, middlewares=[_json_errors])
-    app[MODEL], app[BATCHER], app[NAME] = model, batcher, model_name
+    app[MODEL], app[VERSIONS] = versions[max(versions)], versions
+    app[BATCHER], app[NAME] = batcher, model_name
     app[MAX_BODY] = max_body_bytes
     base = "/v1/models/{name:[^/:]+}"
     version = "/versions/{version:[^/:]+}"
@@ -510,7 +569,11 @@ def serve(
         screen_images=screen_images,
     )
     url = f"http://{host}:{port}/v1/models/{model_name}"
-    web.run_app(app, host=host, port=port, print=lambda _: print(f"Serving {url}", flush=True))
+    numbers = sorted(app[VERSIONS])
+    shown = (f" (version {numbers[0]})" if len(numbers) == 1 else
+             f" (versions {', '.join(map(str, numbers))}; {numbers[-1]} by default)")
+    web.run_app(app, host=host, port=port,
+                print=lambda _: print(f"Serving {url}{shown}", flush=True))
 
 
 @contextlib.contextmanager

@@ -15,7 +15,9 @@ from captioner.config import DecoderConfig, EncoderConfig
 from captioner.export import KIND, ExportedCaptioner
 from captioner.inference import CaptionerRun, read_image
 from captioner.model import ShowAttendTell
+from common.decoding import beam_search, greedy_decode
 from common.export import savedmodel
+from common.text import detokenize
 from tests.common.image_cases import write_cases
 
 
@@ -50,11 +52,28 @@ def test_export_gives_the_in_process_captions(run, exported, shape_images, beam_
 
 
 @pytest.mark.slow
+def test_serving_default_takes_the_image_bytes_alone(run, exported_captioner, shape_images):
+    # What a TensorFlow Serving client sends: {"instances": [{"b64": ...}]}, nothing else; the
+    # export's default beam (2) and length (the run's 12), in plain TensorFlow.
+    expected, _ = run.caption_files(shape_images, beam_size=2)
+    outputs, imported = savedmodel.run_signature_isolated(
+        exported_captioner, {"images": [b64(path) for path in shape_images]})
+    assert imported == []
+    assert [c.decode() for c in outputs["captions"]] == [e.text for _, e in expected]
+    for row, (_, e) in enumerate(expected):
+        n = int(outputs["lengths"][row])
+        assert [t.decode() for t in outputs["tokens"][row, :n]] == e.words
+        assert float(outputs["scores"][row]) == pytest.approx(e.score, abs=1e-4)
+    assert outputs["tokens"].shape[1] == 12 and "n_best_captions" not in outputs
+
+
+@pytest.mark.slow
 def test_export_runs_on_stock_tensorflow_alone(run, exported_captioner, shape_images):
     expected, _ = run.caption_files(shape_images, beam_size=2)
     images = [b64(path) for path in shape_images]
     outputs, imported = savedmodel.run_signature_isolated(
-        exported_captioner, {"images": images, "beam_size": 2, "max_length": 12})
+        exported_captioner, {"images": images, "beam_size": 2, "max_length": 12, "n_best": 1},
+        signature="caption_with_options")
     assert imported == []
     assert [c.decode() for c in outputs["captions"]] == [e.text for _, e in expected]
     assert outputs["tokens"].shape == (len(images), 12)
@@ -67,11 +86,41 @@ def test_export_runs_on_stock_tensorflow_alone(run, exported_captioner, shape_im
         np.testing.assert_allclose(outputs["attention"][row, :steps].reshape(steps, -1),
                                    e.attention, atol=1e-5)
         assert not outputs["attention"][row, steps:].any()
-    # the signature without options uses the export-time defaults (beam 2, the run's length)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("beam_size, n_best", [(2, 2), (1, 1)])
+def test_n_best_output_is_the_in_process_beam(run, exported_captioner, shape_images, beam_size,
+                                              n_best):
+    pixels = np.stack([read_image(p, run.image_size) for p in shape_images])
+    vocab = run.vocab
+    state = run.model.initial_decoding_state(pixels)
+    if beam_size == 1:
+        reference = greedy_decode(run.model.make_step(), state, len(shape_images),
+                                  vocab.start_id, vocab.end_id, 12)
+    else:
+        reference = beam_search(run.model.make_step(), state, len(shape_images),
+                                vocab.start_id, vocab.end_id, 12, beam_size, n_best=n_best)
     outputs, imported = savedmodel.run_signature_isolated(
-        exported_captioner, {"images": images}, signature="caption")
+        exported_captioner, {"images": [b64(p) for p in shape_images], "beam_size": beam_size,
+                             "max_length": 12, "n_best": n_best},
+        signature="caption_with_options")
     assert imported == []
-    assert [c.decode() for c in outputs["captions"]] == [e.text for _, e in expected]
+    assert outputs["n_best_tokens"].shape == (len(shape_images), n_best, 12)
+    tokens, scores = reference.tokens.numpy(), reference.scores.numpy()
+    for row in range(len(shape_images)):
+        for k in range(n_best):
+            words = vocab.decode(tokens[row, k])
+            length = int(outputs["n_best_lengths"][row, k])
+            assert [t.decode() for t in outputs["n_best_tokens"][row, k, :length]] == words
+            assert outputs["n_best_captions"][row, k].decode() == detokenize(words)
+            assert outputs["n_best_scores"][row, k] == pytest.approx(scores[row, k], abs=1e-4)
+            assert outputs["n_best_normalized_scores"][row, k] == pytest.approx(
+                reference.normalized_scores.numpy()[row, k], abs=1e-4)
+        # the best of the n is the caption the other outputs describe
+        assert outputs["n_best_captions"][row, 0] == outputs["captions"][row]
+    if n_best > 1:  # distinct hypotheses
+        assert (outputs["n_best_tokens"][:, 0] != outputs["n_best_tokens"][:, 1]).any(-1).all()
 
 
 @pytest.mark.slow
@@ -93,16 +142,25 @@ def test_beam_size_1_is_greedy_through_the_export(run, exported, shape_images):
 def test_saved_model_cli_shows_and_runs_the_signature(run, exported_captioner, shape_images,
                                                       tmp_path):
     shown = savedmodel.saved_model_cli("show", "--dir", str(exported_captioner), "--all")
-    assert "signature_def['serving_default']" in shown and "signature_def['caption']" in shown
+    assert "signature_def['serving_default']" in shown
+    assert "signature_def['caption_with_options']" in shown
     assert "name: serving_default_images:0" in shown and "DT_STRING" in shown
     # the bytes in an object array (`--inputs` reads .npy files), the options as literals
     np.save(tmp_path / "images.npy", np.array([shape_images[0].read_bytes()], dtype=object))
     savedmodel.saved_model_cli(
         "run", "--dir", str(exported_captioner), "--tag_set", "serve", "--signature_def",
-        "serving_default", "--inputs", f"images={tmp_path / 'images.npy'}",
-        "--input_exprs", "beam_size=1;max_length=12", "--outdir", str(tmp_path))
+        "caption_with_options", "--inputs", f"images={tmp_path / 'images.npy'}",
+        "--input_exprs", "beam_size=1;max_length=12;n_best=1", "--outdir", str(tmp_path))
     got = np.load(tmp_path / "captions.npy", allow_pickle=True)
     expected, _ = run.caption_files(shape_images[:1], beam_size=1)
+    assert [c.decode() for c in got] == [expected[0][1].text]
+    # serving_default needs the images alone
+    savedmodel.saved_model_cli(
+        "run", "--dir", str(exported_captioner), "--tag_set", "serve", "--signature_def",
+        "serving_default", "--inputs", f"images={tmp_path / 'images.npy'}",
+        "--outdir", str(tmp_path), "--overwrite")
+    got = np.load(tmp_path / "captions.npy", allow_pickle=True)
+    expected, _ = run.caption_files(shape_images[:1], beam_size=2)
     assert [c.decode() for c in got] == [expected[0][1].text]
 
 
@@ -112,9 +170,10 @@ def test_export_info_and_defaults(exported_captioner, trained_captioner, capsys)
     assert info["beam_sizes"] == [1, 2] and info["default_beam_size"] == 2
     assert info["image_size"] == [32, 32] and info["grid_shape"] == [8, 8]
     assert info["max_decode_length"] == 12 and info["attention"] == "soft"
+    assert info["options_signature"] == "caption_with_options" and info["format"] == 2
     defaults = json.loads(
         (exported_captioner / "assets.extra" / "serving_input_defaults.json").read_text())
-    assert defaults == {"beam_size": 2, "max_length": 12}
+    assert defaults == {"beam_size": 2, "max_length": 12, "n_best": 1}
     # exporting onto an existing directory is refused unless --overwrite
     assert main(["export", str(trained_captioner), str(exported_captioner)]) == 2
     assert "already exists" in capsys.readouterr().err
@@ -122,15 +181,19 @@ def test_export_info_and_defaults(exported_captioner, trained_captioner, capsys)
 
 @pytest.mark.slow
 def test_signature_refuses_bad_input(exported_captioner, shape_images):
-    fn = tf.saved_model.load(str(exported_captioner)).signatures["serving_default"]
+    fn = tf.saved_model.load(str(exported_captioner)).signatures["caption_with_options"]
     good = shape_images[0].read_bytes()
 
-    def call(images, beam=1, length=12):
+    def call(images, beam=1, length=12, n_best=1):
         return fn(images=tf.constant(images), beam_size=tf.constant(beam),
-                  max_length=tf.constant(length))
+                  max_length=tf.constant(length), n_best=tf.constant(n_best))
 
     with pytest.raises(tf.errors.InvalidArgumentError, match="beam_size must be one of"):
         call([good], beam=3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"n_best must be 1..beam_size"):
+        call([good], beam=2, n_best=3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"n_best must be 1..beam_size"):
+        call([good], beam=2, n_best=0)
     with pytest.raises(tf.errors.InvalidArgumentError, match="max_length must be"):
         call([good], length=0)
     with pytest.raises(tf.errors.InvalidArgumentError, match="max_length must be"):
@@ -151,6 +214,39 @@ def test_caption_cli_same_text_from_run_and_export(trained_captioner, exported_c
     assert main(["caption", str(exported_captioner), *paths, "--beam-size", "5"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "beam sizes [1, 2]" in err
+
+
+@pytest.mark.slow
+def test_caption_cli_n_best_lists_the_beam(run, trained_captioner, exported_captioner,
+                                          shape_images, capsys):
+    paths = [str(p) for p in shape_images[:3]]
+    expected = run.caption_batch(np.stack([read_image(p, run.image_size) for p in paths]),
+                                 beam_size=2)
+    outputs = {}
+    for name, source in (("run", trained_captioner), ("export", exported_captioner)):
+        assert main(["caption", str(source), *paths, "--beam-size", "2", "--n-best", "2"]) == 0
+        outputs[name] = capsys.readouterr().out
+        assert main(["caption", str(source), *paths, "--beam-size", "2", "--n-best", "2",
+                     "--json"]) == 0
+        answers = json.loads(capsys.readouterr().out)
+        for answer, e in zip(answers, expected):
+            hypotheses = answer["n_best"]
+            assert len(hypotheses) == 2 and hypotheses[0]["caption"] == e.text == answer["caption"]
+            assert hypotheses[0]["score"] == pytest.approx(e.score, abs=1e-4)
+            assert hypotheses[0]["normalized_score"] >= hypotheses[1]["normalized_score"]
+            assert hypotheses[0]["words"] != hypotheses[1]["words"]
+    lines = [line.split("\t") for line in outputs["run"].splitlines()]
+    assert [(path, rank) for path, rank, *_ in lines] == [(p, r) for p in paths for r in "12"]
+    assert [line[4] for line in lines[::2]] == [e.text for e in expected]
+    # the same lines from the run and the export, scores within printing precision
+    for ours, theirs in zip(lines, (line.split("\t") for line in outputs["export"].splitlines())):
+        assert ours[:2] + ours[4:] == theirs[:2] + theirs[4:]
+        assert float(ours[2]) == pytest.approx(float(theirs[2]), abs=2e-4)
+    for source in (trained_captioner, exported_captioner):
+        assert main(["caption", str(source), paths[0], "--beam-size", "2", "--n-best", "3"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+        assert "n-best 3 is more than the beam size 2" in err
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,8 @@ from captioner.export import ExportedCaptioner
 from common.export.server import create_app, serve_in_background
 from tests.common.image_cases import bad_images, good_images
 
+OPTIONS = "caption_with_options"
+
 
 def b64(data: bytes) -> dict:
     return {"b64": base64.b64encode(data).decode("ascii")}
@@ -60,10 +62,16 @@ def test_concurrent_valid_and_invalid_requests(exported_captioner, expected, sha
                          lambda s, r, n=name: s == 200
                          and r["predictions"][0]["captions"] == captions[2][n]))
     for path in shape_images[:3]:
-        requests.append(({"inputs": {"images": [b64(images[path.name])], "beam_size": 1}},
+        requests.append(({"signature_name": OPTIONS,
+                          "inputs": {"images": [b64(images[path.name])], "beam_size": 1}},
                          lambda s, r, n=path.name: s == 200
                          and r["outputs"]["captions"] == [captions[1][n]]))
     names = [p.name for p in shape_images]
+    requests.append(({"signature_name": OPTIONS,
+                      "instances": [{"images": b64(images[names[0]]), "n_best": 2}]},
+                     lambda s, r: s == 200
+                     and r["predictions"][0]["n_best_captions"][0] == captions[2][names[0]]
+                     and len(r["predictions"][0]["n_best_captions"]) == 2))
     requests.append(({"instances": [{"images": b64(images[n])} for n in names]},
                      lambda s, r: s == 200
                      and [p["captions"] for p in r["predictions"]] == [captions[2][n]
@@ -72,8 +80,10 @@ def test_concurrent_valid_and_invalid_requests(exported_captioner, expected, sha
     good = b64(images[names[0]])
     invalid += [
         {"instances": [good, b64(b"")]},                               # one bad in a batch
-        {"inputs": {"images": [good], "beam_size": 7}},                 # not exported
-        {"inputs": {"images": [good], "max_length": 999}},
+        {"signature_name": OPTIONS, "inputs": {"images": [good], "beam_size": 7}},  # not exported
+        {"signature_name": OPTIONS, "inputs": {"images": [good], "max_length": 999}},
+        {"signature_name": OPTIONS, "inputs": {"images": [good], "n_best": 3}},  # > beam 2
+        {"inputs": {"images": [good], "beam_size": 1}},                # serving_default: no options
         {"instances": [3]},                                            # not a string
         {"instances": [{"b64": "%%%"}]},                               # not base64
         {"instances": [good], "frobnicate": 1},                        # unknown field
@@ -107,7 +117,7 @@ def test_concurrent_valid_and_invalid_requests(exported_captioner, expected, sha
         # each bad image is refused with its reason: from its header (the bomb before the
         # model decodes anything), the truncated JPEG by the model's decoder
         for offset, (name, (_, word)) in enumerate(bad_images().items()):
-            error = results[len(images) + 4 + offset][1]["error"]
+            error = results[len(images) + 5 + offset][1]["error"]
             word = {"truncated.jpg": "Invalid JPEG data", "bomb.png": "pixels"}.get(name, word)
             assert word in error, error
         # still up, and still right
@@ -121,7 +131,8 @@ def test_concurrent_valid_and_invalid_requests(exported_captioner, expected, sha
         with urllib.request.urlopen(f"{url}/v1/models/captioner/metadata", timeout=60) as response:
             meta = json.loads(response.read())
         signatures = meta["metadata"]["signature_def"]["signature_def"]
-        assert set(signatures) == {"serving_default", "caption"}
+        assert set(signatures) == {"serving_default", OPTIONS}
+        assert set(signatures["serving_default"]["inputs"]) == {"images"}
         assert signatures["serving_default"]["inputs"]["images"]["dtype"] == "DT_STRING"
 
 

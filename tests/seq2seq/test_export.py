@@ -17,7 +17,7 @@ from seq2seq.cli import main
 from seq2seq.config import RunConfig
 from seq2seq.encoder_decoder import EncoderDecoderTranslator
 from seq2seq.export import KIND, ExportedTranslator, TranslatorModule
-from seq2seq.inference import Translator
+from seq2seq.inference import Translator, decode_batch, pad_batch
 from seq2seq.transformer import TransformerTranslator
 
 SENTENCES = ["March 3, 1999", "25th of November 2026", "3/3/1999", "the 7th of July, 2001",
@@ -63,10 +63,54 @@ def test_export_gives_the_in_process_tokens(translator, export_dir, beam_size):
 
 
 @pytest.mark.slow
+def test_serving_default_takes_the_text_alone(translator, export_dir):
+    # What a TensorFlow Serving client sends: {"instances": ["..."]}, nothing else; the
+    # export's default beam (1) and length (the run's 16), in plain TensorFlow.
+    expected = translator.translate(SENTENCES)
+    outputs, imported = savedmodel.run_signature_isolated(export_dir, {"sentences": SENTENCES})
+    assert imported == []
+    assert [t.decode() for t in outputs["translations"]] == [e.text for e in expected]
+    for row, e in enumerate(expected):
+        n = int(outputs["lengths"][row])
+        assert [t.decode() for t in outputs["tokens"][row, :n]] == e.tokens
+        assert float(outputs["scores"][row]) == pytest.approx(e.score, abs=1e-4)
+    assert outputs["tokens"].shape[1] == 16 and "n_best_translations" not in outputs
+
+
+@pytest.mark.slow
+def test_n_best_output_is_the_in_process_beam(translator, export_dir):
+    expected = translator.translate(SENTENCES, beam_size=2, n_best=2)
+    outputs, imported = savedmodel.run_signature_isolated(
+        export_dir, {"sentences": SENTENCES, "beam_size": 2, "max_length": 16, "n_best": 2},
+        signature="translate_with_options")
+    assert imported == []
+    assert outputs["n_best_tokens"].shape == (len(SENTENCES), 2, 16)
+    # the reference: the in-process beam search itself, tokens mapped to words by the vocabulary
+    source = pad_batch([translator.source_vocab.encode(e.source_tokens) for e in expected])
+    vocab = translator.target_vocab
+    decoded = decode_batch(translator.model, source, vocab.start_id, vocab.end_id, 16, 2,
+                           n_best=2)
+    for row, e in enumerate(expected):
+        assert len(e.n_best) == 2 and e.n_best[0].tokens == e.tokens
+        for k, h in enumerate(e.n_best):
+            length = int(outputs["n_best_lengths"][row, k])
+            got = [t.decode() for t in outputs["n_best_tokens"][row, k, :length]]
+            assert got == h.tokens == vocab.decode(decoded.tokens[row, k].numpy())
+            assert outputs["n_best_translations"][row, k].decode() == h.text
+            assert outputs["n_best_scores"][row, k] == pytest.approx(h.score, abs=1e-4)
+            assert h.score == pytest.approx(float(decoded.scores[row, k]), abs=1e-5)
+            assert outputs["n_best_normalized_scores"][row, k] == pytest.approx(
+                h.normalized_score, abs=1e-4)
+        assert e.n_best[0].normalized_score >= e.n_best[1].normalized_score
+        assert outputs["n_best_translations"][row, 0] == outputs["translations"][row]
+
+
+@pytest.mark.slow
 def test_export_runs_on_stock_tensorflow_alone(translator, export_dir):
     expected = translator.translate(SENTENCES, beam_size=2)
     outputs, imported = savedmodel.run_signature_isolated(
-        export_dir, {"sentences": SENTENCES, "beam_size": 2, "max_length": 16})
+        export_dir, {"sentences": SENTENCES, "beam_size": 2, "max_length": 16, "n_best": 1},
+        signature="translate_with_options")
     assert imported == []
     assert [t.decode() for t in outputs["translations"]] == [e.text for e in expected]
     assert outputs["tokens"].shape == (len(SENTENCES), 16)
@@ -75,24 +119,18 @@ def test_export_runs_on_stock_tensorflow_alone(translator, export_dir):
     for row, e in zip(outputs["tokens"], expected):
         assert [t.decode() for t in row if t] == e.tokens
         assert all(t == b"" for t in row[len(e.tokens):])
-    # the signature without options uses the export-time defaults (greedy, the run's length)
-    greedy = translator.translate(SENTENCES)
-    outputs, imported = savedmodel.run_signature_isolated(
-        export_dir, {"sentences": SENTENCES}, signature="translate")
-    assert imported == []
-    assert [t.decode() for t in outputs["translations"]] == [e.text for e in greedy]
 
 
 @pytest.mark.slow
 def test_saved_model_cli_shows_and_runs_the_signature(translator, export_dir, tmp_path):
     shown = savedmodel.saved_model_cli("show", "--dir", str(export_dir), "--all")
     assert "signature_def['serving_default']" in shown
-    assert "signature_def['translate']" in shown
+    assert "signature_def['translate_with_options']" in shown
     assert "name: serving_default_sentences:0" in shown and "DT_STRING" in shown
     printed = savedmodel.saved_model_cli(
         "run", "--dir", str(export_dir), "--tag_set", "serve", "--signature_def",
-        "serving_default", "--input_exprs",
-        'sentences=["March 3, 1999", "3/3/1999"];beam_size=2;max_length=16',
+        "translate_with_options", "--input_exprs",
+        'sentences=["March 3, 1999", "3/3/1999"];beam_size=2;max_length=16;n_best=1',
         "--outdir", str(tmp_path))
     assert "translations" in printed or (tmp_path / "translations.npy").exists()
     got = np.load(tmp_path / "translations.npy", allow_pickle=True)
@@ -105,22 +143,25 @@ def test_export_info_and_defaults(export_dir, run_dir):
     info = savedmodel.require_kind(export_dir, KIND, "a translator")
     assert info["beam_sizes"] == [1, 2] and info["default_beam_size"] == 1
     assert info["max_decode_length"] == 16 and info["max_source_tokens"] == 32
+    assert info["options_signature"] == "translate_with_options"
     defaults = json.loads((export_dir / "assets.extra" / "serving_input_defaults.json").read_text())
-    assert defaults == {"beam_size": 1, "max_length": 16}
+    assert defaults == {"beam_size": 1, "max_length": 16, "n_best": 1}
     # exporting onto an existing directory is refused unless --overwrite
     assert main(["export", str(run_dir), str(export_dir)]) == 2
 
 
 @pytest.mark.slow
 def test_signature_refuses_bad_input(export_dir):
-    fn = tf.saved_model.load(str(export_dir)).signatures["serving_default"]
+    fn = tf.saved_model.load(str(export_dir)).signatures["translate_with_options"]
 
-    def call(sentences, beam=1, length=16):
+    def call(sentences, beam=1, length=16, n_best=1):
         return fn(sentences=tf.constant(sentences), beam_size=tf.constant(beam),
-                  max_length=tf.constant(length))
+                  max_length=tf.constant(length), n_best=tf.constant(n_best))
 
     with pytest.raises(tf.errors.InvalidArgumentError, match="beam_size must be one of"):
         call(["March 3, 1999"], beam=3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"n_best must be 1..beam_size"):
+        call(["March 3, 1999"], beam=1, n_best=2)
     with pytest.raises(tf.errors.InvalidArgumentError, match="empty sentence"):
         call(["March 3, 1999", "  "])
     with pytest.raises(tf.errors.InvalidArgumentError, match="longer than 32 tokens"):
@@ -155,6 +196,33 @@ def test_translate_cli_same_text_from_run_and_export(run_dir, export_dir, capsys
     assert capsys.readouterr().out == from_run
     assert main(["translate", str(export_dir), "x", "--beam-size", "5"]) == 2
     assert "beam sizes [1, 2]" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_translate_cli_n_best_lists_the_beam(translator, run_dir, export_dir, capsys):
+    expected = translator.translate(SENTENCES[:3], beam_size=2, n_best=2)
+    printed = {}
+    for name, model in (("run", run_dir), ("export", export_dir)):
+        argv = ["translate", str(model), *SENTENCES[:3], "--beam-size", "2", "--n-best", "2"]
+        assert main(argv) == 0
+        printed[name] = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+        assert main([*argv, "--json"]) == 0
+        records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        for record, e in zip(records, expected):
+            assert [h["translation"] for h in record["n_best"]] == [h.text for h in e.n_best]
+            assert record["n_best"][0]["translation"] == record["translation"]
+            assert set(record["n_best"][0]) == {"translation", "tokens", "score",
+                                                "normalized_score", "finished"}
+    assert [line[:2] for line in printed["run"]] == [[str(i), r] for i in (1, 2, 3)
+                                                     for r in "12"]
+    assert [line[4] for line in printed["run"]] == [h.text for e in expected for h in e.n_best]
+    for ours, theirs in zip(printed["run"], printed["export"]):
+        assert ours[:2] + ours[4:] == theirs[:2] + theirs[4:]
+        assert float(ours[2]) == pytest.approx(float(theirs[2]), abs=2e-4)
+    for model in (run_dir, export_dir):
+        assert main(["translate", str(model), "x", "--beam-size", "2", "--n-best", "3"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "n-best 3 is more than the beam size 2" in err
 
 
 def _other_savedmodel(path, kind):
@@ -206,7 +274,8 @@ def test_unknown_words_are_copied_from_the_most_attended_source_token():
     translator = Translator(model, source_vocab, target_vocab, config)
     module = TranslatorModule.from_translator(translator, beam_sizes=(1,), max_decode_length=8)
     sentences = ["a b zz c", "Qq d e e a", "b"]
-    out = module.serving_default(tf.constant(sentences), tf.constant(1), tf.constant(8))
+    out = module.translate_with_options(tf.constant(sentences), tf.constant(1), tf.constant(8),
+                                        tf.constant(1))
     expected = translator.translate(sentences, max_length=8)
     assert all(len(e.copied) == 8 for e in expected)
     assert len({token for e in expected for token in e.tokens}) >= 3  # not always position 0
@@ -246,3 +315,42 @@ def test_keras_file_round_trip_in_safe_mode(tmp_path, arch):
     assert type(loaded) is type(model)
     assert loaded.get_config() == model.get_config()
     np.testing.assert_array_equal(np.asarray(loaded(inputs)), logits)
+
+
+@pytest.mark.parametrize("arch", ["seq2seq-noattn", "bahdanau-copy"])
+def test_n_best_outputs_of_the_module_match_the_translator(arch):
+    # Untrained models, so that the beam's hypotheses differ; a model without attention
+    # (empty attention through the beam-size `tf.cond`s) and a pointer-generator (extended ids).
+    source_vocab = Vocabulary.build([["a", "b", "c", "d", "e"]])
+    target_vocab = Vocabulary.build([["x", "y", "z", "w", "a"]])
+    keras.utils.set_random_seed(5)
+    if arch == "seq2seq-noattn":
+        model = EncoderDecoderTranslator(len(source_vocab), len(target_vocab), embedding_dim=8,
+                                         units=8)
+    else:
+        model = BahdanauTranslator(len(source_vocab), len(target_vocab), embedding_dim=8,
+                                   units=8, attention_units=8, copy=True)
+    inputs = {"source": np.ones((1, 2), np.int32), "target_in": np.ones((1, 2), np.int32)}
+    if arch == "bahdanau-copy":
+        inputs["source_copy"] = np.ones((1, 2), np.int32)
+    model(inputs)
+    for weight in model.weights:  # larger weights: varied, confident hypotheses
+        weight.assign(weight * 3.0)
+    translator = Translator(model, source_vocab, target_vocab, RunConfig())
+    module = TranslatorModule.from_translator(translator, beam_sizes=(1, 3), max_decode_length=6)
+    sentences = ["a b zz c", "Qq d e e a", "b"]
+    expected = translator.translate(sentences, beam_size=3, max_length=6, n_best=3)
+    out = module.translate_with_options(tf.constant(sentences), tf.constant(3), tf.constant(6),
+                                        tf.constant(3))
+    for row, e in enumerate(expected):
+        assert len(e.n_best) == 3
+        if arch == "seq2seq-noattn":  # (a pointer-generator may point at what it could write)
+            assert len({tuple(h.tokens) for h in e.n_best}) == 3
+        for k, h in enumerate(e.n_best):
+            n = int(out["n_best_lengths"][row, k])
+            assert [t.decode() for t in out["n_best_tokens"][row, k, :n].numpy()] == h.tokens
+            assert float(out["n_best_scores"][row, k]) == pytest.approx(h.score, abs=1e-5)
+    one = module.translate_with_options(tf.constant(sentences), tf.constant(3), tf.constant(6),
+                                        tf.constant(1))
+    assert one["n_best_tokens"].shape[1] == 1
+    np.testing.assert_array_equal(one["tokens"].numpy(), out["tokens"].numpy())

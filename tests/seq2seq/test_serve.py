@@ -14,6 +14,7 @@ from seq2seq.cli import main
 from seq2seq.inference import Translator
 
 VALID = ["March 3, 1999", "25th of November 2026", "3/3/1999", "the 7th of July, 2001"]
+OPTIONS = "translate_with_options"
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,8 @@ def test_concurrent_valid_and_invalid_requests(exported):
         requests.append(({"instances": [text]},
                          lambda s, r, t=text: s == 200
                          and r["predictions"][0]["translations"] == greedy[t]))
-        requests.append(({"inputs": {"sentences": [text], "beam_size": 2}},
+        requests.append(({"signature_name": OPTIONS,
+                          "inputs": {"sentences": [text], "beam_size": 2}},
                          lambda s, r, t=text: s == 200
                          and r["outputs"]["translations"] == [beam[t]]))
     requests.append(({"instances": VALID},
@@ -56,8 +58,10 @@ def test_concurrent_valid_and_invalid_requests(exported):
     invalid = [
         {"instances": ["   "]},                                     # empty sentence
         {"instances": [" ".join(["1"] * 40)]},                       # too long
-        {"inputs": {"sentences": ["March 3, 1999"], "beam_size": 7}},  # not exported
-        {"inputs": {"sentences": ["March 3, 1999"], "max_length": 999}},
+        {"signature_name": OPTIONS,
+         "inputs": {"sentences": ["March 3, 1999"], "beam_size": 7}},  # not exported
+        {"signature_name": OPTIONS, "inputs": {"sentences": ["March 3, 1999"], "max_length": 999}},
+        {"inputs": {"sentences": ["March 3, 1999"], "beam_size": 2}},  # serving_default: no options
         {"instances": [3]},                                          # not a string
         {"instances": ["x"], "frobnicate": 1},                       # unknown field
         {"inputs": {"sentences": "March 3, 1999"}},                  # not a list
@@ -92,8 +96,91 @@ def test_concurrent_valid_and_invalid_requests(exported):
         with urllib.request.urlopen(f"{url}/v1/models/dates/metadata", timeout=60) as response:
             meta = json.loads(response.read())
         signatures = meta["metadata"]["signature_def"]["signature_def"]
-        assert set(signatures) == {"serving_default", "translate"}
-        assert "sentences" in signatures["serving_default"]["inputs"]
+        assert set(signatures) == {"serving_default", OPTIONS}
+        assert set(signatures["serving_default"]["inputs"]) == {"sentences"}
+
+
+@pytest.mark.slow
+def test_errors_from_the_graph_are_the_message_alone(exported):
+    _, export_dir = exported
+    with serve_in_background(create_app(export_dir, "dates")) as url:
+        predict = f"{url}/v1/models/dates:predict"
+        cases = [
+            ({"instances": ["March 3, 1999", "   "]}, "empty sentence: nothing to translate"),
+            ({"instances": [" ".join(["1"] * 40)]},
+             "a sentence is longer than 32 tokens, the most this model accepts"),
+            ({"signature_name": OPTIONS, "inputs": {"sentences": ["x"], "beam_size": 7}},
+             "beam_size must be one of [1, 2] (the exported sizes); got 7"),
+            ({"signature_name": OPTIONS, "inputs": {"sentences": ["x"], "max_length": 0}},
+             "max_length must be 1..32; got 0"),
+            ({"signature_name": OPTIONS, "inputs": {"sentences": ["x"], "beam_size": 2,
+                                                    "n_best": 3}},
+             "n_best must be 1..beam_size (2); got 3"),
+        ]
+        for body, message in cases:
+            assert post(predict, body) == (400, {"error": message})
+
+
+@pytest.mark.slow
+def test_serve_cli_serves_a_model_base_path(exported, tmp_path):
+    # TensorFlow Serving's layout: BASE/1/, BASE/2/; the highest answers by default, each
+    # version on its own path. Version 1 here is the greedy export, version 2 beam 2.
+    run_dir, export_dir = exported
+    base = tmp_path / "models"
+    base.mkdir()
+    (base / "1").symlink_to(export_dir, target_is_directory=True)
+    assert main(["export", str(run_dir), str(base / "2"), "--beam-sizes", "2",
+                 "--beam-size", "2", "--max-decode-length", "3"]) == 0
+    (base / "notes").mkdir()  # not a version: ignored, as TensorFlow Serving does
+    translator = Translator.from_run_dir(run_dir)
+    v1 = translator.translate(VALID)
+    v2 = translator.translate(VALID, beam_size=2, max_length=3)
+    assert [t.text for t in v1] != [t.text for t in v2]
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "seq2seq", "serve", str(base), "--port", str(port),
+         "--model-name", "dates"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        line = _serving_line(proc)
+        assert line.startswith(f"Serving http://127.0.0.1:{port}/v1/models/dates (versions 1, 2"), line
+        url = f"http://127.0.0.1:{port}/v1/models/dates"
+        for path, expected in (("", v2), ("/versions/2", v2), ("/versions/1", v1)):
+            code, answer = post(f"{url}{path}:predict", {"instances": VALID})
+            assert code == 200 and [p["translations"] for p in answer["predictions"]] == [
+                t.text for t in expected], path
+        with urllib.request.urlopen(url, timeout=60) as response:
+            status = json.loads(response.read())["model_version_status"]
+        assert [(s["version"], s["state"]) for s in status] == [("2", "AVAILABLE"),
+                                                                 ("1", "AVAILABLE")]
+        with urllib.request.urlopen(f"{url}/versions/1", timeout=60) as response:
+            status = json.loads(response.read())["model_version_status"]
+        assert [s["version"] for s in status] == ["1"]
+        with urllib.request.urlopen(f"{url}/versions/1/metadata", timeout=60) as response:
+            assert json.loads(response.read())["model_spec"]["version"] == "1"
+        code, answer = post(f"{url}/versions/3:predict", {"instances": VALID})
+        assert code == 404 and answer["error"] == ("Servable not found for request: "
+                                                   "Specific(dates, 3)")
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serving_line(proc) -> str:
+    line = ""
+    for line in proc.stdout:
+        if line.startswith("Serving"):
+            break
+    return line
 
 
 @pytest.mark.slow
@@ -127,3 +214,7 @@ def test_serve_cli_refuses_a_directory_that_is_not_a_savedmodel(tmp_path, capsys
     assert main(["serve", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not a SavedModel directory" in err
+    (tmp_path / "1").mkdir()  # a version directory without a SavedModel
+    assert main(["serve", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "version directory without saved_model.pb" in err

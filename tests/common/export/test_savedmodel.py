@@ -124,3 +124,26 @@ def test_keras_variables_restore_in_saved_model_cli_run(tmp_path):
         "serving_default", "--inputs", f"x={tmp_path / 'x.npy'}", "--outdir", str(tmp_path / "o"))
     assert "y.npy" in printed or (tmp_path / "o" / "y.npy").exists()
     np.testing.assert_allclose(np.load(tmp_path / "o" / "y.npy"), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_model_versions_reads_tensorflow_serving_base_paths(export_dir, tmp_path):
+    assert savedmodel.model_versions(export_dir) == {1: export_dir}  # a plain export
+    base = tmp_path / "base"
+    base.mkdir()
+    for version in ("10", "2"):
+        (base / version).symlink_to(export_dir, target_is_directory=True)
+    (base / "notes").mkdir()  # not a number: not a version (TensorFlow Serving skips it too)
+    (base / "3.txt").write_text("x")
+    versions = savedmodel.model_versions(base)
+    assert versions == {2: base / "2", 10: base / "10"} and list(versions) == [2, 10]
+    (base / "11").mkdir()
+    with pytest.raises(UserError, match=r"11: a version directory without saved_model.pb"):
+        savedmodel.model_versions(base)
+    (base / "11").rmdir()
+    (base / "010").symlink_to(export_dir, target_is_directory=True)
+    with pytest.raises(UserError, match="are both version 10"):
+        savedmodel.model_versions(base)
+    with pytest.raises(UserError, match="not a SavedModel directory .* nor a model base path"):
+        savedmodel.model_versions(base / "notes")
+    with pytest.raises(UserError, match="not a SavedModel directory"):
+        savedmodel.model_versions(tmp_path / "missing")

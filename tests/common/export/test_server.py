@@ -322,3 +322,77 @@ def test_serve_runs_until_interrupted_on_localhost(image_model_dir):
             process.kill()
             process.wait()
         process.stdout.close()
+
+
+class Whisper(tf.Module):
+    """Lower-cases sentences: a second version that answers differently from `Shout`."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def serve(self, sentences):
+        return {"lower": tf.strings.lower(sentences)}
+
+
+@pytest.fixture(scope="module")
+def versioned_base(tmp_path_factory, text_model_dir):
+    """TensorFlow Serving's model base path: BASE/1 (`Shout`), BASE/2 (`Whisper`)."""
+    base = tmp_path_factory.mktemp("versions")
+    (base / "1").symlink_to(text_model_dir, target_is_directory=True)
+    module = Whisper()
+    tf.saved_model.save(module, str(base / "2"), signatures={"serving_default": module.serve})
+    return base
+
+
+def test_a_model_base_path_serves_its_highest_version_and_each_by_number(versioned_base):
+    with serve_in_background(create_app(versioned_base, "m")) as url:
+        url += "/v1/models/m"
+        body = {"instances": ["Hello World"]}
+        assert request(url + ":predict", body)[:2] == (200, {"predictions": ["hello world"]})
+        assert request(url + "/versions/2:predict", body)[:2] == (
+            200, {"predictions": ["hello world"]})
+        status, answer, _ = request(url + "/versions/1:predict", body)
+        assert status == 200 and answer["predictions"][0]["upper"] == "HELLO WORLD"
+        ok = {"error_code": "OK", "error_message": ""}
+        assert request(url)[1] == {"model_version_status": [
+            {"version": "2", "state": "AVAILABLE", "status": ok},
+            {"version": "1", "state": "AVAILABLE", "status": ok}]}
+        assert request(url + "/versions/1")[1] == {"model_version_status": [
+            {"version": "1", "state": "AVAILABLE", "status": ok}]}
+        assert request(url + "/metadata")[1]["model_spec"]["version"] == "2"
+        metadata = request(url + "/versions/1/metadata")[1]
+        assert metadata["model_spec"]["version"] == "1"
+        assert "scale" in metadata["metadata"]["signature_def"]["signature_def"][
+            "serving_default"]["inputs"]  # version 1's own signatures
+        for path in ("/versions/3", "/versions/x", "/versions/3:predict"):
+            status, answer, _ = request(url + path, body if path.endswith("predict") else None)
+            assert status == 404 and answer["error"].startswith(
+                "Servable not found for request: Specific(m, ")
+
+
+def test_assertion_errors_give_their_message_alone():
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32),
+                                  tf.TensorSpec([], tf.int32)])
+    def check(lengths, beam):
+        asserts = [
+            tf.debugging.assert_positive(lengths, message="empty sentence: nothing to do"),
+            tf.debugging.Assert(beam < 3, [tf.strings.format("beam must be one of [1, 2]; "
+                                                             "got {}", beam)]),
+            tf.debugging.Assert(beam > 0, ["beam must be positive, got", beam]),
+        ]
+        with tf.control_dependencies(asserts):
+            return tf.identity(lengths)
+
+    from common.export.server import _tf_reason
+
+    def reason(lengths, beam):
+        with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+            check(tf.constant(lengths), tf.constant(beam))
+        return _tf_reason(caught.value.message)
+
+    assert reason([3, 0], 1) == "empty sentence: nothing to do"
+    assert reason([3], 7) == "beam must be one of [1, 2]; got 7"
+    assert reason([3], -1) == "beam must be positive, got -1"
+    # other errors keep their text, without the graph's node names
+    assert _tf_reason("Graph execution error:\n\nDetected at node DecodePng defined at (most "
+                      "recent call last):\n<stack traces unavailable>\nInvalid PNG data, size "
+                      "40\n\t [[{{node DecodePng}}]] [Op:__inference_f_1]") == (
+        "Invalid PNG data, size 40")
