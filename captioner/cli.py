@@ -265,7 +265,7 @@ def _figure_arguments(p: argparse.ArgumentParser, several: str) -> None:
     g = p.add_argument_group("attention figures")
     g.add_argument("--overlay", metavar="OUT.png",
                    help="the paper's figure: the image, then one panel per word with its "
-                        f"attention blended over the image; {several}")
+                        f"attention as a mask that dims what was not attended; {several}")
     g.add_argument("--gif", metavar="OUT.gif",
                    help="an animation, one frame per word, numbered like --overlay")
     g.add_argument("--html", metavar="OUT.html",
