@@ -7,7 +7,7 @@ options given explicitly on the command line override the preset in turn.
 |---|---|
 | `tiny` | tests: a model of a few thousand weights, a handful of steps |
 | `dates-demo` | the dates task (≥ 98% exact match held out, ≤ 5 minutes on 2 CPU cores) |
-| `spa-eng-cpu` | English→Spanish on `../shared/data/spa-eng/train.tsv`, ≤ 60 minutes on 2 cores |
+| `spa-eng-cpu` | English→Spanish (Tatoeba pairs, a `train.tsv`/`valid.tsv` folder), ≤ 60 minutes on 2 cores |
 | `spa-eng-compare` | the equal-budget comparison of `seq2seq-noattn`, `bahdanau` and `transformer` (same steps, batch and data; about 10 minutes each on 2 cores) |
 
 Measured on 2 shared CPU cores (other jobs running, so times are inflated): `dates-demo`
@@ -16,7 +16,7 @@ held-out test dates. `spa-eng-cpu`: the Transformer (5,000 steps) reached 37.9 B
 `test.tsv` (beam 4) in 72 minutes of wall time under heavy contention (its fastest epoch puts
 an idle machine at ~43 minutes); Bahdanau (7,000 steps; its loss sits near the unigram
 plateau for ~3,000 steps, then falls fast) reached 27.8 BLEU in 39 minutes.
-Use `--data ../shared/data/spa-eng` (the folder, so `valid.tsv` gives a BLEU per epoch).
+Use `--data data/spa-eng` (the folder made as the README shows, so `valid.tsv` gives a BLEU per epoch).
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ _add(Preset(
 
 _add(Preset(
     "spa-eng-cpu",
-    "English->Spanish (Tatoeba) on ../shared/data/spa-eng/train.tsv in <= 60 minutes on 2 cores",
+    "English->Spanish (Tatoeba) in <= 60 minutes on 2 cores",
     {
         "bahdanau": {
             "model": {"bahdanau": {"embedding_dim": 128, "units": 192, "attention_units": 128,
