@@ -125,7 +125,9 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                 ops.shape(query)[1], ops.shape(value)[1], mask, attention_mask,
                 use_causal_mask, 0,
             )
-            # Copies carry no implicit Keras mask, which keras' `call` would apply.
+            # Copies carry no implicit Keras mask: keras' `call` would apply the inputs', and
+            # its softmax leaves the attention mask on the weights. Keras' softmax (since 3.15)
+            # gives a row with no allowed key zero weights, as `_attend` does.
             output, weights = super().call(
                 ops.copy(query),
                 ops.copy(value),
@@ -134,7 +136,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                 return_attention_scores=True,
                 training=training,
             )
-            return self._without_empty_rows(output, weights, allowed)
+            return output, ops.copy(weights)
 
         if training is True and self.dropout > 0:
             raise ValueError(
@@ -159,8 +161,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             0 if cache_update_index is None else cache_update_index,
         )
         context, weights = self._attend(self.query_dense(query), key, value, allowed)
-        output, weights = self._without_empty_rows(self.output_dense(context), weights, allowed)
-        return output, weights, cache
+        return self.output_dense(context), weights, cache
 
     def _attend(self, query, key, value, allowed):
         """Scaled dot-product attention over projected heads, as keras computes it.
@@ -186,21 +187,6 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         if allowed is not None:
             weights = ops.where(allowed, weights, ops.zeros_like(weights))
         return ops.einsum("bhts,bshv->bthv", weights, value), weights
-
-    def _without_empty_rows(self, output, weights, allowed):
-        """Zero weights (and so the output projection's bias) for query rows with no key.
-
-        Keras' softmax gives such a row uniform weights in older versions and zeros in newer
-        ones; this makes it zeros in all.
-        """
-        if allowed is None:
-            return output, weights
-        weights = ops.where(ops.expand_dims(allowed, 1), weights, ops.zeros_like(weights))
-        no_context = self.output_dense(
-            ops.zeros((1, 1, self.num_heads, self.value_dim), output.dtype)
-        )
-        has_key = ops.any(allowed, axis=-1, keepdims=True)  # (B or 1, T, 1)
-        return ops.where(has_key, output, no_context), weights
 
     def compute_mask(self, inputs, previous_mask=None):
         # `mask` is a key padding mask over S, not a mask of the (B, T, D) output.

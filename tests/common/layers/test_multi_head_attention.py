@@ -3,6 +3,7 @@
 import ast
 import inspect
 import re
+import warnings
 
 import keras
 import numpy as np
@@ -204,6 +205,16 @@ def test_uses_only_public_keras_api():
     keras_names = {name for name in dir(keras_layer) if name.startswith("_")}
     overridden = {name for name in defined if name.startswith("_")} & keras_names
     assert overridden <= {"__init__"}, f"overrides keras internals: {sorted(overridden)}"
+
+
+def test_outputs_carry_no_implicit_keras_mask():
+    """A downstream layer must not receive the attention mask as an implicit Keras mask."""
+    x = _x(B, T, D)
+    output, weights = MultiHeadAttention(num_heads=H, key_dim=K)(x, x, mask=SELF_MASK)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Flatten warns when it is passed a masked input
+        keras.layers.Flatten()(weights)
+        keras.layers.Flatten()(output)
 
 
 def test_cache_update_index_without_cache_is_an_error():
