@@ -12,32 +12,35 @@ setup(
     description=__doc__,
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
-    python_requires=">=3.10",
+    python_requires=">=3.11",
     packages=find_packages(include=["common", "common.*", "captioner", "captioner.*",
                                     "seq2seq", "seq2seq.*"]),
     package_data={"": ["*.json", "*.txt"]},
     install_requires=[
+        # Each floor is a version the whole test suite has passed on, all floors together:
+        # scripts/check_floors.sh installs exactly these and runs the tests (docs/compatibility.md).
         # The design's own dependencies.
-        "tensorflow>=2.16,<2.22",
-        "keras>=3.5,<4",
-        "keras-hub>=0.20,<1",  # what keras-nlp is now published as
-        "pillow>=10,<14",
+        "tensorflow>=2.20.0,<2.22",
+        "keras>=3.15.0,<4",
+        "keras-hub>=0.20.0,<1",  # what keras-nlp is now published as
+        "pillow>=10.1.0,<14",
         "pycocotools>=2.0.7,<3",
-        "nltk>=3.8,<4",
-        "numpy>=1.26,<3",
+        "numpy>=1.26.0,<3",
         # Added: the reference implementations of the scores people quote, rather than our own.
         "pycocoevalcap>=1.2,<2",  # BLEU/METEOR/ROUGE-L/CIDEr exactly as the COCO server computes
-        "sacrebleu>=2.3,<3",  # translation BLEU/chrF with a reproducible signature
-        "matplotlib>=3.7,<4",  # attention heatmaps and plots
-        "tqdm>=4.60,<5",  # progress bars on long decoding and evaluation loops
-        "tensorboard>=2.16,<3",
-        "aiohttp>=3.9,<4",  # the TensorFlow-Serving-compatible REST server (asyncio, batching)  # to read the training logs (TensorFlow no longer pulls it in)
+        "sacrebleu>=2.3.0,<3",  # translation BLEU/chrF with a reproducible signature
+        "matplotlib>=3.7.0,<4",  # attention heatmaps and plots
+        "tqdm>=4.60.0,<5",  # progress bars on long decoding and evaluation loops
+        "aiohttp>=3.9.0,<4",  # the TensorFlow-Serving-compatible REST server (asyncio, batching)
     ],
     extras_require={
+        # Only the viewer of the training logs: the trainer writes TensorBoard event files with
+        # core TensorFlow, and no code imports tensorboard.
+        "tensorboard": ["tensorboard>=2.20.0,<3"],
         "dev": [
-            "pytest>=8,<10",
-            "ruff>=0.5",
-            "playwright>=1.40,<2",  # drives the system Chromium in the HTML viewer's browser test
+            "pytest>=8.0.0,<10",
+            "ruff>=0.5.0",
+            "playwright>=1.41.0,<2",  # drives the system Chromium in the HTML viewer's browser test
         ],
     },
     entry_points={

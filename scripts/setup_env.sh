@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Creates .venv (if missing) and installs this package into it, with extras given as $1
-# (e.g. "dev"). Sourced by demo.sh and test.sh; needs only Python 3.10+ on the machine.
+# (e.g. "dev"). Sourced by demo.sh and test.sh; needs only Python 3.11+ on the machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON=${PYTHON:-python3}
-if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
-  echo "error: Python 3.10 or newer is needed (found $("$PYTHON" --version 2>&1))" >&2
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "error: Python 3.11 or newer is needed (found $("$PYTHON" --version 2>&1))" >&2
   exit 2
 fi
 if [ ! -x .venv/bin/python ]; then

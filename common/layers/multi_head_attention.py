@@ -6,6 +6,8 @@ Dimensions: `B` batch, `T` target (query) steps, `S` source (key) steps, `S_max`
 
 from __future__ import annotations
 
+import math
+
 import keras
 from keras import ops
 
@@ -17,7 +19,10 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     """`keras.layers.MultiHeadAttention` with weights, key padding masks and a key/value cache.
 
     From "Attention Is All You Need" (Vaswani et al., 2017). The same weights and arguments as
-    `keras.layers.MultiHeadAttention`; the call differs:
+    `keras.layers.MultiHeadAttention`, and only its public API: without a cache the call is
+    keras' own `call` (with `return_attention_scores=True`, so its dropout applies); with a
+    cache, attention is computed here from the public `query_dense`, `key_dense`,
+    `value_dense` and `output_dense` projections. The call differs:
     - it always returns the per-head attention weights `(B, H, T, S)`;
     - `mask` is a `(B, S)` key padding mask, combined (logical and) with an optional
       `(B, T, S)` `attention_mask` and the causal mask of `use_causal_mask`;
@@ -32,8 +37,9 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     `use_causal_mask=True` then lets query `t` see cache positions `<= cache_update_index + t`,
     which also hides positions not yet written (otherwise pass a mask that hides them). With
     `cache` and no index the cache is used as it is, e.g. cross-attention over a source whose
-    keys and values were computed once with `compute_cache`. Implicit Keras masks
-    (`_keras_mask`) are not read: pass `mask` explicitly.
+    keys and values were computed once with `compute_cache`. The cached call is for decoding:
+    it applies no dropout, and refuses `training=True` when `dropout > 0`. Implicit Keras
+    masks (`_keras_mask`) are not read: pass `mask` explicitly.
 
     Args:
         num_heads: `H`.
@@ -69,14 +75,20 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     def __init__(self, num_heads: int, key_dim: int, **kwargs):
         if kwargs.get("attention_axes") not in (None, 1, (1,), [1]):
             raise ValueError("common.layers.MultiHeadAttention attends over axis 1 only")
+        # Arguments of newer Keras versions that the cached attention here does not implement.
+        for name, why in (
+            ("sliding_window", "does not support sliding_window"),
+            ("use_gate", "does not support use_gate"),
+            (
+                "flash_attention",
+                "returns attention weights, which flash attention does not compute; "
+                "pass flash_attention=False",
+            ),
+        ):
+            if kwargs.get(name):
+                raise ValueError(f"common.layers.MultiHeadAttention {why}")
         super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
-        if self._sliding_window is not None:
-            raise ValueError("common.layers.MultiHeadAttention does not support sliding_window")
-        if self._flash_attention:
-            raise ValueError(
-                "common.layers.MultiHeadAttention returns attention weights, which flash "
-                "attention does not compute; pass flash_attention=False"
-            )
+        self._output_dim = kwargs.get("output_shape")
 
     def compute_cache(self, value, key=None):
         """Keys and values of a source, projected once: `(B, 2, S, H, K)`.
@@ -90,7 +102,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                 "build(query_shape, value_shape) first"
             )
         key = value if key is None else key
-        return ops.stack((self._key_dense(key), self._value_dense(value)), axis=1)
+        return ops.stack((self.key_dense(key), self.value_dense(value)), axis=1)
 
     def call(
         self,
@@ -104,24 +116,43 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         cache_update_index=None,
         training=None,
     ):
-        key = value if key is None else key
-        if cache is not None:
-            key_cache, value_cache = cache[:, 0, ...], cache[:, 1, ...]
-            if cache_update_index is None:
-                key, value = key_cache, value_cache
-            else:
-                start = [0, cache_update_index, 0, 0]
-                key = ops.slice_update(key_cache, start, self._key_dense(key))
-                value = ops.slice_update(value_cache, start, self._value_dense(value))
-                cache = ops.stack((key, value), axis=1)
-        else:
+        if cache is None:
             if cache_update_index is not None:
                 raise ValueError(
                     "cache_update_index is set but cache is None; pass the cache to update"
                 )
-            key, value = self._key_dense(key), self._value_dense(value)
+            allowed = self._combined_mask(
+                ops.shape(query)[1], ops.shape(value)[1], mask, attention_mask,
+                use_causal_mask, 0,
+            )
+            # Copies carry no implicit Keras mask: keras' `call` would apply the inputs', and
+            # its softmax leaves the attention mask on the weights. Keras' softmax (since 3.15)
+            # gives a row with no allowed key zero weights, as `_attend` does.
+            output, weights = super().call(
+                ops.copy(query),
+                ops.copy(value),
+                None if key is None else ops.copy(key),
+                attention_mask=allowed,
+                return_attention_scores=True,
+                training=training,
+            )
+            return output, ops.copy(weights)
 
-        combined = self._combined_mask(
+        if training is True and self.dropout > 0:
+            raise ValueError(
+                "the cached call is for decoding and applies no dropout; call it with "
+                "training=False (or without a cache to train)"
+            )
+        key = value if key is None else key
+        key_cache, value_cache = cache[:, 0, ...], cache[:, 1, ...]
+        if cache_update_index is None:
+            key, value = key_cache, value_cache
+        else:
+            start = [0, cache_update_index, 0, 0]
+            key = ops.slice_update(key_cache, start, self.key_dense(key))
+            value = ops.slice_update(value_cache, start, self.value_dense(value))
+            cache = ops.stack((key, value), axis=1)
+        allowed = self._combined_mask(
             ops.shape(query)[1],
             ops.shape(key)[1],
             mask,
@@ -129,16 +160,33 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             use_causal_mask,
             0 if cache_update_index is None else cache_update_index,
         )
-        gate = self._gate_dense(query) if self._use_gate else None
-        output, weights = self._compute_attention(
-            self._query_dense(query), key, value, combined, training, True
-        )
-        if gate is not None:
-            output = ops.multiply(output, gate)
-        output = self._output_dense(output)
-        if cache is not None:
-            return output, weights, cache
-        return output, weights
+        context, weights = self._attend(self.query_dense(query), key, value, allowed)
+        return self.output_dense(context), weights, cache
+
+    def _attend(self, query, key, value, allowed):
+        """Scaled dot-product attention over projected heads, as keras computes it.
+
+        Args:
+            query: `(B, T, H, K)`.
+            key: `(B, S, H, K)`.
+            value: `(B, S, H, V)`.
+            allowed: `(B or 1, T, S)` bool, or None for no mask.
+
+        Returns:
+            context: `(B, T, H, V)`.
+            weights: `(B, H, T, S)`, zero where not allowed.
+        """
+        query = ops.multiply(query, ops.cast(1.0 / math.sqrt(self.key_dim), query.dtype))
+        logits = ops.einsum("bthk,bshk->bhts", query, key)
+        if allowed is not None:
+            allowed = ops.expand_dims(allowed, 1)  # the head axis
+            # What keras.layers.Softmax puts at masked positions (-1e9 overflows float16).
+            float16 = keras.backend.standardize_dtype(logits.dtype) == "float16"
+            logits = ops.where(allowed, logits, ops.cast(-3e4 if float16 else -1e9, logits.dtype))
+        weights = ops.softmax(logits, axis=-1)
+        if allowed is not None:
+            weights = ops.where(allowed, weights, ops.zeros_like(weights))
+        return ops.einsum("bhts,bshv->bthv", weights, value), weights
 
     def compute_mask(self, inputs, previous_mask=None):
         # `mask` is a key padding mask over S, not a mask of the (B, T, D) output.
@@ -156,17 +204,6 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                 combined = part if combined is None else ops.logical_and(combined, part)
         return combined
 
-    def _masked_softmax(self, attention_scores, attention_mask=None):
-        weights = super()._masked_softmax(attention_scores, attention_mask)
-        if attention_mask is None:
-            return weights
-        # Keras gives a fully masked row uniform weights; give it zeros instead.
-        mask = ops.cast(attention_mask, "bool")
-        while len(mask.shape) < len(weights.shape):
-            mask = ops.expand_dims(mask, -3)  # the head axis
-        has_key = ops.any(mask, axis=-1, keepdims=True)
-        return ops.where(has_key, weights, ops.zeros_like(weights))
-
     def compute_output_spec(
         self,
         query,
@@ -179,7 +216,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         cache_update_index=None,
         training=None,
     ):
-        output_dim = self._output_shape if self._output_shape else query.shape[-1]
+        output_dim = self._output_dim if self._output_dim else query.shape[-1]
         if isinstance(output_dim, int):
             output_dim = (output_dim,)
         source_length = value.shape[1] if cache is None else cache.shape[2]
@@ -187,7 +224,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             tuple(query.shape[:-1]) + tuple(output_dim), dtype=self.compute_dtype
         )
         weights = keras.KerasTensor(
-            (query.shape[0], self._num_heads, query.shape[1], source_length),
+            (query.shape[0], self.num_heads, query.shape[1], source_length),
             dtype=self.compute_dtype,
         )
         if cache is not None:

@@ -1,10 +1,16 @@
 """Multi-head attention: the NumPy formula with masks, the key/value cache, the layer checks."""
 
+import ast
+import inspect
+import re
+import warnings
+
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from common.layers import MultiHeadAttention
+from common.layers import MultiHeadAttention, multi_head_attention
 from common.testing import run_layer_test
 
 B, T, S, D, H, K = 2, 5, 4, 8, 2, 3
@@ -21,31 +27,37 @@ def _numpy_mha(layer, query, value, allowed):
     """Reference multi-head attention from the layer's weights; `allowed` is (B, T, S) bool."""
 
     def dense(sublayer, x, equation):
-        return np.einsum(equation, x, np.asarray(sublayer.kernel)) + np.asarray(sublayer.bias)
+        y = np.einsum(equation, x, np.asarray(sublayer.kernel))
+        return y if sublayer.bias is None else y + np.asarray(sublayer.bias)
 
-    q = dense(layer._query_dense, query, "btd,dhk->bthk")
-    k = dense(layer._key_dense, value, "bsd,dhk->bshk")
-    v = dense(layer._value_dense, value, "bsd,dhk->bshk")
-    logits = np.einsum("bthk,bshk->bhts", q, k) / np.sqrt(K)
+    q = dense(layer.query_dense, query, "btd,dhk->bthk")
+    k = dense(layer.key_dense, value, "bsd,dhk->bshk")
+    v = dense(layer.value_dense, value, "bsd,dhv->bshv")
+    logits = np.einsum("bthk,bshk->bhts", q, k) / np.sqrt(layer.key_dim)
     allowed = np.broadcast_to(allowed[:, None], logits.shape)
     logits = np.where(allowed, logits, -np.inf)
     peak = np.max(np.where(allowed, logits, -1e30), axis=-1, keepdims=True)
     e = np.where(allowed, np.exp(logits - peak), 0.0)
     total = e.sum(-1, keepdims=True)
     weights = np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)
-    context = np.einsum("bhts,bshk->bthk", weights, v)
-    output = np.einsum("bthk,hkd->btd", context, np.asarray(layer._output_dense.kernel))
-    return output + np.asarray(layer._output_dense.bias), weights
+    context = np.einsum("bhts,bshv->bthv", weights, v)
+    return dense(layer.output_dense, context, "bthv,hvd->btd"), weights
 
 
-def test_matches_numpy_with_padding_attention_mask_and_causal_mask():
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"use_bias": False}, {"value_dim": 5, "output_shape": 6}],
+    ids=["default", "no-bias", "value-dim-and-output-shape"],
+)
+def test_matches_numpy_with_padding_attention_mask_and_causal_mask(options):
     x = _x(B, T, D)
     attention_mask = _x(B, T, T, seed=1) > -0.5
-    layer = MultiHeadAttention(num_heads=H, key_dim=K)
+    layer = MultiHeadAttention(num_heads=H, key_dim=K, **options)
     output, weights = layer(
         x, x, mask=SELF_MASK, attention_mask=attention_mask, use_causal_mask=True
     )
-    assert output.shape == (B, T, D) and weights.shape == (B, H, T, T)
+    assert output.shape == (B, T, options.get("output_shape", D))
+    assert weights.shape == (B, H, T, T)
     causal = np.tril(np.ones((T, T), bool))[None]
     allowed = SELF_MASK[:, None, :] & attention_mask & causal
     expected_output, expected_weights = _numpy_mha(layer, x, x, allowed)
@@ -63,6 +75,14 @@ def test_fully_masked_query_row_gets_zero_weights_not_nan():
     assert np.all(np.isfinite(np.asarray(output)))
     assert np.all(np.asarray(weights)[1] == 0.0)
     np.testing.assert_allclose(np.asarray(weights)[0].sum(-1), 1.0, rtol=1e-6)
+    # No context: the output is the output projection's bias, with a cache too.
+    bias = np.asarray(layer.output_dense.bias)
+    np.testing.assert_allclose(np.asarray(output)[1], np.broadcast_to(bias, (T, D)), atol=1e-6)
+    cached_output, cached_weights, _ = layer(
+        x, source, mask=no_keys, cache=layer.compute_cache(source)
+    )
+    np.testing.assert_allclose(cached_output, output, atol=1e-5)
+    np.testing.assert_allclose(cached_weights, weights, atol=1e-6)
 
 
 def test_cached_decoding_matches_full_pass():
@@ -129,6 +149,72 @@ def test_cross_attention_with_precomputed_cache_equals_uncached_call():
     np.testing.assert_allclose(cached_output, np.asarray(output)[:, 1:2], atol=1e-5)
     np.testing.assert_allclose(cached_weights, np.asarray(weights)[:, :, 1:2], atol=1e-6)
     np.testing.assert_array_equal(np.asarray(same_cache), np.asarray(cache))
+
+
+def test_cached_call_refuses_training_with_dropout():
+    x = _x(B, T, D)
+    layer = MultiHeadAttention(num_heads=H, key_dim=K, dropout=0.1)
+    layer(x, x)
+    cache = layer.compute_cache(x)
+    with pytest.raises(ValueError, match="training=False"):
+        layer(x, x, cache=cache, training=True)
+    layer(x, x, cache=cache, training=False)
+
+
+def test_variables_are_laid_out_as_keras_multi_head_attention():
+    """Checkpoints key variables by position: the layout must stay keras' (seed included)."""
+    x = _x(B, T, D)
+    ours = MultiHeadAttention(num_heads=H, key_dim=K, dropout=0.1, name="mha")
+    theirs = keras.layers.MultiHeadAttention(num_heads=H, key_dim=K, dropout=0.1, name="mha")
+    ours(x, x)
+    theirs(x, x)
+
+    def layout(layer):  # seed generators are numbered process-wide: drop the number
+        return [(re.sub(r"_\d+/", "/", v.path), tuple(v.shape), v.dtype) for v in layer.variables]
+
+    assert layout(ours) == layout(theirs)
+    assert len(ours.variables) == 9  # 4 kernels, 4 biases, the dropout's seed
+
+
+def test_uses_only_public_keras_api():
+    """No private attribute or method of keras' layer is read or overridden.
+
+    They change between the Keras versions setup.py allows (keras 3.5 has no
+    `_sliding_window`; `_compute_attention` changed its arguments), so the layer reads only
+    names it defines itself.
+    """
+    tree = ast.parse(inspect.getsource(multi_head_attention))
+    defined = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    defined |= {
+        target.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Attribute)
+    }
+    private = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+    }
+    assert private <= defined, f"reads keras internals: {sorted(private - defined)}"
+    keras_layer = keras.layers.MultiHeadAttention(num_heads=H, key_dim=K)
+    keras_layer(_x(B, T, D), _x(B, T, D))
+    keras_names = {name for name in dir(keras_layer) if name.startswith("_")}
+    overridden = {name for name in defined if name.startswith("_")} & keras_names
+    assert overridden <= {"__init__"}, f"overrides keras internals: {sorted(overridden)}"
+
+
+def test_outputs_carry_no_implicit_keras_mask():
+    """A downstream layer must not receive the attention mask as an implicit Keras mask."""
+    x = _x(B, T, D)
+    output, weights = MultiHeadAttention(num_heads=H, key_dim=K)(x, x, mask=SELF_MASK)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Flatten warns when it is passed a masked input
+        keras.layers.Flatten()(weights)
+        keras.layers.Flatten()(output)
 
 
 def test_cache_update_index_without_cache_is_an_error():
