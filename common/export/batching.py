@@ -172,7 +172,7 @@ class Batcher:
                             job = self._queue.get_nowait()
                         else:
                             job = await asyncio.wait_for(self._queue.get(), remaining)
-                    except (asyncio.QueueEmpty, asyncio.TimeoutError):
+                    except (TimeoutError, asyncio.QueueEmpty):
                         break
                 if job.key == first.key and size + job.size <= self.max_batch_size:
                     jobs.append(job)
