@@ -56,7 +56,12 @@ def wait_for(condition, proc: subprocess.Popen, timeout: float = 240, every: flo
 
 
 def history(run_dir: Path, kind: str | None = None) -> list[dict]:
-    records = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    """The run's `history.jsonl` records (of `kind`); none when it holds no file yet (a run
+    killed right after its first checkpoint, before the epoch's line was appended)."""
+    path = run_dir / "history.jsonl"
+    if not path.exists():
+        return []
+    records = [json.loads(line) for line in path.read_text().splitlines()]
     return [r for r in records if kind is None or r["kind"] == kind]
 
 
