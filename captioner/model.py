@@ -198,7 +198,10 @@ class ShowAttendTell(keras.Model):
         return self.encoder(inputs["image"], training=training)
 
     def call(self, inputs, training=None):
-        return self.decoder(self.annotations(inputs, training), inputs["caption_in"], training=training)
+        # The share of the expected context matters only to hard attention in training.
+        return self.decoder(self.annotations(inputs, training), inputs["caption_in"],
+                            training=training,
+                            expected_context_prob=self.expected_context_prob())
 
     def expected_context_prob(self):
         """Hard attention's probability of the expected context at this training step.
@@ -221,12 +224,7 @@ class ShowAttendTell(keras.Model):
         tokens) and, for hard attention, `reinforce`, `entropy`, `baseline` (its value × count).
         """
         config = self.decoder_config
-        if config.attention == "hard" and training:
-            outputs = self.decoder(self.annotations(batch, training), batch["caption_in"],
-                                   training=training,
-                                   expected_context_prob=self.expected_context_prob())
-        else:
-            outputs = self(batch, training=training)
+        outputs = self(batch, training=training)
         logits, alpha = outputs["logits"], outputs["alpha"]
         target = ops.cast(batch["caption_out"], "int32")
         mask = ops.cast(ops.not_equal(target, 0), "float32")
