@@ -103,8 +103,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--learning-rate", type=positive_float)
     g.add_argument("--seed", type=int)
     g.add_argument("--deterministic", action="store_true", default=None,
-                   help="bit-identical runs for one seed (op determinism, no graph rewriting; "
-                        "slower)")
+                   help="bit-identical runs for one seed (op determinism, no graph "
+                        "rewriting)")
     g.add_argument("--cache-features", action="store_true", default=None,
                    help="compute the frozen encoder's features once and train from them")
     g.add_argument("--jit-compile", action=argparse.BooleanOptionalAction, default=None,

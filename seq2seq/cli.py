@@ -69,8 +69,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--clip-norm", type=positive_float)
     g.add_argument("--seed", type=int)
     g.add_argument("--deterministic", action="store_true", default=None,
-                   help="bit-identical runs for one seed (op determinism, no graph rewriting; "
-                        "slower)")
+                   help="bit-identical runs for one seed (op determinism, no graph "
+                        "rewriting)")
     g.add_argument("--checkpoint-every", type=int, metavar="N",
                    help="also save a checkpoint every N steps (0: at epoch ends only)")
     g.add_argument("--precision", choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
