@@ -41,6 +41,7 @@ import tempfile
 from pathlib import Path
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from common.config import atomic_write_text
@@ -324,3 +325,49 @@ def _restore_model(model: keras.Model, path: Path) -> str:
         first = " ".join(str(exc).split())[:300]
         raise UserError(f"checkpoint {path} does not match the model: {first}") from None
     return str(path)
+
+
+def average_checkpoints(model: keras.Model, checkpoints: list[str | os.PathLike]) -> list[str]:
+    """Set `model`'s weights to the mean of their values in `checkpoints` (checkpoint averaging).
+
+    Averaging the last few checkpoints of a run smooths the noise of the final updates (Vaswani
+    et al. 2017 average the last 5 or 20; OpenNMT-tf's `average_checkpoints`). Every floating
+    variable becomes the arithmetic mean of its values (summed in float64, then cast back to
+    its dtype); integer variables (random-generator states, counters) keep the value of the
+    first checkpoint listed.
+
+    Args:
+        model: a built model of the run's architecture.
+        checkpoints: checkpoint paths (`RUN_DIR/checkpoints/ckpt-N`), at least one; the first
+            one gives the integer variables.
+
+    Returns:
+        The checkpoint paths read, in the order given.
+
+    Raises:
+        UserError: no checkpoint given, or one that cannot be read or does not match the model.
+    """
+    if not checkpoints:
+        raise UserError("nothing to average: no checkpoint given")
+    paths = [str(p) for p in checkpoints]
+    floating = [v for v in model.variables if np.dtype(v.dtype).kind == "f"]
+    sums = [np.zeros(v.shape, np.float64) for v in floating]
+    for path in reversed(paths):  # the first listed is read last: its integers stay
+        restore_model(model, path)
+        for total, variable in zip(sums, floating, strict=True):
+            total += np.asarray(keras.ops.convert_to_numpy(variable.value), np.float64)
+    for total, variable in zip(sums, floating, strict=True):
+        variable.assign((total / len(paths)).astype(np.dtype(variable.dtype)))
+    return paths
+
+
+def write_model_checkpoint(model: keras.Model, prefix: str | os.PathLike) -> str:
+    """Write `model`'s weights as a checkpoint that `restore_model` reads; returns its path.
+
+    The checkpoint holds the model entries only (no optimizer, no training position), so it
+    serves evaluation, decoding and export, and `--init-from`-style warm starts, not `--resume`.
+    """
+    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+    checkpoint = tf.train.Checkpoint(**model_entries(model))
+    checkpoint.save_counter  # noqa: B018 (created on first read; `restore_model` expects it)
+    return checkpoint.write(str(prefix))
