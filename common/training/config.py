@@ -45,6 +45,11 @@ class TrainingConfig:
         precision: "float32", "mixed_float16" (with loss scaling), "mixed_bfloat16" or
             "auto": bfloat16 on GPUs that compute in it (compute capability 8.0 and up),
             float16 on older GPUs (7.x), float32 on CPU (see `resolve_auto`).
+        best_metric: keep the weights of the best validation by this metric (a name the
+            family's validation reports, e.g. "bleu") in `RUN_DIR/best/`, apart from the
+            rotation of `keep_checkpoints` (see `common.training.best`); None: no best kept.
+        best_mode: "max" (higher is better) or "min".
+        early_stopping: stop after this many validations without a new best (0: never).
 
     Example:
     >>> TrainingConfig(epochs=2, batch_size=32).steps_per_epoch is None
@@ -65,6 +70,9 @@ class TrainingConfig:
     distribute: str = "none"
     logical_cpus: int = 0
     precision: str = "auto"
+    best_metric: str | None = None
+    best_mode: str = "max"
+    early_stopping: int = 0
 
     def __post_init__(self) -> None:
         _check_int("epochs", self.epochs, minimum=1)
@@ -79,6 +87,11 @@ class TrainingConfig:
         _check_int("log_every", self.log_every, minimum=1)
         _check_int("seed", self.seed, minimum=0)
         _check_int("logical_cpus", self.logical_cpus, minimum=0)
+        _check_int("early_stopping", self.early_stopping, minimum=0)
+        if self.best_mode not in ("max", "min"):
+            raise UserError(f"best_mode must be max or min, got {self.best_mode!r}")
+        if self.early_stopping and not self.best_metric:
+            raise UserError("early_stopping needs best_metric: the metric it waits on")
         if not isinstance(self.deterministic, bool):
             raise UserError(f"deterministic must be true or false, got {self.deterministic!r}")
         if self.jit_compile is not None and not isinstance(self.jit_compile, bool):

@@ -60,6 +60,7 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from common.errors import UserError
+from common.training.best import BestCheckpoint
 from common.training.checkpoints import (
     CheckpointKeeper,
     TrainingState,
@@ -169,6 +170,9 @@ class Trainer:
                 f"{type(self.model).__name__} has no loss_terms(batch, training) method"
             )
         self.state = TrainingState()
+        self.best = (BestCheckpoint(run_dir, config.best_metric, config.best_mode,
+                                    config.early_stopping, self.chief)
+                     if config.best_metric else None)
         self._keeper: CheckpointKeeper | None = None
         self._step_fn = None
         self._pass_steps: int | None = None  # steps of one pass, for the progress bar
@@ -243,6 +247,9 @@ class Trainer:
                 put back to the last good checkpoint, and nothing bad is saved.
             RunDirError: a checkpoint or log file could not be written.
         """
+        if self.best is not None and validate is None:
+            raise UserError(f"best_metric {self.config.best_metric!r} needs a validation "
+                            "function; this training has none")
         if self.chief:
             self.run_dir.claim(resume)
         self.build(make_dataset)
@@ -254,7 +261,7 @@ class Trainer:
         if self.chief:
             self.run_dir.truncate_history(self.state.as_dict()["step"])
         position = self.state.as_dict()
-        if position["epoch"] >= self.config.epochs:
+        if position["epoch"] >= self.config.epochs or self._stops_early(position["epoch"] - 1):
             self._write_status("finished")
             return []
         self._write_status("training")
@@ -267,6 +274,13 @@ class Trainer:
                 for epoch in range(position["epoch"], self.config.epochs):
                     records.append(self._run_epoch(epoch, skip, make_dataset, validate, verbose))
                     skip = 0
+                    if self._stops_early(epoch):
+                        if verbose:
+                            print(f"Early stopping after epoch {epoch + 1}: no better "
+                                  f"{self.config.best_metric} for {self.config.early_stopping} "
+                                  f"validations (best {self.best.record['value']:.4g} at epoch "
+                                  f"{self.best.record['epoch'] + 1})", flush=True)
+                        break
         except BaseException as exc:
             reason = " ".join(str(exc).split())[:500] or type(exc).__name__
             try:
@@ -328,8 +342,12 @@ class Trainer:
         record = {"kind": "epoch", "epoch": epoch, "step": step, **progress.means.result(),
                   "examples_per_s": progress.examples_per_second, "time_s": progress.elapsed}
         if validate is not None:
-            for name, value in (validate(self.model, epoch) or {}).items():
+            metrics = validate(self.model, epoch) or {}
+            for name, value in metrics.items():
                 record[f"val_{name}"] = float(value)
+            if self.best is not None:
+                self.best.update(self.model, metrics, epoch, step)
+                record["best_epoch"] = self.best.record["epoch"] if self.best.record else None
             if verbose:
                 shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k[:4] == "val_")
                 print(f"Epoch {epoch + 1}: {shown}", flush=True)
@@ -337,6 +355,10 @@ class Trainer:
         return record
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _stops_early(self, epoch: int) -> bool:
+        """Whether early stopping ends the run after `epoch` (done; -1 before the first)."""
+        return self.best is not None and epoch >= 0 and self.best.should_stop(epoch)
 
     def _diverged(self, what: str, epoch: int, step: int, bad_weights_step: int | None) -> None:
         """Put the model back to the newest good checkpoint and raise `TrainingDiverged`.

@@ -1,0 +1,114 @@
+"""The best checkpoint of a run by a validation metric, kept apart from the rotation.
+
+The trainer keeps the last `keep_checkpoints` checkpoints for resuming; a run that peaks early
+would lose its best weights to that rotation. `BestCheckpoint` writes the weights of every
+validation that beats the best so far into `RUN_DIR/best/` (a model-only checkpoint, see
+`write_model_checkpoint`) and records it in `RUN_DIR/best/best.json`:
+
+    {"metric": "bleu", "mode": "max", "value": 31.2, "epoch": 4, "step": 5000,
+     "checkpoint": "best/ckpt-5000"}
+
+(the checkpoint relative to the run directory, so that a moved run keeps its best).
+
+Early stopping reads the same record: training stops once `patience` validations in a row
+have not beaten it. Both survive a resume, since they are read back from `best.json`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from common.config import load_json, save_json
+from common.errors import UserError
+
+BEST_DIR = "best"
+BEST_FILE = "best.json"
+MODES = ("max", "min")
+
+
+def best_record(run_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """The run's `best.json`, or None when it has no best checkpoint yet."""
+    path = Path(run_dir) / BEST_DIR / BEST_FILE
+    return load_json(path) if path.is_file() else None
+
+
+def best_checkpoint(run_dir: str | os.PathLike) -> str | None:
+    """The path of the run's best checkpoint, or None when it has none."""
+    record = best_record(run_dir)
+    return str(Path(run_dir) / record["checkpoint"]) if record else None
+
+
+class BestCheckpoint:
+    """Tracks the best value of `metric` and saves the weights that reach it.
+
+    Args:
+        run_dir: the run directory.
+        metric: the name the validation function returns (`"bleu"`; logged as `val_bleu`).
+        mode: `"max"` (higher is better) or `"min"`.
+        patience: stop after this many validations without a new best (0: never stop).
+        chief: whether this process writes (every worker tracks, only the chief saves).
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, metric: str, mode: str = "max",
+                 patience: int = 0, chief: bool = True):
+        if mode not in MODES:
+            raise UserError(f"unknown best-checkpoint mode {mode!r}; choose one of: "
+                            f"{', '.join(MODES)}")
+        self.run_dir = Path(run_dir)
+        self.directory = self.run_dir / BEST_DIR
+        self.metric, self.mode, self.patience, self.chief = metric, mode, patience, chief
+        record = best_record(run_dir)
+        if record is not None and (record.get("metric"), record.get("mode")) != (metric, mode):
+            raise UserError(
+                f"{self.directory / BEST_FILE} tracks {record.get('mode')} "
+                f"{record.get('metric')}, this run asks for {mode} {metric}; expected the "
+                "same metric on resume (or move best/ aside)")
+        self.record = record
+
+    def better(self, value: float) -> bool:
+        """Whether `value` beats the best so far (a NaN never does)."""
+        if math.isnan(value):
+            return False
+        if self.record is None:
+            return True
+        best = self.record["value"]
+        return value > best if self.mode == "max" else value < best
+
+    def update(self, model: Any, metrics: dict[str, float], epoch: int, step: int) -> bool:
+        """Record an epoch's validation; save the weights when they are the new best.
+
+        Returns:
+            Whether they were the new best.
+
+        Raises:
+            UserError: the validation did not report `metric`.
+        """
+        if self.metric not in metrics:
+            raise UserError(f"the best checkpoint is chosen by {self.metric!r}, which the "
+                            f"validation does not report; it reports: "
+                            f"{', '.join(sorted(metrics)) or 'nothing'}")
+        value = float(metrics[self.metric])
+        if not self.better(value):
+            return False
+        from common.training.checkpoints import write_model_checkpoint
+
+        record = {"metric": self.metric, "mode": self.mode, "value": value, "epoch": epoch,
+                  "step": step, "checkpoint": f"{BEST_DIR}/ckpt-{step}"}
+        if self.chief:
+            old = self.record["checkpoint"] if self.record else None
+            write_model_checkpoint(model, self.run_dir / record["checkpoint"])
+            save_json(self.directory / BEST_FILE, record)  # atomic: the new one is complete
+            if old and Path(old).name != Path(record["checkpoint"]).name:
+                for file in self.directory.glob(Path(old).name + ".*"):
+                    file.unlink(missing_ok=True)
+        self.record = record
+        return True
+
+    def should_stop(self, epoch: int) -> bool:
+        """Whether `patience` validations since the best one (at `epoch`, done) did not beat it."""
+        if not self.patience or self.record is None:
+            return False
+        return epoch - self.record["epoch"] >= self.patience

@@ -1,0 +1,79 @@
+"""The best checkpoint by a validation metric, and early stopping (common.training.best)."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+
+from common.errors import UserError
+from common.training import Trainer, TrainingConfig, restore_model
+from common.training.best import best_checkpoint, best_record
+from tests.common.training.conftest import TinyRegressor, dataset_maker
+
+
+def _scripted(scores):
+    """A validation that reports `scores[epoch]` as "score"."""
+    return lambda model, epoch: {"score": scores[epoch]}
+
+
+def _train(run_dir, scores, epochs, resume=False, **training):
+    config = TrainingConfig(epochs=epochs, batch_size=16, keep_checkpoints=10,
+                            best_metric="score", **training)
+    trainer = Trainer(run_dir, config, TinyRegressor)
+    return trainer, trainer.fit(dataset_maker(16), resume=resume, validate=_scripted(scores),
+                                verbose=0)
+
+
+def _weights(checkpoint):
+    model = TinyRegressor()
+    model(np.zeros((1, 3), "float32"))
+    restore_model(model, checkpoint)
+    return [keras.ops.convert_to_numpy(v.value) for v in model.trainable_variables]
+
+
+def test_best_weights_are_those_of_the_best_epoch_and_early_stopping_ends_the_run(run_dir):
+    scores = [1.0, 3.0, 2.0, 2.0, 2.0, 5.0]  # best at epoch 1, then 3 epochs without better
+    trainer, history = _train(run_dir, scores, epochs=6, early_stopping=3)
+
+    assert [r["epoch"] for r in history] == [0, 1, 2, 3, 4]  # epoch 5 (score 5) never runs
+    assert [r["best_epoch"] for r in history] == [0, 1, 1, 1, 1]
+    record = best_record(run_dir)
+    assert (record["value"], record["epoch"], record["step"]) == (3.0, 1, history[1]["step"])
+    # The rotation's checkpoint of the end of epoch 1 holds the same weights.
+    end_of_epoch_1 = str(run_dir / "checkpoints" / "ckpt-2")
+    for best, rotated in zip(_weights(best_checkpoint(run_dir)), _weights(end_of_epoch_1),
+                             strict=True):
+        np.testing.assert_array_equal(best, rotated)
+    final = [keras.ops.convert_to_numpy(v.value) for v in trainer.model.trainable_variables]
+    assert not np.array_equal(final[0], _weights(best_checkpoint(run_dir))[0])
+    assert sorted(p.name for p in (run_dir / "best").iterdir() if p.suffix == ".index") == [
+        f"ckpt-{history[1]['step']}.index"]  # the earlier best was deleted
+
+
+def test_best_and_patience_survive_a_resume(run_dir):
+    scores = [1.0, 3.0, 2.0, 2.0, 2.0, 5.0]
+    _train(run_dir, scores, epochs=3, early_stopping=3)  # epochs 0-2: best at 1
+    assert best_record(run_dir)["epoch"] == 1
+    _, history = _train(run_dir, scores, epochs=6, resume=True, early_stopping=3)
+    assert [r["epoch"] for r in history] == [3, 4]
+    assert best_record(run_dir)["epoch"] == 1
+    # Stopped early: resuming again has nothing to do.
+    _, again = _train(run_dir, scores, epochs=6, resume=True, early_stopping=3)
+    assert again == []
+
+
+def test_min_mode_keeps_the_smallest_and_nan_is_never_best(run_dir):
+    _train(run_dir, [5.0, 2.0, math.nan, 4.0], epochs=4, best_mode="min")
+    assert (best_record(run_dir)["value"], best_record(run_dir)["epoch"]) == (2.0, 1)
+
+
+def test_a_metric_the_validation_does_not_report_is_a_user_error(run_dir):
+    config = TrainingConfig(epochs=1, batch_size=16, best_metric="bleu")
+    with pytest.raises(UserError, match="'bleu', which the validation does not report"):
+        Trainer(run_dir, config, TinyRegressor).fit(dataset_maker(16), verbose=0,
+                                                    validate=_scripted([1.0]))
+    with pytest.raises(UserError, match="needs a validation"):
+        Trainer(run_dir / "b", config, TinyRegressor).fit(dataset_maker(16), verbose=0)
+    with pytest.raises(UserError, match="early_stopping needs best_metric"):
+        TrainingConfig(early_stopping=2)
