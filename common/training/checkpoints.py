@@ -371,3 +371,52 @@ def write_model_checkpoint(model: keras.Model, prefix: str | os.PathLike) -> str
     checkpoint = tf.train.Checkpoint(**model_entries(model))
     checkpoint.save_counter  # noqa: B018 (created on first read; `restore_model` expects it)
     return checkpoint.write(str(prefix))
+
+
+CHECKPOINT_CHOICES = "best, last, a checkpoint number N (checkpoints/ckpt-N) or a path"
+
+
+def resolve_checkpoint(run_dir: str | os.PathLike, which: str | None = None) -> str:
+    """The checkpoint of `run_dir` that `which` names (the `--checkpoint` option).
+
+    Args:
+        run_dir: a run directory.
+        which: "best" (the best validation, `common.training.best`), "last" (the newest
+            complete checkpoint), a checkpoint number N (`checkpoints/ckpt-N`, numbered in
+            the order they were saved), or a checkpoint path;
+            None: the best when the run keeps one, else the last.
+
+    Raises:
+        UserError: the run has no such checkpoint; the message lists what it has.
+    """
+    from common.training.best import best_checkpoint
+
+    run_dir = Path(run_dir)
+    directory = run_dir / "checkpoints"
+    available = complete_checkpoints(directory)
+    best = best_checkpoint(run_dir)
+
+    def have() -> str:
+        names = ([Path(best).name + " (best)"] if best else []) + [Path(p).name for p in available]
+        return ", ".join(names) or "none"
+
+    if which is None:
+        which = "best" if best else "last"
+    if which == "best":
+        if best is None:
+            raise UserError(f"{run_dir} keeps no best checkpoint (train with --best-metric); "
+                            f"it has: {have()}")
+        return best
+    if which == "last":
+        if not available:
+            raise UserError(f"no checkpoint in {directory}; expected a training run directory")
+        return available[0]
+    if which.isdigit():
+        path = str(directory / f"ckpt-{int(which)}")
+        if path not in available:
+            raise UserError(f"{run_dir} has no checkpoint number {which}; it has: {have()}")
+        return path
+    if tf.io.gfile.glob(which + ".index"):
+        return which
+    raise UserError(f"--checkpoint {which!r}: expected {CHECKPOINT_CHOICES}; {run_dir} has: "
+                    f"{have()}")

@@ -77,3 +77,30 @@ def test_a_metric_the_validation_does_not_report_is_a_user_error(run_dir):
         Trainer(run_dir / "b", config, TinyRegressor).fit(dataset_maker(16), verbose=0)
     with pytest.raises(UserError, match="early_stopping needs best_metric"):
         TrainingConfig(early_stopping=2)
+
+
+def test_resolve_checkpoint_names_best_last_a_step_or_a_path(run_dir):
+    from common.training.checkpoints import resolve_checkpoint
+
+    _train(run_dir, [1.0, 3.0, 2.0], epochs=3)  # ckpt-1, 2, 3; the best at step 4
+    best = best_checkpoint(run_dir)
+    assert resolve_checkpoint(run_dir) == best == str(run_dir / "best" / "ckpt-4")
+    assert resolve_checkpoint(run_dir, "best") == best
+    assert resolve_checkpoint(run_dir, "last") == str(run_dir / "checkpoints" / "ckpt-3")
+    assert resolve_checkpoint(run_dir, "2") == str(run_dir / "checkpoints" / "ckpt-2")
+    assert resolve_checkpoint(run_dir, best) == best
+    with pytest.raises(UserError, match="no checkpoint number 7; it has: ckpt-4 \\(best\\), "
+                                        "ckpt-3, ckpt-2, ckpt-1"):
+        resolve_checkpoint(run_dir, "7")
+    with pytest.raises(UserError, match="--checkpoint 'newest'"):
+        resolve_checkpoint(run_dir, "newest")
+
+
+def test_without_a_best_the_default_is_the_last(run_dir):
+    from common.training.checkpoints import resolve_checkpoint
+
+    config = TrainingConfig(epochs=2, batch_size=16)
+    Trainer(run_dir, config, TinyRegressor).fit(dataset_maker(16), verbose=0)
+    assert resolve_checkpoint(run_dir) == str(run_dir / "checkpoints" / "ckpt-2")
+    with pytest.raises(UserError, match="keeps no best checkpoint"):
+        resolve_checkpoint(run_dir, "best")
