@@ -32,10 +32,12 @@ setup(
         "matplotlib>=3.7.0,<4",  # attention heatmaps and plots
         "tqdm>=4.60.0,<5",  # progress bars on long decoding and evaluation loops
         "aiohttp>=3.9.0,<4",  # the TensorFlow-Serving-compatible REST server (asyncio, batching)
+        # tf.summary.scalar/text/image live in tensorboard: the trainer's logs (scalars, sample
+        # outputs, attention images) go through them rather than hand-built event protobufs.
+        "tensorboard>=2.20.0,<3",
     ],
     extras_require={
-        # Only the viewer of the training logs: the trainer writes TensorBoard event files with
-        # core TensorFlow, and no code imports tensorboard.
+        # Kept so that `pip install -e .[tensorboard]` still works; tensorboard is now required.
         "tensorboard": ["tensorboard>=2.20.0,<3"],
         "dev": [
             "pytest>=8.0.0,<10",

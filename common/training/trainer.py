@@ -56,8 +56,8 @@ from collections.abc import Callable
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
-from tensorflow.core.framework import summary_pb2
 
 from common.errors import UserError
 from common.training.best import BestCheckpoint
@@ -75,12 +75,6 @@ from common.training.step import make_train_step
 
 DatasetFn = Callable[[int, tf.distribute.InputContext], tf.data.Dataset]
 ValidateFn = Callable[[keras.Model, int], dict[str, float]]
-
-# `tf.summary.scalar` needs the tensorboard package; this writes the same event (a float32
-# tensor tagged for TensorBoard's "scalars" plugin) with core TensorFlow only.
-_SCALAR_METADATA = summary_pb2.SummaryMetadata(
-    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
-)
 
 # What TensorFlow raises when a file cannot be written (no space, read-only, a file in the way).
 _WRITE_ERRORS = (OSError, tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError,
@@ -234,8 +228,10 @@ class Trainer:
             make_dataset: `(epoch, input_context) -> tf.data.Dataset` (see the module doc).
             resume: continue from the latest checkpoint of the run directory (from scratch
                 when it has none). Without it a directory holding a run is refused.
-            validate: `(model, epoch) -> dict of numbers`, called after each epoch; its
-                numbers are logged as `val_<name>`.
+            validate: `(model, epoch) -> dict`, called after each epoch; its numbers are
+                logged as `val_<name>` (history and TensorBoard scalars), its strings as
+                TensorBoard text (sample outputs) and its arrays as images (`(H, W, C)` or
+                `(N, H, W, C)`, uint8 or floats in [0, 1]; attention maps).
             verbose: 0 silent, 1 a live progress bar, 2 one line per epoch.
 
         Returns:
@@ -342,9 +338,11 @@ class Trainer:
         record = {"kind": "epoch", "epoch": epoch, "step": step, **progress.means.result(),
                   "examples_per_s": progress.examples_per_second, "time_s": progress.elapsed}
         if validate is not None:
-            metrics = validate(self.model, epoch) or {}
+            results = validate(self.model, epoch) or {}
+            metrics = {k: v for k, v in results.items() if _is_number(v)}
             for name, value in metrics.items():
                 record[f"val_{name}"] = float(value)
+            self._log_samples({k: v for k, v in results.items() if k not in metrics}, step)
             if self.best is not None:
                 self.best.update(self.model, metrics, epoch, step)
                 record["best_epoch"] = self.best.record["epoch"] if self.best.record else None
@@ -405,8 +403,23 @@ class Trainer:
         prefix = "epoch" if record["kind"] == "epoch" else "train"
         for name, value in record.items():
             if name not in ("kind", "epoch", "step") and isinstance(value, (int, float)):
-                tf.summary.write(f"{prefix}/{name}", tf.constant(value, tf.float32),
-                                 step=record["step"], metadata=_SCALAR_METADATA)
+                tf.summary.scalar(f"{prefix}/{name}", value, step=record["step"])
+        tf.summary.flush()
+
+    def _log_samples(self, samples: dict[str, Any], step: int) -> None:
+        """A validation's non-numeric results: text as text summaries, images as images."""
+        if not self.chief:
+            return
+        for name, value in samples.items():
+            if isinstance(value, str):
+                tf.summary.text(f"val/{name}", value, step=step)
+            else:
+                images = np.asarray(value)
+                if images.ndim == 3:
+                    images = images[None]
+                if images.dtype != np.uint8:
+                    images = np.clip(images, 0.0, 1.0).astype(np.float32)
+                tf.summary.image(f"val/{name}", images, step=step, max_outputs=len(images))
         tf.summary.flush()
 
     def _write_status(self, state: str, **fields: Any) -> None:
@@ -417,6 +430,11 @@ class Trainer:
                                       epochs=self.config.epochs, **fields)
         except OSError as exc:
             raise write_failure(self.run_dir.status, exc) from None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.number)) or (
+        isinstance(value, np.ndarray) and value.ndim == 0)
 
 
 def _checkpoint_step(path: str) -> int | None:

@@ -104,3 +104,28 @@ def test_without_a_best_the_default_is_the_last(run_dir):
     assert resolve_checkpoint(run_dir) == str(run_dir / "checkpoints" / "ckpt-2")
     with pytest.raises(UserError, match="keeps no best checkpoint"):
         resolve_checkpoint(run_dir, "best")
+
+
+def test_validation_scalars_texts_and_images_reach_tensorboard(run_dir):
+    import tensorflow as tf
+
+    def validate(model, epoch):
+        return {"bleu": 10.0 + epoch, "samples": f"epoch {epoch}: a b c",
+                "attention": np.full((2, 4, 5, 3), 0.5, np.float32)}
+
+    config = TrainingConfig(epochs=2, batch_size=16)
+    history = Trainer(run_dir, config, TinyRegressor).fit(dataset_maker(16), validate=validate,
+                                                          verbose=0)
+    assert [r["val_bleu"] for r in history] == [10.0, 11.0]
+    assert not any("samples" in k or "attention" in k for r in history for k in r)
+    found = {}
+    for event_file in (run_dir / "logs").glob("events.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+            for value in event.summary.value:
+                found.setdefault(value.tag, []).append(
+                    (event.step, value.metadata.plugin_data.plugin_name, value))
+    assert [(s, p) for s, p, _ in found["epoch/val_bleu"]] == [(2, "scalars"), (4, "scalars")]
+    texts = [tf.make_ndarray(v.tensor).item().decode() for _, p, v in found["val/samples"]]
+    assert texts == ["epoch 0: a b c", "epoch 1: a b c"]
+    assert {p for _, p, _ in found["val/attention"]} == {"images"}
+    assert len(found["val/attention"]) == 2
