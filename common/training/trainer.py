@@ -66,6 +66,7 @@ from common.training.checkpoints import (
     TrainingState,
     latest_checkpoint,
     make_checkpoint,
+    restore_model,
 )
 from common.training.config import TrainingConfig, resolve_auto
 from common.training.distribute import is_chief, make_strategy
@@ -221,6 +222,7 @@ class Trainer:
         resume: bool = False,
         validate: ValidateFn | None = None,
         verbose: int = 1,
+        init_from: str | os.PathLike | None = None,
     ) -> list[dict[str, Any]]:
         """Train up to `config.epochs` epochs; returns one record per epoch run.
 
@@ -233,6 +235,9 @@ class Trainer:
                 TensorBoard text (sample outputs) and its arrays as images (`(H, W, C)` or
                 `(N, H, W, C)`, uint8 or floats in [0, 1]; attention maps).
             verbose: 0 silent, 1 a live progress bar, 2 one line per epoch.
+            init_from: a checkpoint (of another run, or averaged) whose model weights start
+                this run (a warm start: the optimizer and the position start afresh). Used
+                only when the run starts; a resumed run continues from its own checkpoint.
 
         Returns:
             The epoch records (also written to `history.jsonl`).
@@ -252,8 +257,13 @@ class Trainer:
         if resume and self._keeper.restore():
             if verbose:
                 print(f"Resuming from {self._keeper.latest} at {self.state.as_dict()}")
-        elif resume and verbose:
-            print(f"No checkpoint in {self.run_dir.checkpoints}; starting from scratch")
+        else:
+            if resume and verbose:
+                print(f"No checkpoint in {self.run_dir.checkpoints}; starting from scratch")
+            if init_from is not None:
+                restored = restore_model(self.model, init_from)
+                if verbose:
+                    print(f"Starting from the weights of {restored}")
         if self.chief:
             self.run_dir.truncate_history(self.state.as_dict()["step"])
         position = self.state.as_dict()

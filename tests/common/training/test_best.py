@@ -129,3 +129,29 @@ def test_validation_scalars_texts_and_images_reach_tensorboard(run_dir):
     assert texts == ["epoch 0: a b c", "epoch 1: a b c"]
     assert {p for _, p, _ in found["val/attention"]} == {"images"}
     assert len(found["val/attention"]) == 2
+
+
+def test_init_from_starts_a_new_run_from_another_runs_weights(tmp_path):
+    first = tmp_path / "first"
+    config = TrainingConfig(epochs=2, batch_size=16)
+    Trainer(first, config, TinyRegressor).fit(dataset_maker(16), verbose=0)
+    source = str(first / "checkpoints" / "ckpt-2")
+
+    warm = Trainer(tmp_path / "warm", TrainingConfig(epochs=1, batch_size=16), TinyRegressor)
+    warm.build(dataset_maker(16))
+    before = [keras.ops.convert_to_numpy(v.value) for v in warm.model.trainable_variables]
+    seen = []
+
+    def validate(model, epoch):  # after the first epoch: trained on from the source weights
+        seen.append([keras.ops.convert_to_numpy(v.value) for v in model.trainable_variables])
+        return {}
+
+    history = warm.fit(dataset_maker(16), validate=validate, verbose=0, init_from=source)
+    assert warm.state.as_dict()["step"] == 2  # the position starts afresh
+    # Same seed and data: without the source's weights the first epoch would equal a cold run's.
+    cold = Trainer(tmp_path / "cold", TrainingConfig(epochs=3, batch_size=16), TinyRegressor)
+    cold_history = cold.fit(dataset_maker(16), verbose=0)
+    assert history[0]["loss"] < cold_history[0]["loss"]
+    assert not np.array_equal(before[0], seen[0][0])
+    source_weights = _weights(source)
+    assert not np.array_equal(source_weights[0], seen[0][0])  # trained on, not just loaded
