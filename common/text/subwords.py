@@ -1,0 +1,164 @@
+"""Subword vocabularies: SentencePiece (unigram or BPE) with the package's special ids.
+
+A `SubwordVocabulary` is trained on the training split with the `sentencepiece` package
+(Kudo and Richardson 2018) and used through keras-hub's `SentencePieceTokenizer`, whose
+tensorflow-text ops go into an exported graph (TensorFlow Serving links them; a plain
+TensorFlow process loads such an export after `import tensorflow_text`). The model is trained
+with `<pad>`=0, `<start>`=1, `<end>`=2, `<unk>`=3 (the ids of `common.text.specials`), so
+models, losses and decoding see the same ids as with a word `Vocabulary`.
+
+Text goes in whole: SentencePiece normalizes it (NFKC) and splits it itself, and
+detokenization is exact, so no word tokenizer or detokenizer is involved. What works on
+words only (copying source words, `<unk>` replacement) does not apply to subwords.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import tensorflow as tf
+
+from common.errors import DataError, UserError
+from common.text.specials import END, END_ID, PAD, PAD_ID, START, START_ID, UNK, UNK_ID
+
+MODEL_TYPES = ("unigram", "bpe")
+
+
+def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str = "unigram",
+                        character_coverage: float = 1.0) -> bytes:
+    """Train a SentencePiece model on `texts`; returns the serialized model proto.
+
+    Training is single-threaded over the texts in the order given, so the same texts give
+    the same model.
+
+    Args:
+        texts: the training sentences (one string each).
+        vocab_size: the size of the vocabulary, the four special pieces included.
+        model_type: "unigram" (Kudo 2018) or "bpe" (Sennrich et al. 2016).
+        character_coverage: the share of characters the pieces must cover (1.0 for Latin
+            scripts; 0.9995 is usual for large alphabets).
+
+    Raises:
+        UserError: an unknown model type, or a vocabulary size the texts cannot fill.
+    """
+    import sentencepiece as spm
+
+    if model_type not in MODEL_TYPES:
+        raise UserError(f"unknown SentencePiece model type {model_type!r}; choose one of: "
+                        f"{', '.join(MODEL_TYPES)}")
+    sentences = [t for t in texts if t.strip()]
+    if not sentences:
+        raise UserError("no text to train a SentencePiece vocabulary on")
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences), model_writer=model, vocab_size=vocab_size,
+            model_type=model_type, character_coverage=character_coverage,
+            pad_id=PAD_ID, bos_id=START_ID, eos_id=END_ID, unk_id=UNK_ID,
+            pad_piece=PAD, bos_piece=START, eos_piece=END, unk_piece=UNK,
+            num_threads=1, input_sentence_size=0, shuffle_input_sentence=False,
+            hard_vocab_limit=True, minloglevel=2)
+    except RuntimeError as exc:
+        first = " ".join(str(exc).split())[:300]
+        raise UserError(f"cannot train a {vocab_size}-piece SentencePiece vocabulary: {first}"
+                        ) from None
+    return model.getvalue()
+
+
+class SubwordVocabulary(tf.Module):
+    """A SentencePiece model: text <-> ids in Python and in TensorFlow graphs.
+
+    Args:
+        proto: the serialized SentencePiece model (`train_sentencepiece`, or a `.model` file).
+
+    Example:
+    >>> proto = train_sentencepiece(["a cat", "a dog"] * 50, vocab_size=16)  # doctest: +SKIP
+    >>> vocab = SubwordVocabulary(proto)                                      # doctest: +SKIP
+    >>> vocab.decode(vocab.encode("a cat"))                                  # doctest: +SKIP
+    'a cat'
+    """
+
+    pad_id = PAD_ID
+    start_id = START_ID
+    end_id = END_ID
+    unk_id = UNK_ID
+
+    def __init__(self, proto: bytes):
+        super().__init__(name="subword_vocabulary")
+        import keras_hub
+        import sentencepiece as spm
+
+        processor = spm.SentencePieceProcessor()
+        try:
+            processor.LoadFromSerializedProto(proto)
+        except RuntimeError as exc:
+            raise DataError(f"not a SentencePiece model ({exc})") from None
+        expected = {PAD_ID: PAD, START_ID: START, END_ID: END, UNK_ID: UNK}
+        got = {i: processor.IdToPiece(i) for i in expected}
+        if got != expected:
+            raise DataError(f"a SentencePiece model for this package has the pieces {expected} "
+                            f"at those ids; this one has {got}")
+        object.__setattr__(self, "_processor", processor)
+        object.__setattr__(self, "proto", proto)
+        self.tokenizer = keras_hub.tokenizers.SentencePieceTokenizer(proto=proto, dtype="int32")
+
+    def __len__(self) -> int:
+        return self._processor.GetPieceSize()
+
+    @property
+    def tokens(self) -> list[str]:
+        """Every piece in id order."""
+        return [self._processor.IdToPiece(i) for i in range(len(self))]
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the model proto (a SentencePiece `.model` file), atomically."""
+        path = Path(path)
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_bytes(self.proto)
+        os.replace(temporary, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> SubwordVocabulary:
+        try:
+            return cls(Path(path).read_bytes())
+        except FileNotFoundError:
+            raise DataError(f"{path}: no such SentencePiece model file") from None
+        except DataError as exc:
+            raise DataError(f"{path}: {exc}") from None
+
+    def encode(self, text: str) -> list[int]:
+        """The ids of one text (no `<start>`/`<end>`)."""
+        return self._processor.EncodeAsIds(text)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of ids, stopping at the first `<end>` (`<pad>`/`<start>` dropped)."""
+        kept = []
+        for index in ids:
+            index = int(index)
+            if index == END_ID:
+                break
+            if index not in (PAD_ID, START_ID):
+                kept.append(index)
+        return self._processor.DecodeIds(kept)
+
+    def pieces(self, text: str) -> list[str]:
+        """The pieces of one text (for display and attention plots)."""
+        return self._processor.EncodeAsPieces(text)
+
+    def encode_tf(self, strings) -> tf.RaggedTensor:
+        """`(B,)` tf.string texts -> `(B, None)` int32 ids, inside TensorFlow graphs."""
+        ids = self.tokenizer.tokenize(strings)
+        # keras-hub hands eager results back as Python lists; graphs get the ragged tensor.
+        return ids if isinstance(ids, tf.RaggedTensor) else tf.ragged.constant(ids, tf.int32)
+
+    def decode_tf(self, ids) -> tf.Tensor:
+        """`(B, T)` ids -> `(B,)` tf.string texts, each cut at its first `<end>`."""
+        ids = tf.cast(tf.convert_to_tensor(ids), tf.int32)
+        before_end = tf.math.cumsum(tf.cast(ids == END_ID, tf.int32), axis=-1) == 0
+        keep = before_end & (ids != PAD_ID) & (ids != START_ID)
+        texts = self.tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
+        return tf.convert_to_tensor(texts, tf.string)
+
