@@ -21,6 +21,7 @@ from common.cli import (
     run_cli,
     serve_savedmodel,
 )
+from common.datasets.fetch import fetch_subcommand
 from common.errors import UserError
 
 PROG = "captioner"
@@ -393,6 +394,7 @@ def subcommands() -> list[Subcommand]:
                    _serve_arguments, _serve),
         Subcommand("render", "draw attention overlays from saved caption JSON",
                    _render_arguments, _render),
+        fetch_subcommand(["coco-captions"]),
     ]
 
 

@@ -20,6 +20,7 @@ from common.cli import (
     run_cli,
     serve_savedmodel,
 )
+from common.datasets.fetch import fetch_subcommand
 from seq2seq.config import CELLS, LOCAL_MODES, POSITIONS
 from seq2seq.models import ARCHS
 from seq2seq.presets import PRESETS
@@ -342,6 +343,7 @@ def subcommands() -> list[Subcommand]:
                    _export),
         Subcommand("serve", "serve a SavedModel over TensorFlow Serving's REST API",
                    _serve_arguments, _serve),
+        fetch_subcommand(["spa-eng"]),
     ]
 
 
