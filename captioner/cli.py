@@ -1,15 +1,11 @@
-"""The `captioner` command line: train, evaluate, caption, export, serve, render.
-
-train, evaluate, export and serve are built by `common.cli.family_subcommands` from
-`captioner.family.FAMILY`; this module adds what only the captioner has.
-"""
+"""The `captioner` command line: train, evaluate, caption, export, serve, render;
+caption and render here, the rest from `common.cli.family_subcommands`."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 from captioner.family import FAMILY
@@ -17,15 +13,13 @@ from captioner.family import warn_unfinished as _warn_unfinished
 from common.cli import (
     EXIT_USAGE,
     Subcommand,
-    build_parser,
+    family_main,
     family_subcommands,
     positive_int,
-    run_cli,
 )
 from common.errors import UserError
 
 PROG = FAMILY.name
-DESCRIPTION = FAMILY.description
 
 
 # -- caption ------------------------------------------------------------------------------
@@ -179,5 +173,4 @@ def subcommands() -> list[Subcommand]:
     ]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_cli(build_parser(PROG, DESCRIPTION, subcommands()), argv)
+main = family_main(FAMILY, subcommands)

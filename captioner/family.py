@@ -23,7 +23,7 @@ from captioner.config import (
 from captioner.datasets import DATASETS
 from captioner.presets import PRESETS, get_preset
 from common.catalog import SCORES
-from common.cli import choose, non_negative_float, positive_float, positive_int
+from common.cli import choose, non_negative_float, positive_int
 from common.config import add_config_option
 from common.errors import UserError
 from common.family import Family
@@ -97,6 +97,8 @@ Typical use:
         add(p, "--dataset", path="data.dataset", **choose(DATASETS,
             "dataset name: {names}"))
         add_data_arguments(p, add)
+        add(p, "--cache-features", path="data.cache_features", action="store_true",
+            help="compute the frozen encoder's features once and train from them")
         g = p.add_argument_group("model")
         add(g, "--encoder", path="encoder.name", **choose(ENCODERS, "encoder: {names}"))
         add(g, "--image-size", path="encoder.image_size", convert=lambda n: (n, n),
@@ -116,12 +118,13 @@ Typical use:
         add(g, "--units", path="decoder.units", type=positive_int, help="LSTM units")
         add(g, "--attention-units", path="decoder.attention_units", type=positive_int)
         add(g, "--dropout", path="decoder.dropout", type=non_negative_float)
-        add(g, "--penalty-weight", path="decoder.penalty_weight", type=non_negative_float,
-            help="λ of the doubly stochastic attention penalty")
-        add(g, "--penalty-tau", path="decoder.penalty_tau", type=non_negative_float,
-            help="τ of the penalty (default: caption length / regions)")
-        add(g, "--entropy-weight", path="decoder.entropy_weight", type=non_negative_float,
-            help="hard attention only")
+        for flag, field, what in (
+                ("--penalty-weight", "penalty_weight", "λ of the doubly stochastic attention "
+                 "penalty"),
+                ("--penalty-tau", "penalty_tau", "τ of the penalty (default: caption length / "
+                 "regions)"),
+                ("--entropy-weight", "entropy_weight", "hard attention only")):
+            add(g, flag, path=f"decoder.{field}", type=non_negative_float, help=what)
         add(g, "--expected-context-warmup", path="decoder.expected_context_warmup", type=int,
             metavar="STEPS", help="hard attention: over the first STEPS steps the share of "
             "captions trained on the expected context falls from 1 to 0.5")
@@ -130,27 +133,6 @@ Typical use:
                  "or, per step, that of the words still to come (less variance)")
         add(g, "--max-length", path=("decoder.max_length", "data.max_length"),
             type=positive_int, help="longest caption, in tokens")
-        g = p.add_argument_group("training")
-        add(g, "--epochs", path="training.epochs", type=positive_int)
-        add(g, "--steps-per-epoch", path="training.steps_per_epoch", type=positive_int)
-        add(g, "--batch-size", path="training.batch_size", type=positive_int)
-        add(g, "--learning-rate", path="training.learning_rate", type=positive_float)
-        add(g, "--seed", path="training.seed", type=int)
-        add(g, "--deterministic", path="training.deterministic", action="store_true",
-            help="bit-identical runs for one seed (op determinism, no graph rewriting)")
-        add(g, "--cache-features", path="data.cache_features", action="store_true",
-            help="compute the frozen encoder's features once and train from them")
-        add(g, "--jit-compile", path="training.jit_compile",
-            action=argparse.BooleanOptionalAction,
-            help="compile the training step with XLA (default: on with a GPU)")
-        add(g, "--precision", path="training.precision",
-            choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
-            help="mixed_float16 adds loss scaling; auto (the default): bfloat16 on GPUs of "
-                 "compute capability 8+, float16 on 7.x, float32 on CPU")
-        add(g, "--distribute", path="training.distribute",
-            choices=("none", "mirrored", "multi-worker", "auto"))
-        add(g, "--logical-cpus", path="training.logical_cpus", type=int,
-            help="split the CPU into N devices")
 
     def preset(self, name: str | None, explicit: dict[str, Any]) -> dict[str, Any]:
         dataset = explicit.get("data", {}).get("dataset")

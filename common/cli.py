@@ -332,7 +332,52 @@ def choose(registry: Registry, help: str, metavar: str = "NAME") -> dict[str, An
             "help": help.format(names=", ".join(registry.names()))}
 
 
+def add_config_options(parser: argparse.ArgumentParser, family: Any) -> None:
+    """Every `train` option that sets the config: the family's, then the training ones."""
+    family.add_train_arguments(parser)
+    add_training_options(parser.add_argument_group("training (override the preset)"))
+
+
+def add_training_options(group: Any) -> None:
+    """The `train` options of `common.training.TrainingConfig`, every family's `training`."""
+    from common.config import add_config_option
+
+    def add(flag: str, **kwargs: Any) -> None:
+        field = flag[2:].replace("-", "_")
+        add_config_option(group, flag, path=f"training.{field}", **kwargs)
+
+    add("--epochs", type=positive_int)
+    add("--steps-per-epoch", type=positive_int)
+    add("--batch-size", type=positive_int)
+    add("--learning-rate", type=positive_float,
+        help="Adam's learning rate (the Transformer's peak after warm-up)")
+    add("--clip-norm", type=positive_float, help="clip the gradient to this global norm")
+    add("--seed", type=int)
+    add("--deterministic", action="store_true",
+        help="bit-identical runs for one seed (op determinism, no graph rewriting)")
+    add("--checkpoint-every", type=int, metavar="N",
+        help="also save a checkpoint every N steps (0: at epoch ends only)")
+    add("--precision", choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
+        help="mixed_float16 adds loss scaling; auto (the default): bfloat16 on GPUs of compute "
+             "capability 8+, float16 on 7.x, float32 on CPU")
+    add("--jit-compile", action=argparse.BooleanOptionalAction,
+        help="compile the training step with XLA (default: on with a GPU)")
+    add("--distribute", help="none, mirrored, multi-worker or auto")
+    add("--logical-cpus", type=int, help="split the CPU into this many devices")
+
+
 # -- the sub-commands every family has --------------------------------------------------------
+
+
+def family_main(family: Any, subcommands: Callable[[], Sequence[Subcommand]]
+                ) -> Callable[[Sequence[str] | None], int]:
+    """A family's `main(argv)`: its command line of `subcommands()`, errors as exit statuses."""
+
+    def main(argv: Sequence[str] | None = None) -> int:
+        return run_cli(build_parser(family.name, family.description, subcommands()), argv)
+
+    main.__doc__ = f"The `{family.name}` command line; returns its exit status."
+    return main
 
 
 def family_subcommands(family: Any) -> dict[str, Subcommand]:
@@ -351,7 +396,7 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
                             "and data are kept; training options may change)")
         p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1,
                        help="0 silent, 1 a progress bar, 2 one line per epoch")
-        family.add_train_arguments(p)
+        add_config_options(p, family)
 
     def train(args: argparse.Namespace) -> int:
         from common.runner import Runner

@@ -1,28 +1,22 @@
-"""The `seq2seq` command line: train, evaluate, translate, export, serve.
-
-train, evaluate, export and serve are built by `common.cli.family_subcommands` from
-`seq2seq.family.FAMILY`; this module adds what only the translators have.
-"""
+"""The `seq2seq` command line: train, evaluate, translate, export, serve;
+translate here, the rest from `common.cli.family_subcommands`."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections.abc import Sequence
 
 from common.cli import (
     EXIT_USAGE,
     Subcommand,
-    build_parser,
+    family_main,
     family_subcommands,
     positive_int,
-    run_cli,
 )
 from seq2seq.family import FAMILY, add_decode_arguments
 
 PROG = FAMILY.name
-DESCRIPTION = FAMILY.description
 
 
 # -- translate -------------------------------------------------------------------------------
@@ -173,5 +167,4 @@ def subcommands() -> list[Subcommand]:
     ]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_cli(build_parser(PROG, DESCRIPTION, subcommands()), argv)
+main = family_main(FAMILY, subcommands)

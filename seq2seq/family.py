@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from common.catalog import SCORES
-from common.cli import choose, non_negative_float, positive_float, positive_int
+from common.cli import choose, non_negative_float, positive_int
 from common.config import add_config_option
 from common.family import Family
 from seq2seq.catalog import DATASETS
@@ -83,30 +83,6 @@ Typical use:
         add(p, "--arch", path="model.arch", required=True, **choose(ARCHS,
             "one of: {names}"))
 
-        g = p.add_argument_group("training (override the preset)")
-        add(g, "--epochs", path="training.epochs", type=positive_int)
-        add(g, "--steps-per-epoch", path="training.steps_per_epoch", type=positive_int)
-        add(g, "--batch-size", path="training.batch_size", type=positive_int)
-        add(g, "--learning-rate", path="training.learning_rate", type=positive_float,
-            help="Adam's learning rate (the Transformer's peak after warm-up)")
-        add(g, "--clip-norm", path="training.clip_norm", type=positive_float)
-        add(g, "--seed", path="training.seed", type=int)
-        add(g, "--deterministic", path="training.deterministic", action="store_true",
-            help="bit-identical runs for one seed (op determinism, no graph rewriting)")
-        add(g, "--checkpoint-every", path="training.checkpoint_every", type=int, metavar="N",
-            help="also save a checkpoint every N steps (0: at epoch ends only)")
-        add(g, "--precision", path="training.precision",
-            choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
-            help="mixed_float16 adds loss scaling; auto (the default): bfloat16 on GPUs of "
-                 "compute capability 8+, float16 on 7.x, float32 on CPU")
-        add(g, "--jit-compile", path="training.jit_compile",
-            action=argparse.BooleanOptionalAction,
-            help="compile the training step with XLA (default: on with a GPU)")
-        add(g, "--distribute", path="training.distribute",
-            help="none, mirrored, multi-worker or auto")
-        add(g, "--logical-cpus", path="training.logical_cpus", type=int,
-            help="split the CPU into this many devices")
-
         g = p.add_argument_group("model sizes (override the preset)")
         add(g, "--embedding-dim", path="model.bahdanau.embedding_dim", type=positive_int,
             help="bahdanau")
@@ -128,16 +104,13 @@ Typical use:
         add(g, "--copy", path="model.copy", action="store_true",
             help="bahdanau, transformer: a pointer-generator that copies source words (names "
                  "outside the target vocabulary come through)")
-        add(g, "--layers", path="model.transformer.num_layers", type=positive_int,
-            help="transformer layers")
-        add(g, "--hidden-dim", path="model.transformer.hidden_dim", type=positive_int,
-            help="transformer width")
-        add(g, "--heads", path="model.transformer.num_heads", type=positive_int,
-            help="transformer heads")
-        add(g, "--head-dim", path="model.transformer.head_dim", type=positive_int,
-            help="transformer: each head's size (default: width / heads)")
-        add(g, "--intermediate-dim", path="model.transformer.intermediate_dim",
-            type=positive_int, help="transformer feed-forward")
+        for flag, field, what in (("--layers", "num_layers", "layers"),
+                                  ("--hidden-dim", "hidden_dim", "width"),
+                                  ("--heads", "num_heads", "heads"),
+                                  ("--head-dim", "head_dim", "head size (default: width / heads)"),
+                                  ("--intermediate-dim", "intermediate_dim", "feed-forward")):
+            add(g, flag, path=f"model.transformer.{field}", type=positive_int,
+                help=f"transformer {what}")
         add(g, "--positions", path="model.transformer.positions", choices=POSITIONS,
             help="transformer positions")
         add(g, "--max-length", path="model.transformer.max_length", type=positive_int,
