@@ -45,8 +45,7 @@ class EncoderConfig:
     coordinates: bool = False
 
     def __post_init__(self):
-        if self.weights not in WEIGHTS:
-            raise UserError(f"Unknown weights {self.weights!r}; choose one of: {', '.join(WEIGHTS)}")
+        _check_choice("weights", self.weights, WEIGHTS)
         if self.fine_tune < 0:
             raise UserError(f"fine_tune must be >= 0, got {self.fine_tune}")
 
@@ -99,17 +98,9 @@ class DecoderConfig:
     expected_context_warmup: int = 0
 
     def __post_init__(self):
-        if self.query not in ATTENTION_QUERIES:
-            raise UserError(
-                f"Unknown attention query {self.query!r}; choose one of: "
-                f"{', '.join(ATTENTION_QUERIES)}"
-            )
-        if self.reward not in REWARDS:
-            raise UserError(f"Unknown reward {self.reward!r}; choose one of: {', '.join(REWARDS)}")
-        if self.attention not in ATTENTION_KINDS:
-            raise UserError(
-                f"Unknown attention {self.attention!r}; choose one of: {', '.join(ATTENTION_KINDS)}"
-            )
+        _check_choice("attention query", self.query, ATTENTION_QUERIES)
+        _check_choice("reward", self.reward, REWARDS)
+        _check_choice("attention", self.attention, ATTENTION_KINDS)
         if self.expected_context_warmup < 0:
             raise UserError(
                 f"expected_context_warmup must be >= 0, got {self.expected_context_warmup}")
@@ -166,6 +157,11 @@ class CaptionerRunConfig:
                 "features would come from a random network that is never trained; expected a "
                 "pretrained encoder (e.g. --encoder vgg19 --weights imagenet) or no "
                 "--cache-features")
+
+
+def _check_choice(what: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise UserError(f"Unknown {what} {value!r}; choose one of: {', '.join(choices)}")
 
 
 def replace(config: Any, **changes: Any) -> Any:

@@ -17,11 +17,9 @@ from pathlib import Path
 import keras
 from keras import layers, ops
 
+from captioner.catalog import ENCODERS  # noqa: F401  (declared there, registered here)
 from captioner.config import EncoderConfig
 from common.errors import UserError
-from common.registry import Registry
-
-ENCODERS = Registry("encoder")
 
 
 class _Backbone:

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from captioner.config import CaptionerRunConfig
-from common.config import from_dict, save_json, to_dict
+from common.config import deep_merge, from_dict, save_json, to_dict
 from common.errors import UserError
+from common.training.run_dir import RunDir
 
-CONFIG_FILE = "config.json"
-VOCAB_FILE = "vocab.txt"
-FEATURES_DIR = "features"
+# The run directory's file names are `RunDir`'s; these names stay for older imports.
+CONFIG_FILE = RunDir.config
+VOCAB_FILE = RunDir.vocab
+FEATURES_DIR = RunDir.features
 
 
 def build_model(config: CaptionerRunConfig, vocab_size: int):
@@ -34,14 +36,9 @@ def build_model(config: CaptionerRunConfig, vocab_size: int):
 
 
 def apply_overrides(config: CaptionerRunConfig, overrides: dict[str, Any]) -> CaptionerRunConfig:
-    """`config` with nested overrides (`{"encoder": {...}, "training": {...}, ...}`) applied."""
-    data = to_dict(config)
-    for section, values in overrides.items():
-        if isinstance(values, dict) and isinstance(data.get(section), dict):
-            data[section] = {**data[section], **values}
-        else:
-            data[section] = values
-    return from_dict(CaptionerRunConfig, data)
+    """`config` with nested overrides (`{"encoder": {...}, "training": {...}, ...}`) applied
+    (`common.config.deep_merge`, the merge of `captioner train`)."""
+    return from_dict(CaptionerRunConfig, deep_merge(to_dict(config), overrides))
 
 
 def check_config(config: CaptionerRunConfig) -> None:
@@ -75,7 +72,7 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     from captioner.datasets.pipeline import build_vocabulary, make_dataset
     from captioner.encoders import fetch_pretrained_weights
     from common.text import Vocabulary
-    from common.training import RunDir, Trainer, TrainingConfig, make_strategy
+    from common.training import Trainer, TrainingConfig, make_strategy
     from common.training.distribute import is_chief
 
     check_config(config)
@@ -89,7 +86,7 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
         run.claim(resume)  # refuse a directory holding another run before writing anything
     data = config.data
     split = load_split(data.dataset, "train", data.data_dir, **data.options)
-    vocab_path = Path(run_dir) / VOCAB_FILE
+    vocab_path = run.vocab
     if resume and vocab_path.exists():
         vocab = Vocabulary.load(vocab_path)
     else:
@@ -99,7 +96,7 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     config_dict = to_dict(config)
     config_dict["training"] = to_dict(training)
     if chief:
-        save_json(Path(run_dir) / CONFIG_FILE, config_dict)
+        save_json(run.config, config_dict)
 
     build_optimizer = None
     if config.cosine_decay:
@@ -119,7 +116,7 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     if data.cache_features:
         from captioner.features import load_features
 
-        directory, private = _feature_cache(trainer, split, Path(run_dir) / FEATURES_DIR,
+        directory, private = _feature_cache(trainer, split, run.features,
                                             training.batch_size, to_dict(config.encoder), chief)
         features, missing = load_features(directory, "train")
 
@@ -189,16 +186,6 @@ def _barrier(strategy) -> None:
 
 def load_run_config(run_dir: str | os.PathLike) -> CaptionerRunConfig:
     """The `config.json` of a captioner run directory (`UserError` if it is not one)."""
-    from common.config import load_json
+    from captioner.family import FAMILY
 
-    path = Path(run_dir) / CONFIG_FILE
-    if not Path(run_dir).is_dir():
-        raise UserError(f"{run_dir}: no such run directory")
-    if not path.exists():
-        raise UserError(f"{run_dir}: not a captioner run directory (no {CONFIG_FILE})")
-    data = load_json(path)
-    if not isinstance(data, dict) or data.get("family") != "captioner":
-        raise UserError(f"{path}: not a captioner run config (family "
-                        f"{data.get('family') if isinstance(data, dict) else None!r})")
-    return from_dict(CaptionerRunConfig, data)
-
+    return FAMILY.load_config(run_dir)

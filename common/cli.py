@@ -2,6 +2,9 @@
 
 A command line here is thin: it parses arguments and calls one library function. Heavy
 imports (TensorFlow, Keras) happen inside the sub-command's handler, so `--help` is instant.
+`family_subcommands(family)` builds the sub-commands every family has (train, evaluate,
+export, serve) from its `common.family.Family`; a family's own `cli.py` adds only its own
+(caption and render, translate). Choices come from the registries (`choose`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.errors import UserError
+from common.registry import Registry
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -307,3 +311,146 @@ def serve_savedmodel(args: argparse.Namespace, kind: str, what: str, **options) 
     serve(args.export_dir, args.model_name, host=args.host, port=args.port,
           max_batch_size=args.max_batch_size, batch_timeout_ms=args.batch_timeout_ms, **options)
     return EXIT_OK
+
+
+# -- choices read from the registries -----------------------------------------------------------
+
+
+def choose(registry: Registry, help: str, metavar: str = "NAME") -> dict[str, Any]:
+    """`add_argument` keywords for a name of `registry`, whose names `help` lists where it
+    says `{names}`. The name is checked where it is used (the registry's one-line error,
+    `PROG: error: Unknown ...`), as a config file's names are; `--help` lists the
+    registry's names, so the two cannot disagree. The registry stays readable as
+    `action.type.registry`."""
+
+    def name(text: str) -> str:
+        return text
+
+    name.__name__ = registry.kind  # argparse names the type in its messages
+    name.registry = registry  # type: ignore[attr-defined]
+    return {"type": name, "metavar": metavar,
+            "help": help.format(names=", ".join(registry.names()))}
+
+
+def add_config_options(parser: argparse.ArgumentParser, family: Any) -> None:
+    """Every `train` option that sets the config: the family's, then the training ones."""
+    family.add_train_arguments(parser)
+    add_training_options(parser.add_argument_group("training (override the preset)"))
+
+
+def add_training_options(group: Any) -> None:
+    """The `train` options of `common.training.TrainingConfig`, every family's `training`."""
+    from common.config import add_config_option
+
+    def add(flag: str, **kwargs: Any) -> None:
+        field = flag[2:].replace("-", "_")
+        add_config_option(group, flag, path=f"training.{field}", **kwargs)
+
+    add("--epochs", type=positive_int)
+    add("--steps-per-epoch", type=positive_int)
+    add("--batch-size", type=positive_int)
+    add("--learning-rate", type=positive_float,
+        help="Adam's learning rate (the Transformer's peak after warm-up)")
+    add("--clip-norm", type=positive_float, help="clip the gradient to this global norm")
+    add("--seed", type=int)
+    add("--deterministic", action="store_true",
+        help="bit-identical runs for one seed (op determinism, no graph rewriting)")
+    add("--checkpoint-every", type=int, metavar="N",
+        help="also save a checkpoint every N steps (0: at epoch ends only)")
+    add("--precision", choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
+        help="mixed_float16 adds loss scaling; auto (the default): bfloat16 on GPUs of compute "
+             "capability 8+, float16 on 7.x, float32 on CPU")
+    add("--jit-compile", action=argparse.BooleanOptionalAction,
+        help="compile the training step with XLA (default: on with a GPU)")
+    add("--distribute", help="none, mirrored, multi-worker or auto")
+    add("--logical-cpus", type=int, help="split the CPU into this many devices")
+
+
+# -- the sub-commands every family has --------------------------------------------------------
+
+
+def family_main(family: Any, subcommands: Callable[[], Sequence[Subcommand]]
+                ) -> Callable[[Sequence[str] | None], int]:
+    """A family's `main(argv)`: its command line of `subcommands()`, errors as exit statuses."""
+
+    def main(argv: Sequence[str] | None = None) -> int:
+        return run_cli(build_parser(family.name, family.description, subcommands()), argv)
+
+    main.__doc__ = f"The `{family.name}` command line; returns its exit status."
+    return main
+
+
+def family_subcommands(family: Any) -> dict[str, Subcommand]:
+    """`train`, `evaluate`, `export` and `serve` of a `common.family.Family`, by name."""
+    prog = family.name
+
+    def train_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--preset", **choose(family.presets, "named settings, one of: {names}; "
+                                                   "options override it"))
+        p.add_argument("--config", metavar="FILE",
+                       help="a JSON file nested like RUN_DIR/config.json (any part of it): "
+                            "over the preset, under the options")
+        p.add_argument("--out", required=True, metavar="RUN_DIR", help="the run directory")
+        p.add_argument("--resume", action="store_true",
+                       help="continue the run in RUN_DIR from its last checkpoint (its model "
+                            "and data are kept; training options may change)")
+        p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1,
+                       help="0 silent, 1 a progress bar, 2 one line per epoch")
+        add_config_options(p, family)
+
+    def train(args: argparse.Namespace) -> int:
+        from common.runner import Runner
+
+        runner = Runner(family, args.out)
+        config = runner.make_config(args.preset, args.config, args, resume=args.resume)
+        records = runner.train(config, resume=args.resume, verbose=args.verbose)
+        summary = family.train_summary(records, args.out)
+        if summary:
+            print(summary)
+        return EXIT_OK
+
+    def evaluate(args: argparse.Namespace) -> int:
+        from common.runner import Runner
+
+        Runner(family, args.run_dir).evaluate(args)
+        return EXIT_OK
+
+    def export_arguments(p: argparse.ArgumentParser) -> None:
+        add_export_arguments(p, default_beam_size=family.export_beam_size,
+                             row_signature="serving_default", output=family.output)
+        family.add_export_arguments(p)
+        p.add_argument("--overwrite", action="store_true", help="replace an existing OUT_DIR")
+
+    def export(args: argparse.Namespace) -> int:
+        from common.runner import Runner
+
+        sizes = exported_beam_sizes(args)
+        out = Runner(family, args.run_dir).export(
+            args.out_dir, beam_sizes=sizes, default_beam_size=args.beam_size,
+            max_decode_length=args.max_decode_length, overwrite=args.overwrite,
+            **family.export_options(args))
+        print(f"Exported {out} (signatures: serving_default, {family.export_signature}; beam "
+              f"sizes: {', '.join(map(str, sizes))})")
+        return EXIT_OK
+
+    def serve_arguments(p: argparse.ArgumentParser) -> None:
+        add_serve_arguments(p, prog, model_name=family.serve_model_name,
+                            instances=family.serve_instances,
+                            max_batch_size=family.serve_max_batch_size)
+        family.add_serve_arguments(p)
+
+    def serve(args: argparse.Namespace) -> int:
+        import importlib
+
+        module = importlib.import_module(family.export_module)
+        return serve_savedmodel(args, module.KIND, module.WHAT, **family.serve_options(args))
+
+    commands = [
+        Subcommand("train", family.train_help, train_arguments, train),
+        Subcommand("evaluate", family.evaluate_help, family.add_evaluate_arguments, evaluate),
+        Subcommand("export", "export a run as a self-contained SavedModel", export_arguments,
+                   export),
+        Subcommand("serve", "serve a SavedModel over TensorFlow Serving's REST API",
+                   serve_arguments, serve),
+    ]
+    return {command.name: command for command in commands}

@@ -1,17 +1,25 @@
-"""Frozen dataclass configs, saved as JSON beside every checkpoint.
+"""Frozen dataclass configs, saved as JSON beside every checkpoint, and the one config merge.
 
 Each component (encoder, decoder, trainer, data) has a frozen dataclass config; a run
 config composes them. `to_dict` / `from_dict` round-trip nested dataclasses, so a run
 directory says exactly how it was made and can rebuild the model.
+
+Every family's run config is made the same way (`merge_config`): the dataclass defaults, then
+the preset, then `--config FILE` (JSON nested like `config.json`), then the options given on
+the command line. An option declares the config field it sets once, where it is added to the
+parser (`add_config_option(group, "--layers", path="model.transformer.num_layers")`), and
+`config_overrides(args)` turns the parsed options into nested overrides: no table per family.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
 import tempfile
 import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -86,3 +94,126 @@ def load_json(path: str | os.PathLike) -> Any:
         raise UserError(f"{path}: no such file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not valid JSON ({exc})") from None
+
+
+# -- the one config merge ----------------------------------------------------------------------
+
+# A config path: "model.transformer.num_layers", several of them, or a function of the config
+# merged so far that returns one (`--dropout` sets the chosen architecture's dropout).
+ConfigPath = str | tuple[str, ...] | Callable[[dict[str, Any]], str]
+OPTIONS_DEST = "_config_options"  # where the parsed namespace keeps the declarations
+
+
+def deep_merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `overrides` applied: nested dicts merge key by key, anything else replaces."""
+    merged = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def nested(path: str, value: Any) -> dict[str, Any]:
+    """`{"a": {"b": value}}` for the path "a.b"."""
+    tree: Any = value
+    for key in reversed(path.split(".")):
+        tree = {key: tree}
+    return tree
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigOption:
+    """A command-line option that sets config fields: its `dest`, the `path`(s) it sets, and
+    `convert`, applied to the parsed value first (`--image-size 64` -> `(64, 64)`)."""
+
+    dest: str
+    path: ConfigPath
+    convert: Callable[[Any], Any] | None = None
+
+    def overrides(self, value: Any, merged: dict[str, Any]) -> dict[str, Any]:
+        if self.convert is not None:
+            value = self.convert(value)
+        paths = self.path(merged) if callable(self.path) else self.path
+        result: dict[str, Any] = {}
+        for path in (paths,) if isinstance(paths, str) else paths:
+            result = deep_merge(result, nested(path, value))
+        return result
+
+
+def add_config_option(group: Any, *flags: str, path: ConfigPath,
+                      convert: Callable[[Any], Any] | None = None, **kwargs: Any
+                      ) -> argparse.Action:
+    """`group.add_argument(*flags, **kwargs)` for an option that sets the config at `path`.
+
+    The option's default is None (not given: the preset's or the default value stands).
+    """
+    kwargs.setdefault("default", None)
+    action = group.add_argument(*flags, **kwargs)
+    declared = group.get_default(OPTIONS_DEST) or ()
+    group.set_defaults(**{OPTIONS_DEST: (*declared, ConfigOption(action.dest, path, convert))})
+    return action
+
+
+def config_overrides(args: argparse.Namespace | Mapping[str, Any],
+                     options: tuple[ConfigOption, ...] | None = None,
+                     base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The nested overrides of the options given (not None), in the order declared.
+
+    Args:
+        args: a parsed namespace (its declarations come with it), or a mapping of option
+            names (`dest`) to values with `options` given.
+        options: the declarations; by default those `add_config_option` left in `args`.
+        base: the config merged so far, which a path function reads (with what the options
+            before it set).
+    """
+    values = dict(vars(args)) if isinstance(args, argparse.Namespace) else dict(args)
+    if options is None:
+        options = values.get(OPTIONS_DEST) or ()
+    known = {option.dest for option in options}
+    unknown = sorted(set(values) - known - {OPTIONS_DEST}) if not isinstance(
+        args, argparse.Namespace) else []
+    if unknown:
+        raise UserError(f"unknown option(s): {', '.join(unknown)}; expected some of: "
+                        f"{', '.join(sorted(known))}")
+    overrides: dict[str, Any] = {}
+    for option in options:
+        value = values.get(option.dest)
+        if value is not None:
+            merged = deep_merge(base or {}, overrides)
+            overrides = deep_merge(overrides, option.overrides(value, merged))
+    return overrides
+
+
+def check_keys(data: Any, reference: Any, where: str, prefix: str = "") -> None:
+    """Raise `UserError` naming the first key of `data` that `reference` (a config as a dict)
+    does not have. A dict that is empty in `reference` (training settings, dataset options)
+    takes any keys: what reads it checks them."""
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: expected a JSON object{f' at {prefix}' if prefix else ''}, "
+                        f"got {type(data).__name__}")
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if key not in reference:
+            raise UserError(f"{where}: unknown key {name!r}; expected one of: "
+                            f"{', '.join(prefix + k for k in reference)}")
+        if isinstance(reference[key], dict) and reference[key]:
+            check_keys(value, reference[key], where, name + ".")
+
+
+def load_config_file(path: str | os.PathLike, config_class: type) -> dict[str, Any]:
+    """`--config FILE`: a JSON object nested like `config.json`, its keys checked."""
+    data = load_json(path)
+    check_keys(data, to_dict(config_class()), str(path))
+    return data
+
+
+def merge_config(config_class: type[C], *layers: Mapping[str, Any] | None) -> C:
+    """`config_class` from its defaults with each layer of nested overrides applied in turn
+    (the preset, `--config FILE`, the options; None layers are skipped)."""
+    data = to_dict(config_class())
+    for layer in layers:
+        if layer:
+            data = deep_merge(data, layer)
+    return from_dict(config_class, data)

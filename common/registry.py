@@ -3,11 +3,18 @@
 Attention scores, encoders, datasets, architectures and presets are each kept in a
 `Registry`. The command-line `--help` and the error for a wrong name both read the same
 `names()`, so they can never disagree.
+
+A registry whose entries live in modules that import Keras is created in a light module with
+its names *declared* (`declare(name, module)`): `names()` and `in` answer without importing
+anything, `get(name)` imports the module, whose `register`/`add` then fills the entry. So the
+command lines list their choices without importing TensorFlow, and `--help` stays fast.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from common.errors import UserError
@@ -47,17 +54,36 @@ class Registry:
         return decorator
 
     def add(self, name: str, obj: Any) -> None:
-        if name in self._entries:
+        """Register `obj` as `name`; a name `declare`d before is filled, not refused."""
+        if name in self._entries and not isinstance(self._entries[name], _Declared):
             raise ValueError(f"{self.kind} {name!r} is already registered")
         self._entries[name] = obj
 
+    def declare(self, name: str, module: str) -> None:
+        """Make `name` known now; importing `module` registers its object (on first `get`)."""
+        if name in self._entries:
+            raise ValueError(f"{self.kind} {name!r} is already registered")
+        self._entries[name] = _Declared(module)
+
     def get(self, name: str) -> Any:
         try:
-            return self._entries[name]
+            entry = self._entries[name]
         except (KeyError, TypeError):
             raise UnknownNameError(
                 f"Unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}"
             ) from None
+        if isinstance(entry, _Declared):
+            importlib.import_module(entry.module)
+            entry = self._entries[name]
+            if isinstance(entry, _Declared):
+                raise RuntimeError(f"{self.kind} {name!r} is declared in {entry.module}, "
+                                   "which does not register it")
+        return entry
+
+    def declared(self) -> dict[str, str]:
+        """The names whose module is not imported yet, and that module."""
+        return {name: entry.module for name, entry in self._entries.items()
+                if isinstance(entry, _Declared)}
 
     def names(self) -> list[str]:
         return list(self._entries)
@@ -73,3 +99,10 @@ class Registry:
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {self.names()})"
+
+
+@dataclass(frozen=True)
+class _Declared:
+    """A registry entry known by name whose object the module `module` registers."""
+
+    module: str

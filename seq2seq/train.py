@@ -1,64 +1,20 @@
 """Training a translator into a run directory: configs, vocabularies, data, the common Trainer.
 
-`options_from_args` turns `seq2seq train` options into a `RunConfig` (defaults, then the
-preset, then every option given explicitly); `train(config, run_dir)` builds the vocabularies,
+`make_run_config` makes a `RunConfig` as `seq2seq train` does (defaults, then the preset,
+then every option given explicitly); `train(config, run_dir)` builds the vocabularies,
 writes `config.json` and `vocab.*.txt`, and trains with `common.training.Trainer`, reporting the
 held-out exact match after each epoch when the dataset has a validation split.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from pathlib import Path
 from typing import Any
 
-from common.config import from_dict, load_json, save_json, to_dict
+from common.config import from_dict, load_json, save_json
 from common.errors import DataError, UserError
-from seq2seq.config import SIZES_SECTION, DataConfig, ModelConfig, RunConfig
-from seq2seq.models import ARCHS
-from seq2seq.presets import get_preset
-
-# `seq2seq train` option -> (config section, field); sections: training, model, bahdanau,
-# transformer, data.
-OPTION_FIELDS = {
-    "epochs": ("training", "epochs"),
-    "steps_per_epoch": ("training", "steps_per_epoch"),
-    "batch_size": ("training", "batch_size"),
-    "learning_rate": ("training", "learning_rate"),
-    "clip_norm": ("training", "clip_norm"),
-    "seed": ("training", "seed"),
-    "deterministic": ("training", "deterministic"),
-    "checkpoint_every": ("training", "checkpoint_every"),
-    "precision": ("training", "precision"),
-    "jit_compile": ("training", "jit_compile"),
-    "distribute": ("training", "distribute"),
-    "logical_cpus": ("training", "logical_cpus"),
-    "embedding_dim": ("bahdanau", "embedding_dim"),
-    "units": ("bahdanau", "units"),
-    "cell": ("bahdanau", "cell"),
-    "score": ("bahdanau", "score"),
-    "attention_units": ("bahdanau", "attention_units"),
-    "input_feeding": ("bahdanau", "input_feeding"),
-    "local": ("bahdanau", "local"),
-    "attention_window": ("bahdanau", "attention_window"),
-    "copy": ("model", "copy"),
-    "layers": ("transformer", "num_layers"),
-    "hidden_dim": ("transformer", "hidden_dim"),
-    "heads": ("transformer", "num_heads"),
-    "head_dim": ("transformer", "head_dim"),
-    "intermediate_dim": ("transformer", "intermediate_dim"),
-    "positions": ("transformer", "positions"),
-    "max_length": ("transformer", "max_length"),
-    "tie_embeddings": ("transformer", "tie_embeddings"),
-    "warmup_steps": ("transformer", "warmup_steps"),
-    "label_smoothing": ("model", "label_smoothing"),
-    "max_decode_length": ("model", "max_decode_length"),
-    "data": ("data", "data"),
-    "reverse": ("data", "reverse"),
-    "min_count": ("data", "min_count"),
-    "max_vocab": ("data", "max_vocab"),
-}
+from seq2seq.config import DataConfig, RunConfig
 
 VALIDATION_PAIRS = 200
 
@@ -69,59 +25,17 @@ def make_run_config(
     preset: str | None = None,
     overrides: dict[str, Any] | None = None,
 ) -> RunConfig:
-    """Defaults, then `preset`'s values for `arch`, then `overrides` (`OPTION_FIELDS` names).
+    """Defaults, then `preset`'s values for `arch`, then `overrides`, keyed by the `dest` of
+    the `seq2seq train` options (`hidden_dim`, `heads`, `dropout`, `post_norm`, ...).
 
-    `dropout` and `post_norm` apply to the chosen architecture. Raises `UserError` for an
-    unknown architecture, preset or score.
+    The merge of `seq2seq train` (`common.runner.Runner.make_config`). Raises `UserError`
+    for an unknown architecture, preset, option or score.
     """
-    from common.layers import SCORES
+    from common.runner import Runner
+    from seq2seq.family import FAMILY
 
-    ARCHS.get(arch)
-    sections: dict[str, dict[str, Any]] = {
-        "training": {}, "model": {}, "bahdanau": {}, "transformer": {}, "data": {},
-    }
-    if preset is not None:
-        values = get_preset(preset).for_arch(arch)
-        model = dict(values.get("model", {}))
-        sections["bahdanau"].update(model.pop("bahdanau", {}))
-        sections["transformer"].update(model.pop("transformer", {}))
-        sections["model"].update(model)
-        sections["data"].update(values.get("data", {}))
-        sections["training"].update(values.get("training", {}))
-    for name, value in (overrides or {}).items():
-        if value is None:
-            continue
-        if name == "dropout":
-            sections[SIZES_SECTION[arch]]["dropout"] = value
-        elif name == "post_norm":
-            sections["transformer"]["norm_first"] = not value
-        else:
-            section, field = OPTION_FIELDS[name]
-            sections[section][field] = value
-    score = sections["bahdanau"].get("score", "additive")
-    SCORES.get(score)
-    model = ModelConfig(
-        arch=arch,
-        bahdanau=from_dict(ModelConfig().bahdanau.__class__, sections["bahdanau"]),
-        transformer=from_dict(ModelConfig().transformer.__class__, sections["transformer"]),
-        **sections["model"],
-    )
-    data = DataConfig(dataset=dataset, **sections["data"])
-    return RunConfig(model=model, data=data, training=_training_dict(sections["training"]),
-                     preset=preset)
-
-
-def _training_dict(values: dict[str, Any]) -> dict[str, Any]:
-    from common.training.config import TrainingConfig
-
-    return to_dict(TrainingConfig(**values))
-
-
-def options_from_args(args: argparse.Namespace) -> RunConfig:
-    """The `RunConfig` of `seq2seq train` options (see `make_run_config`)."""
-    names = list(OPTION_FIELDS) + ["dropout", "post_norm"]
-    overrides = {name: getattr(args, name, None) for name in names}
-    return make_run_config(args.arch, args.dataset, args.preset, overrides)
+    options = {**(overrides or {}), "arch": arch, "dataset": dataset}
+    return Runner(FAMILY, ".").make_config(preset, options=options)
 
 
 def _check_data(config: DataConfig) -> None:
@@ -159,13 +73,11 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
     from common.training import RunDir, Trainer, TrainingConfig, make_strategy
     from common.training.distribute import is_chief
     from seq2seq.datasets import build_vocabularies, make_dataset
-    from seq2seq.inference import SOURCE_VOCAB, TARGET_VOCAB
     from seq2seq.models import build_model, learning_rate
 
     run = RunDir(run_dir)
-    config_path = run.path / "config.json"
-    if resume and config_path.is_file():
-        saved = from_dict(RunConfig, load_json(config_path))
+    if resume and run.config.is_file():
+        saved = from_dict(RunConfig, load_json(run.config))
         config = dataclasses.replace(saved, training=config.training)
     _check_data(config.data)
     training = from_dict(TrainingConfig, config.training)
@@ -178,18 +90,18 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
     pairs = load_split(config, "train", max_length=config.data.max_length)
     if not pairs.sources:
         raise DataError(f"no training pairs in {config.data.data or config.data.dataset}")
-    if resume and (run.path / SOURCE_VOCAB).is_file():
-        source_vocab = Vocabulary.load(run.path / SOURCE_VOCAB)
-        target_vocab = Vocabulary.load(run.path / TARGET_VOCAB)
+    if resume and run.source_vocab.is_file():
+        source_vocab = Vocabulary.load(run.source_vocab)
+        target_vocab = Vocabulary.load(run.target_vocab)
     else:
         source_vocab, target_vocab = build_vocabularies(
             pairs, min_count=config.data.min_count, max_size=config.data.max_vocab
         )
         if chief:
-            source_vocab.save(run.path / SOURCE_VOCAB)
-            target_vocab.save(run.path / TARGET_VOCAB)
+            source_vocab.save(run.source_vocab)
+            target_vocab.save(run.target_vocab)
     if chief:
-        save_json(config_path, config)
+        save_json(run.config, config)
     if verbose:
         print(f"{len(pairs.sources)} training pairs ({pairs.dropped} longer than "
               f"{config.data.max_length} tokens dropped); vocabularies: "

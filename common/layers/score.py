@@ -14,10 +14,8 @@ from typing import Any
 
 import keras
 
+from common.catalog import SCORES  # noqa: F401  (declared there, registered here)
 from common.errors import UserError
-from common.registry import Registry
-
-SCORES = Registry("attention score")
 
 
 class Score(keras.layers.Layer):

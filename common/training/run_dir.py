@@ -1,6 +1,7 @@
 """The run directory: who owns it, its status file and its history.
 
-Layout written by the trainer (the families add `config.json` and `vocab*.txt`):
+Layout written by the trainer (the families add `config.json`, `vocab*.txt` and the
+captioner's `features/`; `RunDir` names every entry):
 
 ```
 RUN_DIR/checkpoints/   tf.train.CheckpointManager checkpoints
@@ -47,8 +48,19 @@ def write_failure(path: str | os.PathLike, exc: BaseException) -> RunDirError:
                        "with free space")
 
 
+class _Entry:
+    """A file or folder of the run directory: `run.config` is its path, `RunDir.config` its
+    name, so each name is written once, here."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, run: RunDir | None, owner: type) -> Any:
+        return self.name if run is None else run.path / self.name
+
+
 class RunDir:
-    """Paths and small files of one run directory.
+    """Paths and small files of one run directory; it owns every file name in it.
 
     Args:
         path: the run directory; created when missing.
@@ -56,26 +68,24 @@ class RunDir:
     Example:
     >>> run = RunDir("/tmp/example-run")            # doctest: +SKIP
     >>> run.write_status("training", epoch=0, step=0)  # doctest: +SKIP
+    >>> RunDir.config, RunDir("runs/demo").config
+    ('config.json', PosixPath('runs/demo/config.json'))
     """
+
+    # The trainer's entries (a directory holding any of them holds a run).
+    checkpoints = _Entry("checkpoints")
+    logs = _Entry("logs")
+    history = _Entry("history.jsonl")
+    status = _Entry("status.json")
+    # The families' files, written before training.
+    config = _Entry("config.json")
+    vocab = _Entry("vocab.txt")  # the captioner's words
+    source_vocab = _Entry("vocab.source.txt")  # the translators' two vocabularies
+    target_vocab = _Entry("vocab.target.txt")
+    features = _Entry("features")  # the captioner's cached encoder features
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.path / "checkpoints"
-
-    @property
-    def logs(self) -> Path:
-        return self.path / "logs"
-
-    @property
-    def history(self) -> Path:
-        return self.path / "history.jsonl"
-
-    @property
-    def status(self) -> Path:
-        return self.path / "status.json"
 
     def run_entries(self) -> list[str]:
         """The trainer's entries present in the directory (empty: it holds no run)."""

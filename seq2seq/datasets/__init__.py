@@ -47,13 +47,12 @@ Example:
 
 from __future__ import annotations
 
-from common.registry import Registry
+from seq2seq.catalog import DATASETS
 from seq2seq.datasets.dates import load_dates
 from seq2seq.datasets.pairs import PairsSplit
 from seq2seq.datasets.pipeline import build_vocabularies, make_dataset
 from seq2seq.datasets.tsv import load_tsv
 
-DATASETS = Registry("translation dataset")
 DATASETS.add("tsv", load_tsv)
 DATASETS.add("dates", load_dates)
 

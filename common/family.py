@@ -1,0 +1,128 @@
+"""`Family`: what a model family (the captioner, the translators) tells the shared code.
+
+A family implements this once, in a module that imports no Keras (so `--help` stays fast):
+its config class and presets, its datasets, its training options (each declaring the config
+field it sets), how it trains, evaluates, opens and exports a run. `common.runner.Runner`
+drives any family through these hooks, and `common.cli.family_subcommands` builds the shared
+sub-commands (train, evaluate, export, serve) from them, so a third family is one new package
+with its `Family` and no edit to the command line, export or serving code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+from common.registry import Registry
+
+
+class Family(ABC):
+    """The hooks of one model family. Heavy imports go inside the methods.
+
+    Class attributes:
+        name: the family written as `config.json`'s "family" (and the command's name).
+        description: the command line's description (`PROG --help`).
+        config_class: the frozen dataclass of a run (`RUN_DIR/config.json`); it has a
+            `training` dict of `common.training.TrainingConfig` fields.
+        presets: the registry of `train --preset` (nested overrides of `config_class`).
+        datasets: the registry of dataset names.
+        output: what the model writes ("caption", "output"), for help texts.
+        export_signature: the SavedModel's signature that takes options.
+        export_beam_size: the default beam size compiled into an export.
+        serve_model_name, serve_instances, serve_max_batch_size: `serve` defaults.
+        export_kind: `(module, kind attribute, what attribute)` of the family's export module,
+            read when serving to refuse a SavedModel of another kind.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    config_class: ClassVar[type]
+    presets: ClassVar[Registry]
+    datasets: ClassVar[Registry]
+    output: ClassVar[str]
+    export_signature: ClassVar[str]
+    export_beam_size: ClassVar[int]
+    serve_model_name: ClassVar[str]
+    serve_instances: ClassVar[str]
+    serve_max_batch_size: ClassVar[int] = 32
+    export_module: ClassVar[str]
+    train_help: ClassVar[str]
+    evaluate_help: ClassVar[str]
+
+    # -- config --------------------------------------------------------------------------
+
+    @abstractmethod
+    def add_train_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """The family's `train` options, each added with `common.config.add_config_option`."""
+
+    def preset(self, name: str | None, explicit: dict[str, Any]) -> dict[str, Any]:
+        """The nested overrides of preset `name` (None: no preset), given what the file and
+        the options set explicitly (`explicit`, nested)."""
+        return {} if name is None else copy.deepcopy(self.presets.get(name))
+
+    def check_config(self, config: Any) -> None:
+        """Raise `UserError` for names not registered and settings that do not fit."""
+        return None
+
+    def load_config(self, run_dir: str | Path) -> Any:
+        """The config of a run directory of this family (`UserError` if it is not one)."""
+        from common.config import from_dict, load_json
+        from common.errors import UserError
+        from common.training.run_dir import RunDir
+
+        run = RunDir(run_dir)
+        if not run.path.is_dir():
+            raise UserError(f"{run_dir}: no such run directory")
+        if not run.config.exists():
+            raise UserError(f"{run_dir}: not a {self.name} run directory (no {RunDir.config})")
+        data = load_json(run.config)
+        family = data.get("family") if isinstance(data, dict) else None
+        if family != self.name:
+            raise UserError(f"{run.config}: not a {self.name} run config (family {family!r})")
+        return from_dict(self.config_class, data)
+
+    # -- train, evaluate, predict, export ------------------------------------------------
+
+    @abstractmethod
+    def train(self, config: Any, run_dir: Path, resume: bool, verbose: int
+              ) -> list[dict[str, Any]]:
+        """Train `config` into `run_dir` (its data, vocabularies and metrics); the records."""
+
+    def train_summary(self, records: list[dict[str, Any]], run_dir: Path) -> str | None:
+        """A line for the user once training ends (None: nothing)."""
+        return None
+
+    @abstractmethod
+    def add_evaluate_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """The options of `evaluate RUN_DIR`."""
+
+    @abstractmethod
+    def evaluate(self, run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+        """Score a run with the family's metrics; prints them, returns the scores."""
+
+    @abstractmethod
+    def open_model(self, path: str | Path) -> Any:
+        """A model to predict with: a run directory or an exported SavedModel."""
+
+    @abstractmethod
+    def predict(self, model: Any, inputs: list[Any], **options: Any) -> list[Any]:
+        """The family's outputs for `inputs` (image paths, sentences)."""
+
+    def add_export_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Export options of the family's own (after the shared ones)."""
+        return None
+
+    def export_options(self, args: argparse.Namespace) -> dict[str, Any]:
+        """The keyword arguments of `export_run` from the family's own export options."""
+        return {}
+
+    def add_serve_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Serve options of the family's own (after the shared ones)."""
+        return None
+
+    def serve_options(self, args: argparse.Namespace) -> dict[str, Any]:
+        """The keyword arguments of `common.cli.serve_savedmodel` from them."""
+        return {}

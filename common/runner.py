@@ -1,0 +1,109 @@
+"""`Runner(family, run_dir)`: train, evaluate, predict and export one run of any family.
+
+The run directory (`common.training.RunDir`) owns its files; the config of a new run is made
+once for every family (`make_config`: defaults, preset, `--config FILE`, options), and a resumed
+run keeps its model and data: only its training settings may change.
+(OpenNMT-tf's `Runner` is the model.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from common.config import (
+    config_overrides,
+    deep_merge,
+    from_dict,
+    load_config_file,
+    merge_config,
+    to_dict,
+)
+from common.family import Family
+from common.training.run_dir import RunDir
+
+
+class Runner:
+    """One run directory of `family`.
+
+    Example:
+    >>> from seq2seq.family import FAMILY                            # doctest: +SKIP
+    >>> runner = Runner(FAMILY, "runs/dates")                        # doctest: +SKIP
+    >>> config = runner.make_config("tiny", options={"arch": "transformer",
+    ...                                               "dataset": "dates"})  # doctest: +SKIP
+    >>> runner.train(config)                                          # doctest: +SKIP
+    """
+
+    def __init__(self, family: Family, run_dir: str | os.PathLike):
+        self.family = family
+        self.run = RunDir(run_dir)
+
+    def make_config(self, preset: str | None = None, config_file: str | None = None,
+                    options: argparse.Namespace | Mapping[str, Any] | None = None,
+                    resume: bool = False) -> Any:
+        """The run's config: defaults <- preset <- `config_file` <- `options`.
+
+        `options` is the parsed command line (its `add_config_option` declarations come with
+        it) or a mapping of option names to values for a family's declarations. With `resume`
+        and a `config.json` in the run directory, that config is kept and only the training
+        settings of the file and the options apply.
+        """
+        family = self.family
+        file = load_config_file(config_file, family.config_class) if config_file else {}
+        declared = _declarations(family, options)
+        defaults = to_dict(family.config_class())
+        explicit = deep_merge(file, config_overrides(options or {}, declared,
+                                                     deep_merge(defaults, file)))
+        if resume and self.run.config.is_file():
+            saved = family.load_config(self.run.path)
+            config = merge_config(family.config_class, to_dict(saved),
+                                  {"training": explicit.get("training", {})})
+        else:
+            layer = family.preset(preset, explicit)
+            base = deep_merge(deep_merge(defaults, layer), file)
+            flags = config_overrides(options or {}, declared, base)
+            config = merge_config(family.config_class, layer, file, flags)
+        return self._checked(config)
+
+    def _checked(self, config: Any) -> Any:
+        """`config` with its training settings complete (`TrainingConfig` checks them)."""
+        from common.training.config import TrainingConfig
+
+        training = to_dict(from_dict(TrainingConfig, config.training))
+        config = dataclasses.replace(config, training=training)
+        self.family.check_config(config)
+        return config
+
+    def train(self, config: Any, resume: bool = False, verbose: int = 1
+              ) -> list[dict[str, Any]]:
+        return self.family.train(config, self.run.path, resume=resume, verbose=verbose)
+
+    def evaluate(self, args: argparse.Namespace) -> dict[str, Any]:
+        return self.family.evaluate(self.run.path, args)
+
+    def predict(self, inputs: list[Any], **options: Any) -> list[Any]:
+        """Predict with the run directory (or a SavedModel at its path)."""
+        return self.family.predict(self.family.open_model(self.run.path), inputs, **options)
+
+    def export(self, out_dir: str | os.PathLike, **options: Any) -> Path:
+        """Write a self-contained SavedModel of the run (`export_run` of the family)."""
+        import importlib
+
+        module = importlib.import_module(self.family.export_module)
+        return module.export_run(self.run.path, out_dir, **options)
+
+
+def _declarations(family: Family, options: Any) -> tuple | None:
+    """The option declarations: those of a parsed namespace, or the family's own."""
+    if isinstance(options, argparse.Namespace):
+        return None
+    from common.cli import SubcommandParser, add_config_options
+    from common.config import OPTIONS_DEST
+
+    parser = SubcommandParser(add_help=False)
+    add_config_options(parser, family)
+    return parser.get_default(OPTIONS_DEST) or ()

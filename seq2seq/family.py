@@ -1,0 +1,183 @@
+"""The translators as a `common.family.Family`: options, presets, training and metrics.
+
+Keras-free to import (the command line reads it to build `--help`); the hooks import the
+models, data and metrics when they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from common.catalog import SCORES
+from common.cli import choose, non_negative_float, positive_int
+from common.config import add_config_option
+from common.family import Family
+from seq2seq.catalog import DATASETS
+from seq2seq.config import CELLS, LOCAL_MODES, POSITIONS, SIZES_SECTION, RunConfig
+from seq2seq.models import ARCHS
+from seq2seq.presets import PRESETS, get_preset
+
+
+def _dropout_path(config: dict[str, Any]) -> str:
+    """`--dropout` sets the dropout of the chosen architecture's sizes."""
+    return f"model.{SIZES_SECTION[config['model']['arch']]}.dropout"
+
+
+def add_decode_arguments(p: argparse.ArgumentParser) -> None:
+    """The decoding options of `evaluate` and `translate`."""
+    p.add_argument("--beam-size", type=positive_int, default=1)
+    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--max-decode-length", type=positive_int,
+                   help="longest output (default: the run's)")
+    add_attention_arguments(p)
+
+
+def add_attention_arguments(p: argparse.ArgumentParser) -> None:
+    """Which Transformer cross-attention is returned (`translate`, `evaluate`, `export`)."""
+    p.add_argument("--attention-layer", type=int, default=-1,
+                   help="transformer: the decoder layer whose cross-attention is returned")
+    p.add_argument("--attention-head", type=int,
+                   help="transformer: the head returned (default: the average of the heads)")
+
+
+class TranslatorFamily(Family):
+    name = "seq2seq"
+    description = """\
+Attention translators: Bahdanau (RNNsearch) and the Transformer, and the encoder-decoder
+without attention (seq2seq-noattn) to compare them with.
+
+Typical use:
+  seq2seq train --dataset dates --arch transformer --preset dates-demo --out runs/dates
+  seq2seq evaluate runs/dates --dataset dates
+  seq2seq translate runs/dates "25th of November 2026"
+  seq2seq translate runs/dates "Nov 3, 1999" --plot nov3.png --html dates.html
+  seq2seq export runs/dates export/dates
+  seq2seq serve export/dates --model-name dates
+"""
+    config_class = RunConfig
+    presets = PRESETS
+    datasets = DATASETS
+    output = "output"
+    export_signature = "translate_with_options"
+    export_beam_size = 1
+    export_module = "seq2seq.export"
+    serve_model_name = "translator"
+    serve_instances = "sentences"
+    train_help = "train a translator into a run directory"
+    evaluate_help = "score a trained run with sacreBLEU, chrF and exact match"
+
+    def add_train_arguments(self, p: argparse.ArgumentParser) -> None:
+        add = add_config_option
+        add(p, "--dataset", path="data.dataset", required=True, **choose(DATASETS,
+            "one of: {names}"))
+        add(p, "--data", path="data.data", help="training TSV (source<TAB>target), for "
+            "--dataset tsv")
+        add(p, "--reverse", path="data.reverse", action="store_true",
+            help="translate the second column into the first")
+        add(p, "--min-count", path="data.min_count", type=positive_int,
+            help="the fewest occurrences that put a token in a vocabulary")
+        add(p, "--max-vocab", path="data.max_vocab", type=positive_int,
+            help="the largest vocabulary per side")
+        add(p, "--arch", path="model.arch", required=True, **choose(ARCHS,
+            "one of: {names}"))
+
+        g = p.add_argument_group("model sizes (override the preset)")
+        add(g, "--embedding-dim", path="model.bahdanau.embedding_dim", type=positive_int,
+            help="bahdanau")
+        add(g, "--units", path="model.bahdanau.units", type=positive_int,
+            help="bahdanau: recurrent units")
+        add(g, "--cell", path="model.bahdanau.cell", choices=CELLS, help="bahdanau")
+        add(g, "--score", path="model.bahdanau.score", **choose(SCORES,
+            "bahdanau attention score: {names}"))
+        add(g, "--attention-units", path="model.bahdanau.attention_units", type=positive_int,
+            help="bahdanau additive score size")
+        add(g, "--input-feeding", path="model.bahdanau.input_feeding", action="store_true",
+            help="bahdanau")
+        add(g, "--local", path="model.bahdanau.local", choices=LOCAL_MODES,
+            help="bahdanau: Luong's local attention, monotonic (local-m) or predictive "
+                 "(local-p, with the Gaussian term); default global")
+        add(g, "--attention-window", path="model.bahdanau.attention_window", type=positive_int,
+            metavar="D", help="bahdanau --local: the window's half-width (2D+1 positions; "
+            "default 5)")
+        add(g, "--copy", path="model.copy", action="store_true",
+            help="bahdanau, transformer: a pointer-generator that copies source words (names "
+                 "outside the target vocabulary come through)")
+        for flag, field, what in (("--layers", "num_layers", "layers"),
+                                  ("--hidden-dim", "hidden_dim", "width"),
+                                  ("--heads", "num_heads", "heads"),
+                                  ("--head-dim", "head_dim", "head size (default: width / heads)"),
+                                  ("--intermediate-dim", "intermediate_dim", "feed-forward")):
+            add(g, flag, path=f"model.transformer.{field}", type=positive_int,
+                help=f"transformer {what}")
+        add(g, "--positions", path="model.transformer.positions", choices=POSITIONS,
+            help="transformer positions")
+        add(g, "--max-length", path="model.transformer.max_length", type=positive_int,
+            help="transformer longest sequence")
+        add(g, "--post-norm", path="model.transformer.norm_first", convert=lambda on: not on,
+            action="store_true", help="transformer: post-layer-norm (default pre)")
+        add(g, "--tie-embeddings", path="model.transformer.tie_embeddings",
+            action="store_true", help="transformer")
+        add(g, "--warmup-steps", path="model.transformer.warmup_steps", type=positive_int,
+            help="transformer warm-up")
+        add(g, "--dropout", path=_dropout_path, type=non_negative_float)
+        add(g, "--label-smoothing", path="model.label_smoothing", type=non_negative_float)
+        add(g, "--max-decode-length", path="model.max_decode_length", type=positive_int)
+
+    def preset(self, name: str | None, explicit: dict[str, Any]) -> dict[str, Any]:
+        """The preset's values for the architecture chosen, and its name (`preset`)."""
+        if name is None:
+            return {}
+        arch = explicit.get("model", {}).get("arch", RunConfig().model.arch)
+        return {**get_preset(name).for_arch(arch), "preset": name}
+
+    def check_config(self, config: RunConfig) -> None:
+        ARCHS.get(config.model.arch)
+        SCORES.get(config.model.bahdanau.score)
+
+    def train(self, config, run_dir: Path, resume: bool, verbose: int):
+        from seq2seq.train import train
+
+        return train(config, run_dir, resume=resume, verbose=verbose)
+
+    def add_evaluate_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("run_dir", metavar="RUN_DIR")
+        source = p.add_mutually_exclusive_group(required=True)
+        source.add_argument("--data", help="a TSV of source<TAB>reference pairs")
+        source.add_argument("--dataset", choices=("dates",), help="the held-out dates split")
+        add_decode_arguments(p)
+        p.add_argument("--limit", type=positive_int, help="score only the first N pairs")
+        p.add_argument("--json", metavar="OUT", help="also write the scores to this JSON file")
+
+    def evaluate(self, run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+        from seq2seq.evaluate import evaluate
+
+        scores = evaluate(args.run_dir, data=args.data, dataset=args.dataset,
+                          beam_size=args.beam_size, batch_size=args.batch_size,
+                          max_length=args.max_decode_length, limit=args.limit,
+                          json_path=args.json, attention_layer=args.attention_layer,
+                          attention_head=args.attention_head)
+        width = max(len(k) for k in scores)
+        for name, value in scores.items():
+            shown = f"{value:.2f}" if isinstance(value, float) else value
+            print(f"{name:<{width}}  {shown}")
+        return scores
+
+    def open_model(self, path):
+        from seq2seq.cli import _load_translator  # run directory or SavedModel
+
+        return _load_translator(argparse.Namespace(run_dir=str(path), attention_layer=-1,
+                                                   attention_head=None))
+
+    def predict(self, model, inputs, **options):
+        return model.translate(list(inputs), **options)
+
+    def add_export_arguments(self, p: argparse.ArgumentParser) -> None:
+        add_attention_arguments(p)
+
+    def export_options(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {"attention_layer": args.attention_layer, "attention_head": args.attention_head}
+
+
+FAMILY = TranslatorFamily()
