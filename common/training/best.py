@@ -23,8 +23,9 @@ from typing import Any
 
 from common.config import load_json, save_json
 from common.errors import UserError
+from common.training.run_dir import RunDir
 
-BEST_DIR = "best"
+BEST_DIR = RunDir.best
 BEST_FILE = "best.json"
 MODES = ("max", "min")
 

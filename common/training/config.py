@@ -47,7 +47,9 @@ class TrainingConfig:
             float16 on older GPUs (7.x), float32 on CPU (see `resolve_auto`).
         best_metric: keep the weights of the best validation by this metric (a name the
             family's validation reports, e.g. "bleu") in `RUN_DIR/best/`, apart from the
-            rotation of `keep_checkpoints` (see `common.training.best`); None: no best kept.
+            rotation of `keep_checkpoints` (see `common.training.best`); "auto": the first
+            number the validation reports (the family's headline metric), when the run
+            validates; None: no best kept.
         best_mode: "max" (higher is better) or "min".
         early_stopping: stop after this many validations without a new best (0: never).
 
@@ -70,7 +72,7 @@ class TrainingConfig:
     distribute: str = "none"
     logical_cpus: int = 0
     precision: str = "auto"
-    best_metric: str | None = None
+    best_metric: str | None = "auto"
     best_mode: str = "max"
     early_stopping: int = 0
 

@@ -5,13 +5,14 @@ captioner's `features/`; `RunDir` names every entry):
 
 ```
 RUN_DIR/checkpoints/   tf.train.CheckpointManager checkpoints
+RUN_DIR/best/          the best checkpoint by validation and best.json (`common.training.best`)
 RUN_DIR/logs/          TensorBoard event files
 RUN_DIR/history.jsonl  one JSON object per line: {"kind": "step" | "epoch", "epoch", "step", ...}
 RUN_DIR/status.json    {"state": "training" | "finished" | "failed", "epoch", "step", ...}
 ```
 
 A directory "holds a run" when it has any of the trainer's entries (a non-empty
-`checkpoints/` or `logs/`, `history.jsonl`, `status.json`). Starting a new run there without
+`checkpoints/`, `best/` or `logs/`, `history.jsonl`, `status.json`). Starting a new run there without
 `resume` is refused, so nobody's run is overwritten; the families' own files (`config.json`,
 vocabularies) written just before training do not count.
 
@@ -77,6 +78,7 @@ class RunDir:
     logs = _Entry("logs")
     history = _Entry("history.jsonl")
     status = _Entry("status.json")
+    best = _Entry("best")  # the best checkpoint by validation (`common.training.best`)
     # The families' files, written before training.
     config = _Entry("config.json")
     vocab = _Entry("vocab.txt")  # the captioner's words
@@ -90,7 +92,7 @@ class RunDir:
     def run_entries(self) -> list[str]:
         """The trainer's entries present in the directory (empty: it holds no run)."""
         found = []
-        for entry in (self.checkpoints, self.logs):
+        for entry in (self.checkpoints, self.logs, self.best):
             if entry.is_dir() and any(entry.iterdir()):
                 found.append(entry.name + "/")
         for entry in (self.history, self.status):

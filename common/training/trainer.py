@@ -60,7 +60,7 @@ import numpy as np
 import tensorflow as tf
 
 from common.errors import UserError
-from common.training.best import BestCheckpoint
+from common.training.best import BestCheckpoint, best_record
 from common.training.checkpoints import (
     CheckpointKeeper,
     TrainingState,
@@ -165,9 +165,7 @@ class Trainer:
                 f"{type(self.model).__name__} has no loss_terms(batch, training) method"
             )
         self.state = TrainingState()
-        self.best = (BestCheckpoint(run_dir, config.best_metric, config.best_mode,
-                                    config.early_stopping, self.chief)
-                     if config.best_metric else None)
+        self.best: BestCheckpoint | None = None  # made by `fit` (see `_track_best`)
         self._keeper: CheckpointKeeper | None = None
         self._step_fn = None
         self._pass_steps: int | None = None  # steps of one pass, for the progress bar
@@ -248,9 +246,16 @@ class Trainer:
                 put back to the last good checkpoint, and nothing bad is saved.
             RunDirError: a checkpoint or log file could not be written.
         """
-        if self.best is not None and validate is None:
-            raise UserError(f"best_metric {self.config.best_metric!r} needs a validation "
-                            "function; this training has none")
+        metric = self.config.best_metric
+        if metric not in (None, "auto"):
+            if validate is None:
+                raise UserError(f"best_metric {metric!r} needs a validation function; this "
+                                "training has none")
+            self._track_best(metric)
+        elif metric == "auto" and validate is not None:
+            record = best_record(self.run_dir.path)
+            if record is not None:  # a resumed run keeps the metric it started with
+                self._track_best(record["metric"])
         if self.chief:
             self.run_dir.claim(resume)
         self.build(make_dataset)
@@ -283,7 +288,7 @@ class Trainer:
                     if self._stops_early(epoch):
                         if verbose:
                             print(f"Early stopping after epoch {epoch + 1}: no better "
-                                  f"{self.config.best_metric} for {self.config.early_stopping} "
+                                  f"{self.best.metric} for {self.config.early_stopping} "
                                   f"validations (best {self.best.record['value']:.4g} at epoch "
                                   f"{self.best.record['epoch'] + 1})", flush=True)
                         break
@@ -353,6 +358,8 @@ class Trainer:
             for name, value in metrics.items():
                 record[f"val_{name}"] = float(value)
             self._log_samples({k: v for k, v in results.items() if k not in metrics}, step)
+            if self.best is None and self.config.best_metric == "auto" and metrics:
+                self._track_best(next(iter(metrics)))
             if self.best is not None:
                 self.best.update(self.model, metrics, epoch, step)
                 record["best_epoch"] = self.best.record["epoch"] if self.best.record else None
@@ -363,6 +370,11 @@ class Trainer:
         return record
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _track_best(self, metric: str) -> None:
+        """Keep the best checkpoint by `metric` from now on (`common.training.best`)."""
+        self.best = BestCheckpoint(self.run_dir.path, metric, self.config.best_mode,
+                                   self.config.early_stopping, self.chief)
 
     def _stops_early(self, epoch: int) -> bool:
         """Whether early stopping ends the run after `epoch` (done; -1 before the first)."""

@@ -63,6 +63,24 @@ def test_best_and_patience_survive_a_resume(run_dir):
     assert again == []
 
 
+def test_auto_keeps_the_best_by_the_first_number_the_validation_reports(tmp_path):
+    config = TrainingConfig(epochs=3, batch_size=16)  # best_metric "auto"
+
+    def validate(model, epoch):
+        return {"bleu": [1.0, 5.0, 2.0][epoch], "chrf": 90.0 - epoch}
+
+    Trainer(tmp_path / "a", config, TinyRegressor).fit(dataset_maker(16), validate=validate,
+                                                        verbose=0)
+    assert (best_record(tmp_path / "a")["metric"], best_record(tmp_path / "a")["epoch"]) == (
+        "bleu", 1)
+    # Without a validation, or with best_metric None, nothing is kept.
+    Trainer(tmp_path / "b", config, TinyRegressor).fit(dataset_maker(16), verbose=0)
+    none = TrainingConfig(epochs=3, batch_size=16, best_metric=None)
+    Trainer(tmp_path / "c", none, TinyRegressor).fit(dataset_maker(16), validate=validate,
+                                                      verbose=0)
+    assert best_record(tmp_path / "b") is None and best_record(tmp_path / "c") is None
+
+
 def test_min_mode_keeps_the_smallest_and_nan_is_never_best(run_dir):
     _train(run_dir, [5.0, 2.0, math.nan, 4.0], epochs=4, best_mode="min")
     assert (best_record(run_dir)["value"], best_record(run_dir)["epoch"]) == (2.0, 1)
@@ -76,7 +94,7 @@ def test_a_metric_the_validation_does_not_report_is_a_user_error(run_dir):
     with pytest.raises(UserError, match="needs a validation"):
         Trainer(run_dir / "b", config, TinyRegressor).fit(dataset_maker(16), verbose=0)
     with pytest.raises(UserError, match="early_stopping needs best_metric"):
-        TrainingConfig(early_stopping=2)
+        TrainingConfig(early_stopping=2, best_metric=None)
 
 
 def test_resolve_checkpoint_names_best_last_a_step_or_a_path(run_dir):
