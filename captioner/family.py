@@ -27,6 +27,7 @@ from common.cli import choose, non_negative_float, positive_int
 from common.config import add_config_option
 from common.errors import UserError
 from common.family import Family
+from common.training.run_dir import RunDir
 
 
 def _key_value(text: str) -> tuple[str, Any]:
@@ -68,6 +69,7 @@ def warn_unfinished(run) -> dict[str, Any]:
 
 class CaptionerFamily(Family):
     name = "captioner"
+    vocabularies = (RunDir.vocab,)
     description = """\
 Show, Attend and Tell image captioning (Xu et al. 2015) with soft or hard attention.
 
@@ -143,10 +145,10 @@ Typical use:
             return {}
         return get_preset(name, dataset)
 
-    def train(self, config, run_dir: Path, resume: bool, verbose: int):
+    def train(self, config, run_dir: Path, resume: bool, verbose: int, init_from=None):
         from captioner.train import train
 
-        return train(config, run_dir, resume=resume, verbose=verbose)
+        return train(config, run_dir, resume=resume, verbose=verbose, init_from=init_from)
 
     def train_summary(self, records, run_dir) -> str | None:
         if not records:

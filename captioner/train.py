@@ -59,8 +59,10 @@ def check_config(config: CaptionerRunConfig) -> None:
 
 
 def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool = False,
-          verbose: int = 1) -> list[dict[str, Any]]:
+          verbose: int = 1, init_from: Any = None) -> list[dict[str, Any]]:
     """Train `config` into `run_dir`; returns the trainer's epoch records.
+
+    `init_from`: a `common.runner.WarmStart` (another run's weights to start from).
 
     Raises:
         UserError: a bad name or setting, a missing data directory, pretrained weights that
@@ -93,6 +95,8 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
         vocab = build_vocabulary(split, min_count=data.min_count)
         if chief:
             vocab.save(vocab_path)
+    if init_from is not None:
+        init_from.check_vocabulary(RunDir.vocab, vocab.tokens)
     config_dict = to_dict(config)
     config_dict["training"] = to_dict(training)
     if chief:
@@ -138,7 +142,8 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
         return dataset
 
     try:
-        return trainer.fit(make_epoch_dataset, resume=resume, verbose=verbose)
+        return trainer.fit(make_epoch_dataset, resume=resume, verbose=verbose,
+                           init_from=init_from.checkpoint if init_from else None)
     finally:
         if private is not None:
             shutil.rmtree(private, ignore_errors=True)

@@ -362,6 +362,15 @@ def add_training_options(group: Any) -> None:
              "capability 8+, float16 on 7.x, float32 on CPU")
     add("--jit-compile", action=argparse.BooleanOptionalAction,
         help="compile the training step with XLA (default: on with a GPU)")
+    add("--keep-checkpoints", type=positive_int, metavar="N",
+        help="how many of the latest checkpoints to keep (the best one is kept apart)")
+    add("--best-metric", metavar="NAME",
+        help="keep the checkpoint of the best validation by this metric in RUN_DIR/best/ "
+             "(translators: bleu, chrf, exact_match; captioner: cider, bleu_4); auto (the "
+             "default): the family's first, none: keep no best")
+    add("--best-mode", choices=("max", "min"), help="whether higher or lower is better")
+    add("--early-stopping", type=int, metavar="PATIENCE",
+        help="stop after PATIENCE validations without a better --best-metric (0: never)")
     add("--distribute", help="none, mirrored, multi-worker or auto")
     add("--logical-cpus", type=int, help="split the CPU into this many devices")
 
@@ -396,6 +405,10 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
                             "and data are kept; training options may change)")
         p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1,
                        help="0 silent, 1 a progress bar, 2 one line per epoch")
+        p.add_argument("--init-from", metavar="RUN_DIR[:CHECKPOINT]",
+                       help="start from another run's weights (its best checkpoint, else its "
+                            "last; CHECKPOINT: best, last or a number); the vocabularies must "
+                            "be the same")
         add_config_options(p, family)
 
     def train(args: argparse.Namespace) -> int:
@@ -403,7 +416,8 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
 
         runner = Runner(family, args.out)
         config = runner.make_config(args.preset, args.config, args, resume=args.resume)
-        records = runner.train(config, resume=args.resume, verbose=args.verbose)
+        records = runner.train(config, resume=args.resume, verbose=args.verbose,
+                               init_from=args.init_from)
         summary = family.train_summary(records, args.out)
         if summary:
             print(summary)

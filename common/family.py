@@ -25,6 +25,7 @@ class Family(ABC):
     Class attributes:
         name: the family written as `config.json`'s "family" (and the command's name).
         description: the command line's description (`PROG --help`).
+        vocabularies: the `RunDir` names of its vocabulary files (`--init-from` compares them).
         config_class: the frozen dataclass of a run (`RUN_DIR/config.json`); it has a
             `training` dict of `common.training.TrainingConfig` fields.
         presets: the registry of `train --preset` (nested overrides of `config_class`).
@@ -39,6 +40,7 @@ class Family(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str]
+    vocabularies: ClassVar[tuple[str, ...]] = ()
     config_class: ClassVar[type]
     presets: ClassVar[Registry]
     datasets: ClassVar[Registry]
@@ -87,9 +89,13 @@ class Family(ABC):
     # -- train, evaluate, predict, export ------------------------------------------------
 
     @abstractmethod
-    def train(self, config: Any, run_dir: Path, resume: bool, verbose: int
-              ) -> list[dict[str, Any]]:
-        """Train `config` into `run_dir` (its data, vocabularies and metrics); the records."""
+    def train(self, config: Any, run_dir: Path, resume: bool, verbose: int,
+              init_from: Any = None) -> list[dict[str, Any]]:
+        """Train `config` into `run_dir` (its data, vocabularies and metrics); the records.
+
+        `init_from` is a `common.runner.WarmStart` or None: once the run's vocabularies are
+        made, call its `check_vocabulary(name, tokens)` for each, and give its `checkpoint`
+        to `Trainer.fit(init_from=...)`."""
 
     def train_summary(self, records: list[dict[str, Any]], run_dir: Path) -> str | None:
         """A line for the user once training ends (None: nothing)."""

@@ -78,9 +78,13 @@ class Runner:
         self.family.check_config(config)
         return config
 
-    def train(self, config: Any, resume: bool = False, verbose: int = 1
-              ) -> list[dict[str, Any]]:
-        return self.family.train(config, self.run.path, resume=resume, verbose=verbose)
+    def train(self, config: Any, resume: bool = False, verbose: int = 1,
+              init_from: str | None = None) -> list[dict[str, Any]]:
+        """Train `config` into the run directory; `init_from` "RUN_DIR[:CHECKPOINT]" starts
+        from another run's weights (see `WarmStart`)."""
+        warm = WarmStart.parse(init_from, self.family) if init_from else None
+        return self.family.train(config, self.run.path, resume=resume, verbose=verbose,
+                                 init_from=warm)
 
     def evaluate(self, args: argparse.Namespace) -> dict[str, Any]:
         return self.family.evaluate(self.run.path, args)
@@ -95,6 +99,61 @@ class Runner:
 
         module = importlib.import_module(self.family.export_module)
         return module.export_run(self.run.path, out_dir, **options)
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmStart:
+    """Another run's checkpoint to start a new run from (`train --init-from`).
+
+    Args:
+        run_dir: the run the weights come from.
+        checkpoint: its checkpoint (`common.training.checkpoints.resolve_checkpoint`).
+        vocabularies: the family's vocabulary file names, which must be the same in both runs.
+    """
+
+    run_dir: Path
+    checkpoint: str
+    vocabularies: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, spec: str, family: Family) -> WarmStart:
+        """`RUN_DIR` or `RUN_DIR:CHECKPOINT` (best, last, a number or a path)."""
+        from common.errors import UserError
+        from common.training.checkpoints import resolve_checkpoint
+
+        path, sep, which = spec.rpartition(":")
+        if not sep or not path or not Path(path).is_dir():
+            path, which = spec, None
+        run = RunDir(path)
+        if not run.config.is_file():
+            raise UserError(f"--init-from {spec}: {path} is not a run directory (no "
+                            f"{RunDir.config})")
+        family.load_config(run.path)  # the same family, readable
+        return cls(run.path, resolve_checkpoint(run.path, which), family.vocabularies)
+
+    def check_vocabulary(self, name: str, tokens: list[str]) -> None:
+        """Raise a one-line `UserError` unless the new run's vocabulary `name` (one of
+        `vocabularies`) holds the same `tokens` as the run the weights come from."""
+        from common.errors import UserError
+
+        theirs = _lines(self.run_dir / name)
+        if tokens == theirs:
+            return
+        where = next((i for i, (a, b) in enumerate(zip(tokens, theirs)) if a != b),
+                     min(len(tokens), len(theirs)))
+        raise UserError(
+            f"--init-from {self.run_dir}: its {name} differs from this run's ({len(theirs)} vs "
+            f"{len(tokens)} tokens; first difference at id {where}: {_token(tokens, where)} "
+            f"here, {_token(theirs, where)} there); expected the same vocabulary (same data "
+            "and vocabulary options)")
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+
+
+def _token(tokens: list[str], index: int) -> str:
+    return repr(tokens[index]) if index < len(tokens) else "none"
 
 
 def _declarations(family: Family, options: Any) -> tuple | None:

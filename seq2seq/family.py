@@ -14,6 +14,7 @@ from common.catalog import SCORES
 from common.cli import choose, non_negative_float, positive_int
 from common.config import add_config_option
 from common.family import Family
+from common.training.run_dir import RunDir
 from seq2seq.catalog import DATASETS
 from seq2seq.config import CELLS, LOCAL_MODES, POSITIONS, SIZES_SECTION, RunConfig
 from seq2seq.models import ARCHS
@@ -44,6 +45,7 @@ def add_attention_arguments(p: argparse.ArgumentParser) -> None:
 
 class TranslatorFamily(Family):
     name = "seq2seq"
+    vocabularies = (RunDir.source_vocab, RunDir.target_vocab)
     description = """\
 Attention translators: Bahdanau (RNNsearch) and the Transformer, and the encoder-decoder
 without attention (seq2seq-noattn) to compare them with.
@@ -136,10 +138,10 @@ Typical use:
         ARCHS.get(config.model.arch)
         SCORES.get(config.model.bahdanau.score)
 
-    def train(self, config, run_dir: Path, resume: bool, verbose: int):
+    def train(self, config, run_dir: Path, resume: bool, verbose: int, init_from=None):
         from seq2seq.train import train
 
-        return train(config, run_dir, resume=resume, verbose=verbose)
+        return train(config, run_dir, resume=resume, verbose=verbose, init_from=init_from)
 
     def add_evaluate_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("run_dir", metavar="RUN_DIR")

@@ -60,8 +60,10 @@ def load_split(config: RunConfig, split: str, max_length: int | None = None,
 
 
 def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
-          verbose: int = 1) -> list[dict[str, Any]]:
+          verbose: int = 1, init_from: Any = None) -> list[dict[str, Any]]:
     """Trains `config` into `run_dir`; returns the Trainer's epoch records.
+
+    `init_from`: a `common.runner.WarmStart` (another run's weights to start from).
 
     With `resume`, the model and data configs and the vocabularies of the run directory are
     kept (only the training options come from `config`), and training continues from the
@@ -100,6 +102,9 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
         if chief:
             source_vocab.save(run.source_vocab)
             target_vocab.save(run.target_vocab)
+    if init_from is not None:
+        init_from.check_vocabulary(RunDir.source_vocab, source_vocab.tokens)
+        init_from.check_vocabulary(RunDir.target_vocab, target_vocab.tokens)
     if chief:
         save_json(run.config, config)
     if verbose:
@@ -127,7 +132,8 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
         build_optimizer=build_optimizer, strategy=strategy,
     )
     validate = _make_validate(config, source_vocab, target_vocab, verbose)
-    return trainer.fit(make, resume=resume, validate=validate, verbose=verbose)
+    return trainer.fit(make, resume=resume, validate=validate, verbose=verbose,
+                       init_from=init_from.checkpoint if init_from else None)
 
 
 def _make_validate(config: RunConfig, source_vocab: Any, target_vocab: Any, verbose: int):

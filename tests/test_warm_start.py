@@ -1,0 +1,56 @@
+"""`train --init-from RUN_DIR[:CHECKPOINT]`: a new run starts from another run's weights."""
+
+import json
+
+import pytest
+
+from captioner.cli import main as captioner_main
+from seq2seq.cli import main as seq2seq_main
+
+TINY = ["train", "--dataset", "dates", "--arch", "transformer", "--preset", "tiny",
+        "--verbose", "0"]
+
+
+@pytest.fixture(scope="module")
+def source_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "source"
+    assert seq2seq_main([*TINY, "--out", str(out)]) == 0
+    return out
+
+
+def _epochs(run_dir):
+    records = [json.loads(line) for line in (run_dir / "history.jsonl").open()]
+    return [r for r in records if r["kind"] == "epoch"]
+
+
+@pytest.mark.slow
+def test_a_warm_start_trains_on_from_the_other_runs_weights(source_run, tmp_path, capsys):
+    warm = tmp_path / "warm"
+    assert seq2seq_main([*TINY, "--out", str(warm), "--init-from", f"{source_run}:last",
+                         "--verbose", "1"]) == 0
+    assert f"Starting from the weights of {source_run}/checkpoints/ckpt-" in capsys.readouterr().out
+    # Its first epoch's loss is the source's last loss, not a fresh model's first.
+    cold = tmp_path / "cold"
+    assert seq2seq_main([*TINY, "--out", str(cold)]) == 0
+    assert _epochs(warm)[0]["loss"] < _epochs(cold)[0]["loss"]
+    assert _epochs(warm)[0]["step"] == _epochs(cold)[0]["step"]  # the position starts afresh
+
+
+@pytest.mark.slow
+def test_other_vocabularies_or_a_missing_checkpoint_are_one_line(source_run, tmp_path, capsys):
+    status = seq2seq_main([*TINY, "--out", str(tmp_path / "a"), "--max-vocab", "20",
+                           "--init-from", str(source_run)])
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.strip().splitlines()) == 1
+    assert "vocab.source.txt differs from this run's" in err and "first difference at id" in err
+    status = seq2seq_main([*TINY, "--out", str(tmp_path / "b"), "--init-from",
+                           f"{source_run}:9"])
+    err = capsys.readouterr().err
+    assert status == 2 and "has no checkpoint number 9; it has: ckpt-" in err
+    status = seq2seq_main([*TINY, "--out", str(tmp_path / "c"), "--init-from",
+                           str(tmp_path / "nowhere")])
+    assert status == 2 and "is not a run directory" in capsys.readouterr().err
+    # A run of the other family is refused by its config.
+    status = captioner_main(["train", "--preset", "tiny", "--out", str(tmp_path / "d"),
+                             "--init-from", str(source_run)])
+    assert status == 2 and "not a captioner run config" in capsys.readouterr().err
