@@ -106,30 +106,22 @@ def make_feature_dataset(features: np.ndarray, split: CaptionSplit, vocab: Vocab
         A `tf.data.Dataset` of dicts: `features (B, L, D)` float32, `caption_in (B, T)` and
         `caption_out (B, T)` int32, padded with 0.
     """
-    from captioner.datasets.pipeline import encode_captions
+    from captioner.datasets.pipeline import caption_pairs, teacher_forced
 
-    owners = np.repeat(np.arange(len(split), dtype=np.int32), [len(r.captions) for r in split])
-    captions = [c for r in split for c in r.captions]
-    ids = encode_captions(captions, vocab, lowercase)
-    if max_length is not None:
-        ids = ids[:, : max_length - 1]
+    owners, ids = caption_pairs(split, vocab, lowercase, max_length)
     if missing:
         keep = ~np.isin(owners, np.asarray(missing, np.int32))
         owners, ids = owners[keep], tf.ragged.boolean_mask(ids, tf.constant(keep))
     table = tf.constant(np.asarray(features, np.float32))
-    start = tf.constant([vocab.start_id], tf.int32)
-    end = tf.constant([vocab.end_id], tf.int32)
 
     ds = tf.data.Dataset.from_tensor_slices((owners, ids))
     if shuffle:
         ds = ds.shuffle(len(owners), seed=seed, reshuffle_each_iteration=True)
     if repeat:
         ds = ds.repeat()
-    ds = ds.map(lambda owner, caption: {
-        "features": tf.gather(table, owner),
-        "caption_in": tf.concat([start, caption], 0),
-        "caption_out": tf.concat([caption, end], 0),
-    }, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = ds.map(lambda owner, caption: {"features": tf.gather(table, owner),
+                                        **teacher_forced(caption, vocab)},
+                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     length = max_length if pad_to_max_length else None
     ds = ds.padded_batch(
         batch_size,

@@ -46,34 +46,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def uncached_initial_state(model, source, steps: int) -> dict:
-    """The state of `uncached_step`: the encoded source and a `(B, steps)` token buffer."""
-    import tensorflow as tf
-
-    memory, source_mask = model.encode(source)
-    return {"memory": memory, "source_mask": tf.cast(source_mask, tf.float32),
-            "tokens": tf.zeros((tf.shape(source)[0], steps), tf.int32)}
-
-
-def uncached_step(model):
-    """A `common.decoding` step that re-runs `model`'s whole decoder over the tokens so far
-    and keeps the last position (what a Transformer without a cache does)."""
-    import tensorflow as tf
-
-    def step(tokens, state, index):
-        buffer = tf.tensor_scatter_nd_update(
-            tf.transpose(state["tokens"]), [[index]], tokens[None, :]
-        )
-        buffer = tf.transpose(buffer)
-        prefix = buffer[:, : index + 1]
-        source_mask = tf.cast(state["source_mask"], tf.bool)
-        logits, weights = model.decode(prefix, state["memory"], source_mask)
-        attention = tf.reduce_mean(weights[-1][:, :, -1], axis=1)
-        return logits[:, -1], dict(state, tokens=buffer), attention
-
-    return step
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     import keras
@@ -81,6 +53,7 @@ def main(argv=None) -> int:
     import tensorflow as tf
 
     from common.decoding import greedy_decode
+    from seq2seq.benchmarking import uncached_initial_state, uncached_step
     from seq2seq.transformer import TransformerTranslator
 
     keras.utils.set_random_seed(args.seed)

@@ -42,11 +42,8 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -96,8 +93,7 @@ def build(name: str, quick: bool) -> tuple[Any, int, str]:
         config = apply_overrides(CaptionerRunConfig(),
                                  get_preset("tiny" if quick else "demo"))
         return build_model(config, 64), 64, "captioner"
-    from benchmark_training import TRANSLATOR_SIZES
-
+    from seq2seq.benchmarking import TRANSLATOR_SIZES
     from seq2seq.models import build_model
     from seq2seq.train import make_run_config
 
@@ -134,7 +130,7 @@ def make_decoder(model, kind: str, vocab: int, method: str, beam: int, tokens: i
         if kind == "captioner":
             state, step = model.initial_decoding_state(images=inputs), model.make_step()
         elif uncached:
-            from benchmark_decoding import uncached_initial_state, uncached_step
+            from seq2seq.benchmarking import uncached_initial_state, uncached_step
 
             state, step = uncached_initial_state(model, inputs, tokens), uncached_step(model)
         elif kind == "transformer":

@@ -58,27 +58,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from common.cli import Parser, run_cli  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.registry import Registry  # noqa: E402
+from seq2seq.benchmarking import TRANSLATOR_SIZES  # noqa: E402
 
 MODELS = Registry("benchmark model")
-
-# size -> (preset or None, the model overrides, vocabulary size)
-TRANSLATOR_SIZES: dict[str, tuple[str | None, dict[str, Any], int]] = {
-    "keras-io": (None, {"layers": 1, "hidden_dim": 256, "heads": 8, "head_dim": 256,
-                        "intermediate_dim": 2048, "dropout": 0.5, "positions": "learned",
-                        "max_length": 20}, 15000),
-    "spa-eng-cpu": ("spa-eng-cpu", {}, 12000),
-    "dates-demo": ("dates-demo", {}, 64),
-    "base": (None, {"layers": 6, "hidden_dim": 512, "heads": 8, "intermediate_dim": 2048,
-                    "dropout": 0.1, "max_length": 128}, 32000),
-    "tiny": ("tiny", {}, 32),
-}
 
 # size -> (preset, overrides, vocabulary size, train from cached features)
 CAPTIONER_SIZES: dict[str, tuple[str, dict[str, Any], int, bool]] = {

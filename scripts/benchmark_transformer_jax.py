@@ -29,8 +29,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 # Transformer-base (Vaswani et al. 2017, table 3) and smaller sizes for a quick look.
 SIZES = {
     "base": dict(num_layers=6, hidden_dim=512, num_heads=8, intermediate_dim=2048, vocab=32000),

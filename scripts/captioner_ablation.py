@@ -25,8 +25,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 
 def score(run_dir: Path, test_images: int, beam_size: int) -> dict:
     """Beam-search captions of the first `test_images` test images, and their scores."""

@@ -1,7 +1,12 @@
 """BLEU by source-length bucket for several translator runs (Bahdanau et al. 2015, figure 2).
 
-Translates a test TSV with each run, scores each bucket of source lengths with sacreBLEU,
-writes the numbers as JSON and draws one line per run (`seq2seq.length_buckets`).
+Several trained runs (typically `seq2seq-noattn`, `bahdanau` and `transformer` trained with
+equal budgets) translate the same test TSV; the sentences are grouped by their source length in
+tokens (as the models read them) and each group gets its own corpus sacreBLEU. The
+encoder-decoder without attention is expected to fall behind as sentences grow: the whole
+source has to pass through one fixed-size vector. Writes the numbers as JSON
+(`bleu_by_length`) and draws one line per run, the number of sentences under each bucket
+(`plot_bleu_by_length`).
 
 Usage (the equal-budget runs of the README's comparison):
     python scripts/compare_by_length.py --data ../shared/data/spa-eng/test.tsv \
@@ -16,15 +21,175 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from common.cli import positive_int  # noqa: E402
-from seq2seq.length_buckets import labelled_run  # noqa: E402
+from common.errors import UserError  # noqa: E402
+
+
+def labelled_run(text: str) -> tuple[str, str]:
+    """A command-line run: `LABEL=RUN_DIR`, or a bare `RUN_DIR` labelled by its folder name.
+
+    Example:
+    >>> labelled_run("noattn=runs/a"), labelled_run("runs/b")
+    (('noattn', 'runs/a'), ('b', 'runs/b'))
+    """
+    label, sep, path = text.partition("=")
+    return (label, path) if sep else (Path(text).name, text)
+
+
+def bucket_edges(width: int, last: int) -> list[tuple[int, int | None]]:
+    """`[(1, width), (width + 1, 2 width), ..., (last + 1, None)]`: closed ranges of source
+    lengths, the last one open.
+
+    Example:
+    >>> bucket_edges(5, 15)
+    [(1, 5), (6, 10), (11, 15), (16, None)]
+    """
+    if width < 1 or last < width:
+        raise UserError(f"bucket width {width} and last bucket start {last}: expected "
+                        "1 <= width <= last")
+    edges: list[tuple[int, int | None]] = [(low, low + width - 1)
+                                           for low in range(1, last + 1, width)]
+    return edges + [(edges[-1][1] + 1, None)]
+
+
+def bucket_label(edge: tuple[int, int | None]) -> str:
+    low, high = edge
+    return f"{low}+" if high is None else f"{low}-{high}"
+
+
+def bucket_index(length: int, edges: Sequence[tuple[int, int | None]]) -> int:
+    """The bucket holding a source of `length` tokens."""
+    for i, (low, high) in enumerate(edges):
+        if length >= low and (high is None or length <= high):
+            return i
+    return 0  # an empty source (length 0) goes with the shortest
+
+
+def scores_by_bucket(hypotheses: Sequence[str], references: Sequence[str],
+                     lengths: Sequence[int], edges: Sequence[tuple[int, int | None]],
+                     lowercase: bool = False) -> list[dict[str, Any]]:
+    """Corpus BLEU and chrF of each bucket (`bleu` None for an empty one); `lowercase`:
+    case-insensitive, for a run that lowercases."""
+    from common.metrics.translation import translation_scores
+
+    groups: list[list[int]] = [[] for _ in edges]
+    for i, length in enumerate(lengths):
+        groups[bucket_index(length, edges)].append(i)
+    out = []
+    for edge, rows in zip(edges, groups):
+        entry: dict[str, Any] = {"bucket": bucket_label(edge), "sentences": len(rows),
+                                 "bleu": None, "chrf": None}
+        if rows:
+            scores = translation_scores([hypotheses[i] for i in rows],
+                                        [references[i] for i in rows], lowercase=lowercase)
+            entry.update(bleu=round(scores["bleu"], 2), chrf=round(scores["chrf"], 2))
+        out.append(entry)
+    return out
+
+
+def bleu_by_length(
+    runs: Mapping[str, str | Path],
+    data: str | Path,
+    beam_size: int = 1,
+    bucket_width: int = 5,
+    last_bucket: int = 20,
+    limit: int | None = None,
+    batch_size: int = 64,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Translates the test pairs of `data` with every run and scores them by source length.
+
+    Args:
+        runs: a label (shown in the legend) -> run directory, in plotting order.
+        data: a TSV of source<TAB>reference pairs (each run's `reverse` applies; all runs must
+            read the same sources).
+        beam_size: 1 for greedy decoding.
+        bucket_width: source tokens per bucket.
+        last_bucket: the last closed bucket ends here; longer sources share one open bucket.
+        limit: use only the first `limit` pairs.
+        batch_size: sentences per decoding batch.
+        progress: show a progress bar while decoding.
+
+    Returns:
+        `{"data", "beam_size", "buckets": [{"bucket", "sentences"}], "runs": {label: {"run_dir",
+        "arch", "copy", "bleu", "chrf", "buckets": [{"bucket", "sentences", "bleu", "chrf"}]}},
+        "signature"}`.
+    """
+    from common.metrics.translation import translation_scores
+    from seq2seq.evaluate import load_references
+    from seq2seq.inference import Translator
+
+    if not runs:
+        raise UserError("no runs to compare; give at least one LABEL=RUN_DIR")
+    edges = bucket_edges(bucket_width, last_bucket)
+    result: dict[str, Any] = {"data": str(data), "beam_size": beam_size, "runs": {}}
+    sources = None
+    for label, run_dir in runs.items():
+        translator = Translator.from_run_dir(run_dir)
+        pairs = load_references(translator, str(data), None, limit)
+        if not pairs.sources:
+            raise UserError(f"no sentence pairs to score in {data}")
+        if sources is None:
+            sources = pairs.sources
+            lengths = [len(tokens) for tokens in pairs.source_tokens]
+            counts = [0] * len(edges)
+            for length in lengths:
+                counts[bucket_index(length, edges)] += 1
+            result["buckets"] = [{"bucket": bucket_label(edge), "sentences": n}
+                                 for edge, n in zip(edges, counts)]
+        elif pairs.sources != sources:
+            raise UserError(f"{run_dir} reads other sources from {data} (another --reverse?); "
+                            "compare runs of one direction")
+        translations = translator.translate(pairs.sources, beam_size=beam_size,
+                                            batch_size=batch_size, progress=progress)
+        hypotheses = [t.text for t in translations]
+        lowercase = translator.config.data.lowercase
+        overall = translation_scores(hypotheses, list(pairs.targets), lowercase=lowercase)
+        result["signature"] = overall["bleu_signature"]
+        model = translator.config.model
+        result["runs"][label] = {
+            "run_dir": str(run_dir), "arch": model.arch, "copy": model.copy,
+            "bleu": round(overall["bleu"], 2), "chrf": round(overall["chrf"], 2),
+            "buckets": scores_by_bucket(hypotheses, list(pairs.targets), lengths, edges,
+                                        lowercase),
+        }
+    return result
+
+
+def plot_bleu_by_length(result: Mapping[str, Any], path: str | Path,
+                        title: str = "BLEU by source length") -> Path:
+    """Draws `bleu_by_length`'s result: BLEU against the source-length bucket, one line per
+    run, the sentence count of each bucket under its label."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    buckets = result["buckets"]
+    labels = [f"{b['bucket']}\n(n={b['sentences']})" for b in buckets]
+    figure, axes = plt.subplots(figsize=(7, 4.2), dpi=120)
+    for name, run in result["runs"].items():
+        xs = [i for i, b in enumerate(run["buckets"]) if b["bleu"] is not None]
+        ys = [run["buckets"][i]["bleu"] for i in xs]
+        axes.plot(xs, ys, marker="o", label=f"{name} ({run['bleu']:.1f} overall)")
+    axes.set_xticks(range(len(labels)), labels)
+    axes.set_xlabel("source length (tokens)")
+    axes.set_ylabel("BLEU")
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    path = Path(path)
+    figure.savefig(path)
+    plt.close(figure)
+    return path
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -43,9 +208,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from common.errors import UserError
-    from seq2seq.length_buckets import bleu_by_length, plot_bleu_by_length
-
     args = parse_args(argv)
     try:
         result = bleu_by_length(dict(args.runs), args.data, beam_size=args.beam_size,

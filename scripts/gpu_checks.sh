@@ -25,6 +25,9 @@ LOGS="$OUT/logs"
 BUDGET=${GPU_CHECKS_BUDGET:-330}
 mkdir -p "$OUT" "$LOGS"
 export KERAS_BACKEND=tensorflow TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
+# The scripts import the packages as installed; put this checkout first, so that it is
+# what is measured (and importable under the system Python, where nothing is installed).
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 START=$(date +%s)
 elapsed() { echo "$(( $(date +%s) - START ))s"; }
 FAILED=()
@@ -35,7 +38,7 @@ if [ -z "$PY" ]; then
   if [ -x .venv/bin/python ] && has_tf .venv/bin/python; then
     PY=.venv/bin/python
   elif has_tf python3; then
-    PY=python3  # the system's TensorFlow; the scripts put the repository on sys.path
+    PY=python3  # the system's TensorFlow; PYTHONPATH (above) holds the repository
   elif python3 -c 'import tensorflow' >/dev/null 2>&1; then
     echo "==> TensorFlow found; installing the rest into .venv-gpu over the system packages"
     python3 -m venv --system-site-packages .venv-gpu

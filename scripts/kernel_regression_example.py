@@ -34,7 +34,6 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common.cli import non_negative_float, positive_float, positive_int  # noqa: E402
 

@@ -23,8 +23,6 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 OPPOSITE = {"left": "right", "right": "left", "above": "below", "below": "above"}
 AXIS = {"left": "side by side", "right": "side by side", "above": "stacked", "below": "stacked"}
 

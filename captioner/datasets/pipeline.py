@@ -47,6 +47,26 @@ def encode_captions(captions: Sequence[str], vocab: Vocabulary, lowercase: bool 
     return tf.concat(parts, axis=0) if len(parts) > 1 else parts[0]
 
 
+def caption_pairs(split: CaptionSplit, vocab: Vocabulary, lowercase: bool = True,
+                  max_length: int | None = None) -> tuple[np.ndarray, tf.RaggedTensor]:
+    """Every (image, caption) pair of `split`, in order: `owners (N,)` int32, the index of the
+    pair's record, and `ids (N, None)`, the caption's ids (`encode_captions`) cut to
+    `max_length - 1` tokens (room for `<start>` or `<end>`)."""
+    owners = np.repeat(np.arange(len(split), dtype=np.int32), [len(r.captions) for r in split])
+    captions = [c for r in split for c in r.captions]
+    if not captions:
+        raise UserError(f"{split.name}/{split.split} has no captions")
+    ids = encode_captions(captions, vocab, lowercase)
+    return owners, (ids if max_length is None else ids[:, : max_length - 1])
+
+
+def teacher_forced(caption: tf.Tensor, vocab: Vocabulary) -> dict[str, tf.Tensor]:
+    """A caption's ids `(T,)` as the decoder is trained on them: `caption_in`, `<start>` then
+    the ids, and `caption_out`, the ids then `<end>`."""
+    return {"caption_in": tf.concat([tf.constant([vocab.start_id], tf.int32), caption], 0),
+            "caption_out": tf.concat([caption, tf.constant([vocab.end_id], tf.int32)], 0)}
+
+
 def build_vocabulary(split: CaptionSplit, min_count: int = 1, max_size: int | None = None,
                      lowercase: bool = True) -> Vocabulary:
     """The caption vocabulary of a (training) split.
@@ -147,30 +167,19 @@ def make_dataset(split: CaptionSplit, vocab: Vocabulary,
     size = _size_pair(image_size)
     references, load, out_size = _image_source(split, size)
 
-    owners = np.repeat(np.arange(len(split), dtype=np.int32), [len(r.captions) for r in split])
-    captions = [c for r in split for c in r.captions]
-    if not captions:
-        raise UserError(f"{split.name}/{split.split} has no captions")
-    ids = encode_captions(captions, vocab, lowercase)
-    if max_length is not None:
-        ids = ids[:, : max_length - 1]
+    owners, ids = caption_pairs(split, vocab, lowercase, max_length)
     pair_refs = tf.gather(references, owners)
-    start = tf.constant([vocab.start_id], tf.int32)
-    end = tf.constant([vocab.end_id], tf.int32)
 
     ds = tf.data.Dataset.from_tensor_slices((pair_refs, ids))
     if shuffle:
-        ds = ds.shuffle(len(captions), seed=seed, reshuffle_each_iteration=True)
+        ds = ds.shuffle(len(owners), seed=seed, reshuffle_each_iteration=True)
     if repeat:
         ds = ds.repeat()
 
     def to_example(reference, caption):
-        return {
-            # In-memory images are gathered a batch at a time, after batching.
-            "image": reference if split.in_memory else load(reference),
-            "caption_in": tf.concat([start, caption], 0),
-            "caption_out": tf.concat([caption, end], 0),
-        }
+        # In-memory images are gathered a batch at a time, after batching.
+        return {"image": reference if split.in_memory else load(reference),
+                **teacher_forced(caption, vocab)}
 
     ds = ds.map(to_example, num_parallel_calls=num_parallel_calls, deterministic=True)
     if not split.in_memory:

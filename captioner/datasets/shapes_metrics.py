@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from captioner.datasets.records import CaptionSplit, ObjectAnnotation
@@ -124,10 +124,18 @@ def relation_counts(caption: str, objects: Sequence[ObjectAnnotation]) -> tuple[
     return true, len(parsed.relations)
 
 
-def _check(captions: Sequence[str], objects: Sequence[Sequence[ObjectAnnotation]]) -> None:
+def _pooled(captions: Sequence[str], objects: Sequence[Sequence[ObjectAnnotation]],
+            counts: Callable[[str, Sequence[ObjectAnnotation]], tuple[int, int]]) -> float:
+    """`sum(true) / sum(stated)` of `counts(caption, its image's objects)` over the images;
+    nan when nothing was stated."""
     if len(captions) != len(objects):
         raise UserError(f"got {len(captions)} captions for {len(objects)} images; "
                         "expected one caption per image")
+    true = stated = 0
+    for caption, objs in zip(captions, objects):
+        t, s = counts(caption, objs)
+        true, stated = true + t, stated + s
+    return true / stated if stated else math.nan
 
 
 def object_accuracy(captions: Sequence[str],
@@ -141,29 +149,14 @@ def object_accuracy(captions: Sequence[str],
     Returns:
         A float in [0, 1]; nan for no captions.
     """
-    _check(captions, objects)
-    if not captions:
-        return math.nan
-    return sum(objects_correct(c, o) for c, o in zip(captions, objects)) / len(captions)
+    return _pooled(captions, objects, lambda c, o: (int(objects_correct(c, o)), 1))
 
 
 def relation_accuracy(captions: Sequence[str],
                       objects: Sequence[Sequence[ObjectAnnotation]]) -> float:
-    """The fraction of all relations the `captions` state that are true of their images.
-
-    Args:
-        captions: one caption per image.
-        objects: each image's `ObjectAnnotation`s (shapes attributes required).
-
-    Returns:
-        A float in [0, 1]; nan when no caption states a relation.
-    """
-    _check(captions, objects)
-    true = stated = 0
-    for caption, objs in zip(captions, objects):
-        t, s = relation_counts(caption, objs)
-        true, stated = true + t, stated + s
-    return true / stated if stated else math.nan
+    """The fraction of all relations the `captions` state that are true of their images
+    (arguments as for `object_accuracy`); nan when no caption states a relation."""
+    return _pooled(captions, objects, relation_counts)
 
 
 def shapes_scores(hypotheses: Mapping[Hashable, str], split: CaptionSplit) -> dict[str, float]:

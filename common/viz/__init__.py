@@ -22,6 +22,7 @@ from common.viz.heatmap import (
 from common.viz.html_viewer import ITEM_KINDS, write_html_viewer
 from common.viz.overlay import (
     SMOOTHING,
+    PanelOptions,
     default_label_height,
     panel_shape,
     render_caption_gif,
@@ -33,6 +34,7 @@ from common.viz.paths import check_output_path, numbered_paths
 
 __all__ = [
     "ITEM_KINDS",
+    "PanelOptions",
     "SMOOTHING",
     "alignment_figure",
     "check_output_path",

@@ -15,7 +15,7 @@ Dimensions: `T` target tokens, `S` source tokens, `H` heads.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +37,19 @@ def alignment_figure(
     title: str | None = None,
     cmap: str = "viridis",
 ) -> Any:
-    """Build the heatmap `Figure` of one attention matrix (see `render_alignment_heatmap`).
+    """Build the heatmap `Figure` of one source-target attention matrix.
+
+    Args:
+        source_tokens: the `S` source tokens, along the x axis (rotated labels).
+        target_tokens: the `T` target tokens, down the y axis.
+        weights: `(T, S)` attention weights; row `t` is target step `t`'s distribution.
+        title: an optional title above the heatmap.
+        cmap: a matplotlib colour map name.
 
     Returns:
         A `matplotlib.figure.Figure` on an Agg canvas.
     """
-    source = as_tokens(source_tokens, "source_tokens")
-    target = as_tokens(target_tokens, "target_tokens")
-    matrix = as_alignment(weights, len(target), len(source))
+    source, target, matrix = _checked(source_tokens, target_tokens, weights)
     figure = _new_figure(_side(len(source)) + _label_width(target) + 1.4,
                          _side(len(target)) + _label_height(source) + 0.6)
     axes = figure.add_subplot(1, 1, 1)
@@ -55,31 +60,6 @@ def alignment_figure(
     return figure
 
 
-def render_alignment_heatmap(
-    source_tokens: Sequence[str],
-    target_tokens: Sequence[str],
-    weights: Any,
-    out_path: str | Path,
-    title: str | None = None,
-    cmap: str = "viridis",
-) -> None:
-    """Save a source-target attention heatmap as PNG.
-
-    Args:
-        source_tokens: the `S` source tokens, along the x axis (rotated labels).
-        target_tokens: the `T` target tokens, down the y axis.
-        weights: `(T, S)` attention weights; row `t` is target step `t`'s distribution.
-        out_path: where to save the PNG (parent folders are created).
-        title: an optional title above the heatmap.
-        cmap: a matplotlib colour map name.
-
-    Example:
-    >>> render_alignment_heatmap(["la", "casa", "."], ["the", "house", "."],
-    ...                          np.eye(3), "/tmp/alignment.png", title="es -> en")
-    """
-    _save(alignment_figure(source_tokens, target_tokens, weights, title, cmap), out_path)
-
-
 def head_grid_figure(
     source_tokens: Sequence[str],
     target_tokens: Sequence[str],
@@ -88,10 +68,15 @@ def head_grid_figure(
     title: str | None = None,
     cmap: str = "viridis",
 ) -> Any:
-    """Build the `Figure` with one heatmap per head (see `render_head_grid`)."""
-    source = as_tokens(source_tokens, "source_tokens")
-    target = as_tokens(target_tokens, "target_tokens")
-    heads = as_alignment(weights, len(target), len(source), heads=True)
+    """Build the `Figure` of a grid of attention heatmaps, one per head, sharing one colour
+    scale.
+
+    As `alignment_figure` draws one matrix, the source (key) tokens along each x axis and the
+    target (query) tokens down the y axes, but for `weights (H, T, S)`, the attention weights
+    of one layer (e.g. one example's slice of a `MultiHeadAttention`'s `(B, H, T, S)`), in
+    `columns` heads per row (default `min(4, ceil(√H))`), `title` above the grid.
+    """
+    source, target, heads = _checked(source_tokens, target_tokens, weights, heads=True)
     num_heads = heads.shape[0]
     if columns is None:
         columns = min(4, math.ceil(math.sqrt(num_heads)))
@@ -120,33 +105,45 @@ def head_grid_figure(
     return figure
 
 
-def render_head_grid(
-    source_tokens: Sequence[str],
-    target_tokens: Sequence[str],
-    weights: Any,
-    out_path: str | Path,
-    columns: int | None = None,
-    title: str | None = None,
-    cmap: str = "viridis",
-) -> None:
-    """Save a grid of attention heatmaps, one per head, sharing one colour scale, as PNG.
+def _saved_as_png(build: Callable[..., Any], name: str, doc: str) -> Callable[..., None]:
+    """`name(source_tokens, target_tokens, weights, out_path, **options)`: the figure
+    `build(source_tokens, target_tokens, weights, **options)` saved as a PNG at `out_path`
+    (parent folders are created)."""
 
-    Args:
-        source_tokens: the `S` source (key) tokens, along each x axis.
-        target_tokens: the `T` target (query) tokens, down each y axis.
-        weights: `(H, T, S)` attention weights of one layer, e.g. one example's slice of a
-            `MultiHeadAttention`'s `(B, H, T, S)` weights.
-        out_path: where to save the PNG (parent folders are created).
-        columns: heads per row; default `min(4, ceil(√H))`.
-        title: an optional title above the grid.
-        cmap: a matplotlib colour map name.
+    def render(source_tokens: Sequence[str], target_tokens: Sequence[str], weights: Any,
+               out_path: str | Path, **options: Any) -> None:
+        _save(build(source_tokens, target_tokens, weights, **options), out_path)
+
+    render.__name__ = render.__qualname__ = name
+    render.__doc__ = doc
+    return render
+
+
+render_alignment_heatmap = _saved_as_png(alignment_figure, "render_alignment_heatmap", """Save
+    `alignment_figure(source_tokens, target_tokens, weights, **options)` (options: `title`,
+    `cmap`) as a PNG at `out_path` (parent folders are created).
+
+    Example:
+    >>> render_alignment_heatmap(["la", "casa", "."], ["the", "house", "."],
+    ...                          np.eye(3), "/tmp/alignment.png", title="es -> en")
+    """)
+
+render_head_grid = _saved_as_png(head_grid_figure, "render_head_grid", """Save
+    `head_grid_figure(source_tokens, target_tokens, weights, **options)` (options: `columns`,
+    `title`, `cmap`) as a PNG at `out_path` (parent folders are created).
 
     Example:
     >>> weights = np.full((8, 3, 4), 0.25)
     >>> render_head_grid(["a", "b", "c", "d"], ["x", "y", "z"], weights, "/tmp/heads.png")
-    """
-    _save(head_grid_figure(source_tokens, target_tokens, weights, columns, title, cmap),
-          out_path)
+    """)
+
+
+def _checked(source_tokens: Sequence[str], target_tokens: Sequence[str], weights: Any,
+             heads: bool = False) -> tuple[list[str], list[str], Any]:
+    """The tokens as lists and the weights as an array that fits them, or a UserError."""
+    source = as_tokens(source_tokens, "source_tokens")
+    target = as_tokens(target_tokens, "target_tokens")
+    return source, target, as_alignment(weights, len(target), len(source), heads=heads)
 
 
 def _draw(axes: Any, matrix: Any, source: list[str], target: list[str], cmap: str,

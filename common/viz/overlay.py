@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -126,20 +127,39 @@ def default_label_height(panel_size: int) -> int:
     return max(14, panel_size // 7)
 
 
+@dataclass(frozen=True)
+class PanelOptions:
+    """How each panel of `render_caption_overlay` and `render_caption_gif` is drawn.
+
+    Args:
+        hard_indices: `(T,)` ints, the region each step of hard attention picked (flat
+            row-major into `h x w`); a rectangle marks it on top of the shading.
+        panel_size: the longest side of each panel, in pixels.
+        smooth: `"bilinear"`, `"gaussian"` or `"nearest"` upsampling of the maps.
+        dim: how far the unattended parts go towards black, in `[0, 1]`.
+        glow: how far the most attended part goes towards white, in `[0, 1]` (`dim = glow = 0`
+            shows the plain image).
+        mark_color: colour of the hard-attention rectangle.
+        label_height: height of the word strip; default `default_label_height(panel_size)`.
+    """
+
+    hard_indices: Any = None
+    panel_size: int = 224
+    smooth: str = "bilinear"
+    dim: float = DIM
+    glow: float = GLOW
+    mark_color: Color = MARK_COLOR
+    label_height: int | None = None
+
+
 def render_caption_overlay(
     image: Any,
     words: Sequence[str],
     attention: Any,
     out_path: str | Path | None = None,
     *,
-    hard_indices: Any = None,
     columns: int = 5,
-    panel_size: int = 224,
-    smooth: str = "bilinear",
-    dim: float = DIM,
-    glow: float = GLOW,
-    mark_color: Color = MARK_COLOR,
-    label_height: int | None = None,
+    **panel_options: Any,
 ) -> Image.Image:
     """Draw the Show-Attend-Tell figure: the image, then one attended panel per word.
 
@@ -154,16 +174,9 @@ def render_caption_overlay(
         attention: `(T, h, w)` weights (or `(T, L)`, `L` a square number), one map per word.
         out_path: where to save the figure as PNG (parent folders are created); None to only
             return it.
-        hard_indices: `(T,)` ints, the region each step of hard attention picked (flat
-            row-major into `h x w`); a rectangle marks it on top of the shading.
         columns: panels per row.
-        panel_size: the longest side of each panel, in pixels.
-        smooth: `"bilinear"`, `"gaussian"` or `"nearest"` upsampling of the maps.
-        dim: how far the unattended parts go towards black, in `[0, 1]`.
-        glow: how far the most attended part goes towards white, in `[0, 1]` (`dim = glow = 0`
-            shows the plain image).
-        mark_color: colour of the hard-attention rectangle.
-        label_height: height of the word strip; default `default_label_height(panel_size)`.
+        panel_options: the fields of `PanelOptions` (`hard_indices`, `panel_size`, `smooth`,
+            `dim`, `glow`, `mark_color`, `label_height`).
 
     Returns:
         The figure as an RGB `PIL.Image.Image`.
@@ -175,8 +188,7 @@ def render_caption_overlay(
     >>> figure.size
     (128, 118)
     """
-    panels = _caption_panels(image, words, attention, hard_indices, panel_size, smooth, dim,
-                             glow, mark_color, label_height)
+    panels = _caption_panels(image, words, attention, PanelOptions(**panel_options))
     columns = _positive_int(columns, "columns")
     cols = min(columns, len(panels))
     rows = math.ceil(len(panels) / cols)
@@ -197,14 +209,8 @@ def render_caption_gif(
     attention: Any,
     out_path: str | Path,
     *,
-    hard_indices: Any = None,
-    panel_size: int = 224,
-    smooth: str = "bilinear",
-    dim: float = DIM,
-    glow: float = GLOW,
-    mark_color: Color = MARK_COLOR,
-    label_height: int | None = None,
     duration_ms: int = 800,
+    **panel_options: Any,
 ) -> list[Image.Image]:
     """Save an animated GIF: the plain image under the whole caption, then one frame per word.
 
@@ -213,8 +219,7 @@ def render_caption_gif(
     `render_caption_overlay` (the image's aspect ratio, the longest side `panel_size`).
 
     Args:
-        image, words, attention, hard_indices, panel_size, smooth, dim, glow, mark_color,
-        label_height: as for `render_caption_overlay`.
+        image, words, attention, panel_options: as for `render_caption_overlay`.
         out_path: where to save the GIF (parent folders are created).
         duration_ms: how long each frame shows; the animation loops forever.
 
@@ -223,8 +228,7 @@ def render_caption_gif(
     """
     words = as_tokens(words, "words")
     duration_ms = _positive_int(duration_ms, "duration_ms")
-    frames = _caption_panels(image, words, attention, hard_indices, panel_size, smooth, dim,
-                             glow, mark_color, label_height,
+    frames = _caption_panels(image, words, attention, PanelOptions(**panel_options),
                              labels=[" ".join(words)] +
                              [f"{word} ({t + 1}/{len(words)})" for t, word in enumerate(words)])
     path = Path(out_path)
@@ -234,22 +238,13 @@ def render_caption_gif(
     return frames
 
 
-def _caption_panels(
-    image: Any,
-    words: Sequence[str],
-    attention: Any,
-    hard_indices: Any,
-    panel_size: int,
-    smooth: str,
-    dim: float,
-    glow: float,
-    mark_color: Color,
-    label_height: int | None,
-    labels: Sequence[str] | None = None,
-) -> list[Image.Image]:
+def _caption_panels(image: Any, words: Sequence[str], attention: Any, options: PanelOptions,
+                    labels: Sequence[str] | None = None) -> list[Image.Image]:
     """The plain-image panel followed by one attended panel per word, each with its label."""
     words = as_tokens(words, "words")
     maps = as_attention_maps(attention, len(words))
+    panel_size, smooth, label_height = options.panel_size, options.smooth, options.label_height
+    dim, glow, hard_indices = options.dim, options.glow, options.hard_indices
     SMOOTHING.get(smooth)  # fail on a wrong name before any drawing
     panel_size = _positive_int(panel_size, "panel_size")
     if panel_size < 8:
@@ -277,7 +272,7 @@ def _caption_panels(
         else:  # no weight anywhere: nothing to show, not "looked nowhere"
             picture = Image.fromarray(base)
         if picks is not None:
-            _mark_cell(picture, int(picks[t]), grid, mark_color)
+            _mark_cell(picture, int(picks[t]), grid, options.mark_color)
         panels.append(_with_label(picture, labels[t + 1], strip, font))
     return panels
 

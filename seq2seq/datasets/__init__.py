@@ -13,6 +13,8 @@ API (shapes: `B` batch, `S` source steps, `T` target steps):
 
     load_pairs(name, path=None, split="train", reverse=False, max_length=None, seed=0,
                size=None, lowercase=False) -> PairsSplit
+        the keyword arguments are the fields of `PairsOptions`, which each registered
+        loader takes: `DATASETS.get(name)(PairsOptions(...))`
 
     PairsSplit (frozen dataclass):
         sources, targets: list[str]              the sentences (NFKC), references for metrics
@@ -49,7 +51,7 @@ from __future__ import annotations
 
 from seq2seq.catalog import DATASETS
 from seq2seq.datasets.dates import load_dates
-from seq2seq.datasets.pairs import PairsSplit
+from seq2seq.datasets.pairs import PairsOptions, PairsSplit
 from seq2seq.datasets.pipeline import build_vocabularies, make_dataset
 from seq2seq.datasets.tsv import load_tsv
 
@@ -57,31 +59,16 @@ DATASETS.add("tsv", load_tsv)
 DATASETS.add("dates", load_dates)
 
 
-def load_pairs(
-    name: str,
-    path: str | None = None,
-    split: str = "train",
-    reverse: bool = False,
-    max_length: int | None = None,
-    seed: int = 0,
-    size: int | None = None,
-    lowercase: bool = False,
-) -> PairsSplit:
-    """Load one split of the dataset registered as `name` (see the module docstring)."""
-    loader = DATASETS.get(name)
-    return loader(
-        path=path,
-        split=split,
-        reverse=reverse,
-        max_length=max_length,
-        seed=seed,
-        size=size,
-        lowercase=lowercase,
-    )
+def load_pairs(name: str, **options) -> PairsSplit:
+    """Load one split of the dataset registered as `name` (see the module docstring);
+    `options` are the fields of `PairsOptions` (path, split, reverse, max_length, seed, size,
+    lowercase), each with its default when not given."""
+    return DATASETS.get(name)(PairsOptions(**options))
 
 
 __all__ = [
     "DATASETS",
+    "PairsOptions",
     "PairsSplit",
     "build_vocabularies",
     "load_pairs",

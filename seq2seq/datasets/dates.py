@@ -25,7 +25,13 @@ from collections.abc import Callable
 
 from common.errors import UserError
 from common.text import detokenize
-from seq2seq.datasets.pairs import PairsSplit, check_max_length, check_split, filter_by_length
+from seq2seq.datasets.pairs import (
+    PairsOptions,
+    PairsSplit,
+    check_max_length,
+    check_split,
+    filter_by_length,
+)
 
 FIRST_DATE = datetime.date(1950, 1, 1)
 LAST_DATE = datetime.date(2049, 12, 31)
@@ -109,40 +115,29 @@ def make_example(
     return source, target, [year, -1, month, -1, day]
 
 
-def load_dates(
-    path: str | None = None,
-    split: str = "train",
-    reverse: bool = False,
-    max_length: int | None = None,
-    seed: int = 0,
-    size: int | None = None,
-    lowercase: bool = False,
-) -> PairsSplit:
+def load_dates(options: PairsOptions) -> PairsSplit:
     """Generate one split of the dates task.
 
-    Args:
-        path: unused (the data is generated); accepted for a common loader signature.
-        split: "train", "valid" or "test"; the splits share no date.
-        reverse: not supported (ISO -> a free format has no single answer): must be False.
-        max_length: drop examples with more tokens than this on either side (counted).
-        seed: with `split`, fixes the examples; the same arguments give the same examples.
-        size: how many examples (default 10,000 for train, 1,000 for valid and test).
-        lowercase: lowercase the source tokens and sentences.
+    Of `options`: `path` is unused (the data is generated); the splits share no date; `reverse`
+    is not supported (ISO -> a free format has no single answer) and must be False; `seed` with
+    `split` fixes the examples (the same options give the same examples); `size` defaults to
+    10,000 for train, 1,000 for valid and test; `lowercase` lowercases the source tokens and
+    sentences; examples longer than `max_length` on either side are dropped (counted).
 
     Returns:
         A `PairsSplit` with `alignments`.
 
     Example:
-    >>> pairs = load_dates(split="valid", size=2, seed=0)
+    >>> pairs = load_dates(PairsOptions(split="valid", size=2, seed=0))
     >>> len(pairs), pairs.target_tokens[0][1]
     (2, '-')
     """
-    del path
+    split, max_length, lowercase = options.split, options.max_length, options.lowercase
     check_split(split)
     check_max_length(max_length)
-    if reverse:
+    if options.reverse:
         raise UserError("the dates dataset has one direction (human date -> ISO); reverse=True given")
-    size = DEFAULT_SIZES[split] if size is None else size
+    size = DEFAULT_SIZES[split] if options.size is None else options.size
     if size < 0:
         raise UserError(f"size must be >= 0, got {size}")
     dates = [
@@ -150,7 +145,7 @@ def load_dates(
         for n in range((LAST_DATE - FIRST_DATE).days + 1)
     ]
     dates = [d for d in dates if date_split(d) == split]
-    rng = random.Random(seed * 3 + _SPLIT_SALT[split])
+    rng = random.Random(options.seed * 3 + _SPLIT_SALT[split])
     names = list(FORMATS)
     sources, targets, source_tokens, target_tokens, alignments = [], [], [], [], []
     for _ in range(size):

@@ -1,17 +1,42 @@
 """`PairsSplit`: one split of a translation dataset, as sentences and as tokens.
 
 Both datasets (`tsv`, `dates`) return a `PairsSplit`, so everything downstream (vocabularies,
-the tf.data pipeline, evaluation, attention checks) is written once.
+the tf.data pipeline, evaluation, attention checks) is written once; both take a `PairsOptions`,
+so the options of a load are declared once too.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from common.errors import UserError
 
 SPLITS = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class PairsOptions:
+    """What `load_pairs` asks a dataset's loader for; each loader says what it makes of each.
+
+    Args:
+        path: where the data is (a file or a folder); None for a generated dataset.
+        split: "train", "valid" or "test".
+        reverse: swap the direction (the target side becomes the source).
+        max_length: drop pairs with more tokens than this on either side (counted).
+        seed: fixes a generated or sampled split.
+        size: how many pairs (the first `size`, or how many to generate).
+        lowercase: lowercase the tokens.
+    """
+
+    path: str | os.PathLike | None = None
+    split: str = "train"
+    reverse: bool = False
+    max_length: int | None = None
+    seed: int = 0
+    size: int | None = None
+    lowercase: bool = False
 
 
 @dataclass(frozen=True)

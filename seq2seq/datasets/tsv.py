@@ -14,7 +14,13 @@ from pathlib import Path
 
 from common.errors import DataError
 from common.text import normalize, tokenize_texts
-from seq2seq.datasets.pairs import PairsSplit, check_max_length, check_split, filter_by_length
+from seq2seq.datasets.pairs import (
+    PairsOptions,
+    PairsSplit,
+    check_max_length,
+    check_split,
+    filter_by_length,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -78,25 +84,14 @@ def read_tsv(
     return sources, targets, len(bad)
 
 
-def load_tsv(
-    path: str | os.PathLike | None = None,
-    split: str = "train",
-    reverse: bool = False,
-    max_length: int | None = None,
-    seed: int = 0,
-    size: int | None = None,
-    lowercase: bool = False,
-) -> PairsSplit:
+def load_tsv(options: PairsOptions) -> PairsSplit:
     """Load one split of a tab-separated parallel corpus.
 
-    Args:
-        path: a .tsv file, or a folder holding `train.tsv`, `valid.tsv`, `test.tsv`.
-        split: which file of the folder to read (ignored when `path` is a file).
-        reverse: swap the columns (the second becomes the source).
-        max_length: drop pairs whose tokenized source or target is longer (counted).
-        seed: unused (the file's order is kept); accepted for a common loader signature.
-        size: read only the first `size` good pairs.
-        lowercase: lowercase the tokens (the sentences keep their case).
+    Of `options`: `path` is a .tsv file, or a folder holding `train.tsv`, `valid.tsv` and
+    `test.tsv` of which `split` picks one; `reverse` swaps the columns (the second becomes the
+    source); `size` reads only the first `size` good pairs; `seed` is unused (the file's order
+    is kept); `lowercase` lowercases the tokens (the sentences keep their case); pairs whose
+    tokenized source or target is longer than `max_length` are dropped (counted).
 
     Returns:
         A `PairsSplit` without alignments.
@@ -104,11 +99,11 @@ def load_tsv(
     Raises:
         DataError: the file does not exist.
     """
-    del seed
+    max_length, lowercase = options.max_length, options.lowercase
     check_max_length(max_length)
-    file = resolve_path(path, split)
-    sources, targets, skipped = read_tsv(file, size=size)
-    if reverse:
+    file = resolve_path(options.path, options.split)
+    sources, targets, skipped = read_tsv(file, size=options.size)
+    if options.reverse:
         sources, targets = targets, sources
     return filter_by_length(
         sources,

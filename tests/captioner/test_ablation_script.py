@@ -1,18 +1,22 @@
 """scripts/captioner_ablation.py: a preset variant trained and scored on shapes."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "captioner_ablation.py"
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "captioner_ablation.py"
+# The script imports the packages as installed: this checkout first, so it is what is tested.
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def _run(*args):
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, env=ENV)
 
 
 def test_a_variant_is_trained_with_its_overrides_and_scored(tmp_path):

@@ -1,13 +1,17 @@
 """scripts/benchmark_determinism.py: both settings measured in child processes, in turns."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "benchmark_determinism.py"
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "benchmark_determinism.py"
+# The script imports the packages as installed: this checkout first, so it is what is tested.
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 pytestmark = pytest.mark.slow
 
@@ -17,7 +21,7 @@ def test_both_settings_are_timed_and_the_ratio_is_theirs(tmp_path):
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--rounds", "1", "--steps", "1", "--warmup", "1",
          "--batch-size", "4", "--out", str(out)],
-        capture_output=True, text=True, timeout=900)
+        capture_output=True, text=True, timeout=900, env=ENV)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     medians = result["median_ms_per_step"]
@@ -28,6 +32,6 @@ def test_both_settings_are_timed_and_the_ratio_is_theirs(tmp_path):
 
 def test_bad_options_are_one_line_errors():
     done = subprocess.run([sys.executable, str(SCRIPT), "--rounds", "0"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, env=ENV)
     assert done.returncode == 2 and "--rounds must be >= 1" in done.stderr
     assert "Traceback" not in done.stderr

@@ -2,26 +2,14 @@
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
 from seq2seq.cli import main as seq2seq_main
-from seq2seq.copy_testset import (
-    carried,
-    invent_names,
-    make_copy_testset,
-    read_copy_testset,
-    write_copy_testset,
-)
 from seq2seq.datasets import load_pairs
-from seq2seq.length_buckets import (
-    bucket_edges,
-    bucket_index,
-    plot_bleu_by_length,
-    scores_by_bucket,
-)
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
@@ -44,8 +32,12 @@ I like tea.\tMe gusta el té.
 def script(name):
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # what @dataclass looks its module up in
     spec.loader.exec_module(module)
     return module
+
+
+by_length, copy_names = script("compare_by_length"), script("copy_names")
 
 
 @pytest.fixture(scope="module")
@@ -58,11 +50,12 @@ def data(tmp_path_factory):
 
 
 def test_buckets_cover_every_length_and_score_separately():
-    edges = bucket_edges(2, 4)
+    edges = by_length.bucket_edges(2, 4)
     assert edges == [(1, 2), (3, 4), (5, None)]
-    assert [bucket_index(n, edges) for n in (1, 2, 3, 4, 5, 40)] == [0, 0, 1, 1, 2, 2]
-    scores = scores_by_bucket(["a b c d", "x y", "the cat sat on the mat"],
-                              ["a b c d", "p q", "the cat sat on the mat"], [1, 2, 6], edges)
+    assert [by_length.bucket_index(n, edges) for n in (1, 2, 3, 4, 5, 40)] == [0, 0, 1, 1, 2, 2]
+    scores = by_length.scores_by_bucket(["a b c d", "x y", "the cat sat on the mat"],
+                                        ["a b c d", "p q", "the cat sat on the mat"], [1, 2, 6],
+                                        edges)
     assert [s["sentences"] for s in scores] == [2, 0, 1]
     assert scores[1]["bleu"] is None and scores[2]["bleu"] == pytest.approx(100.0)
     assert 0 < scores[0]["bleu"] < 100
@@ -72,14 +65,16 @@ def test_plot_draws_one_line_per_run(tmp_path):
     result = {"buckets": [{"bucket": "1-5", "sentences": 3}, {"bucket": "6+", "sentences": 1}],
               "runs": {name: {"bleu": 20.0, "buckets": [{"bleu": 30.0}, {"bleu": b}]}
                        for name, b in (("noattn", 5.0), ("bahdanau", None))}}
-    path = plot_bleu_by_length(result, tmp_path / "plot.png")
+    path = by_length.plot_bleu_by_length(result, tmp_path / "plot.png")
     with Image.open(path) as image:
         assert image.format == "PNG" and image.size[0] > 400
 
 
 def test_copy_testset_replaces_names_on_both_sides_with_unseen_ones(data, tmp_path):
+    carried = copy_names.carried
     train = load_pairs("tsv", path=str(data), split="train")
-    cases = make_copy_testset(load_pairs("tsv", path=str(data), split="test"), train, seed=3)
+    cases = copy_names.make_copy_testset(load_pairs("tsv", path=str(data), split="test"), train,
+                                         seed=3)
     # "No" is used lowercase in training ("no way"): a word, not a name; pair 4 has no name
     assert [c.originals for c in cases] == [["Tom"], ["Mary", "Tom"]]
     seen = {t for tokens in train.source_tokens + train.target_tokens for t in tokens}
@@ -89,10 +84,11 @@ def test_copy_testset_replaces_names_on_both_sides_with_unseen_ones(data, tmp_pa
             assert carried(case.source, name) and carried(case.target, name)
             assert not carried(case.source, original) and not carried(case.target, original)
     assert len({n for c in cases for n in c.names}) == 3
-    path, names = write_copy_testset(cases, tmp_path / "copy.tsv")
-    assert names.name == "copy.names.json" and read_copy_testset(path) == cases
+    path, names = copy_names.write_copy_testset(cases, tmp_path / "copy.tsv")
+    assert names.name == "copy.names.json" and copy_names.read_copy_testset(path) == cases
     assert len(load_pairs("tsv", path=str(path), split="test")) == 2  # a TSV evaluate reads
-    assert invent_names(5, {"Tom"}, seed=1) == invent_names(5, {"Tom"}, seed=1)
+    invent = copy_names.invent_names
+    assert invent(5, {"Tom"}, seed=1) == invent(5, {"Tom"}, seed=1)
     assert carried("Zorvik's dog.", "Zorvik") and not carried("Zorviko", "Zorvik")
 
 
@@ -113,7 +109,7 @@ def runs(data, tmp_path_factory):
 @pytest.mark.slow
 def test_compare_by_length_writes_the_plot_and_the_numbers(data, runs, tmp_path, capsys):
     out = tmp_path / "bleu.png"
-    status = script("compare_by_length").main(
+    status = by_length.main(
         ["--data", str(data / "test.tsv"), f"noattn={runs['noattn']}", str(runs["copy"]),
          "--out", str(out), "--bucket-width", "2", "--last-bucket", "4"])
     assert status == 0
@@ -129,10 +125,10 @@ def test_compare_by_length_writes_the_plot_and_the_numbers(data, runs, tmp_path,
 @pytest.mark.slow
 def test_copy_scripts_make_the_set_and_count_the_names(data, runs, tmp_path, capsys):
     testset = tmp_path / "copy.tsv"
-    assert script("make_copy_testset").main(["--data", str(data), "--out", str(testset)]) == 0
+    assert copy_names.main(["make", "--data", str(data), "--out", str(testset)]) == 0
     out = tmp_path / "names.json"
-    status = script("evaluate_copy_names").main(
-        ["--data", str(testset), f"noattn={runs['noattn']}", f"copy={runs['copy']}",
+    status = copy_names.main(
+        ["evaluate", "--data", str(testset), f"noattn={runs['noattn']}", f"copy={runs['copy']}",
          "--json", str(out)])
     assert status == 0
     results = json.loads(out.read_text())["runs"]

@@ -146,6 +146,10 @@ def test_accuracies_catch_wrong_objects_and_sizes(train):
     assert math.isnan(relation_accuracy([good], [record.objects]))
     scores = shapes_scores({record.image_id: good}, train)
     assert scores["object_accuracy"] == 100.0 and scores["relations_stated"] == 0.0
+    for accuracy in (object_accuracy, relation_accuracy):
+        assert math.isnan(accuracy([], []))
+        with pytest.raises(UserError, match="got 2 captions for 1 images"):
+            accuracy([good, good], [record.objects])
 
 
 def test_bad_options_are_user_errors():

@@ -104,6 +104,11 @@ def test_coco_matcher_maps_words_to_categories_and_unions_boxes():
     assert got == [[], [0, 1], [], [], [2], [], [], []]
     assert coco_category("Puppies") == "dog" and coco_category("women") == "person"
     assert coco_category("sofa") == "couch" and coco_category("grass") is None
+    # a one-word category by its own name, with or without other words; a two-word one only by
+    # its other words
+    assert [coco_category(w) for w in ("buses", "Zebra", "dog", "knives", "phone")] == [
+        "bus", "zebra", "dog", "knife", "cell phone"]
+    assert coco_category("light") is None and coco_category("cell") is None
     alpha = np.zeros((8, 2, 2))
     alpha[1, 0, 0] = alpha[1, 1, 1] = 0.5  # "dogs": half on each dog's cell
     alpha[4] = 0.25  # "man": uniform

@@ -7,6 +7,7 @@ import pytest
 from common.errors import DataError
 from common.text import tokenize_texts
 from seq2seq.datasets import DATASETS, load_pairs
+from seq2seq.datasets.pairs import PairsOptions
 from seq2seq.datasets.tsv import load_tsv
 
 
@@ -61,7 +62,7 @@ def test_malformed_lines_are_counted_and_warned_not_fatal(tmp_path, caplog):
         b"Thank you!\t\xc2\xa1Gracias!\r\n"
     )
     with caplog.at_level(logging.WARNING):
-        pairs = load_tsv(path=str(path))
+        pairs = load_tsv(PairsOptions(path=str(path)))
     assert pairs.sources == ["Hello.", "Thank you!"]
     assert pairs.targets == ["Hola.", "¡Gracias!"]
     assert pairs.skipped == 4
@@ -72,7 +73,7 @@ def test_malformed_lines_are_counted_and_warned_not_fatal(tmp_path, caplog):
 def test_text_is_nfkc_normalized(tmp_path):
     path = tmp_path / "nfkc.tsv"
     path.write_text("ﬁne\u00a0day\tcafe\u0301\n", encoding="utf-8")
-    pairs = load_tsv(path=str(path))
+    pairs = load_tsv(PairsOptions(path=str(path)))
     assert pairs.sources == ["fine day"] and pairs.targets == ["café"]
     assert pairs.source_tokens == [["fine", "day"]]
 

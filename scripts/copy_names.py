@@ -1,33 +1,45 @@
-"""A test set of names the model never saw, and how many of them a translator carries over.
+"""A test set of names the model never saw, and how many of them each run carries over.
 
-The copying comparison of issue #9 (See et al. 2017; the notes' "Caecilius" example): in the
-test pairs, every name found on both sides (a capitalized word such as "Tom" or "Boston", the
-same on both sides, used more often capitalized than lowercase in the training data, so that
-"No" is not taken for a name) is replaced on both sides by an invented name that no training
-sentence holds. A translator can only produce such a name by copying it: through a
-pointer-generator (`--copy`), or by the post-hoc `<unk>` replacement of `seq2seq.inference`.
+The copying comparison of issue #9 (See et al. 2017; the notes' "Caecilius" example), in two
+steps:
 
-- `make_copy_testset(test, train)` -> `CopyCase`s; `write_copy_testset(cases, OUT.tsv)` writes
-  `OUT.tsv` (source TAB target, as `--dataset tsv` reads) and `OUT.names.json` (the names of
-  each line, and the originals they replace).
-- `names_carried(run_dir, OUT.tsv)` translates the sources and counts the names found in the
-  output as whole words, with and without the `<unk>` replacement.
+    python scripts/copy_names.py make --data ../shared/data/spa-eng --out copy_test.tsv
+    python scripts/copy_names.py evaluate --data copy_test.tsv \
+        bahdanau=runs/spa-eng-compare-bahdanau bahdanau-copy=runs/spa-eng-compare-bahdanau-copy \
+        --json copy_names.json
 
-`scripts/make_copy_testset.py` and `scripts/evaluate_copy_names.py` are the command lines.
+`make`: in the test pairs, every name found on both sides (a capitalized word such as "Tom" or
+"Boston", the same on both sides, used more often capitalized than lowercase in the training
+data, so that "No" is not taken for a name) is replaced on both sides by an invented name that
+no training sentence holds. Writes OUT.tsv (source TAB target, as `seq2seq evaluate --data`
+reads) and OUT.names.json (the names of each line, and the originals they replace).
+
+`evaluate`: translates those sources with each run and counts the invented names found in the
+output as whole words: with the post-hoc `<unk>` replacement (`seq2seq translate` as it is)
+and without it (only what the model emits: a pointer-generator's copies, or nothing for a
+model without `--copy`). A translator can only produce such a name by copying it. Prints a
+table and writes JSON.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import random
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from common.errors import DataError, UserError
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from common.cli import positive_int  # noqa: E402
+from common.errors import DataError, UserError  # noqa: E402
 
 CONSONANTS = "bcdfgklmnprstvz"
 VOWELS = "aeiou"
@@ -155,7 +167,7 @@ def read_copy_testset(tsv: str | Path) -> list[CopyCase]:
     tsv = Path(tsv)
     if not tsv.is_file() or not names_path(tsv).is_file():
         raise DataError(f"{tsv}: expected it and {names_path(tsv).name} beside it, written by "
-                        "scripts/make_copy_testset.py")
+                        "scripts/copy_names.py make")
     lines = tsv.read_text(encoding="utf-8").splitlines()
     names = json.loads(names_path(tsv).read_text(encoding="utf-8"))
     if len(lines) != len(names):
@@ -222,3 +234,69 @@ def names_carried(run_dir: str | Path, tsv: str | Path, beam_size: int = 1,
         "examples": [{**asdict(c), "translation": t}
                      for c, t in list(zip(cases, outputs[True]))[:5]],
     }
+
+
+def labelled_run(text: str) -> tuple[str, str]:
+    """A command-line run: `LABEL=RUN_DIR`, or a bare `RUN_DIR` labelled by its folder name."""
+    label, sep, path = text.partition("=")
+    return (label, path) if sep else (Path(text).name, text)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="copy_names.py", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    making = sub.add_parser("make", help="write the test set of invented names")
+    making.add_argument("--data", required=True,
+                      help="a folder with train.tsv and test.tsv (the spa-eng layout)")
+    making.add_argument("--out", required=True, help="the test set to write (OUT.tsv)")
+    making.add_argument("--seed", type=int, default=0, help="chooses the invented names")
+    making.add_argument("--limit", type=positive_int, help="keep at most N pairs")
+    scoring = sub.add_parser("evaluate", help="count the names each run carries over")
+    scoring.add_argument("runs", nargs="+", type=labelled_run, metavar="LABEL=RUN_DIR")
+    scoring.add_argument("--data", required=True, help="OUT.tsv written by `make`")
+    scoring.add_argument("--json", help="also write the results here")
+    scoring.add_argument("--beam-size", type=positive_int, default=1)
+    scoring.add_argument("--limit", type=positive_int, help="only the first N pairs")
+    return p.parse_args(argv)
+
+
+def make(args: argparse.Namespace) -> None:
+    from seq2seq.datasets import load_pairs
+
+    train = load_pairs("tsv", path=args.data, split="train")
+    test = load_pairs("tsv", path=args.data, split="test")
+    cases = make_copy_testset(test, train, seed=args.seed, limit=args.limit)
+    if not cases:
+        raise UserError(f"no test pair of {args.data} holds a name on both sides")
+    tsv, names = write_copy_testset(cases, args.out)
+    originals = sorted({n for c in cases for n in c.originals})
+    print(f"{len(cases)} of {len(test)} test pairs hold {sum(len(c.names) for c in cases)} "
+          f"names ({len(originals)} different, e.g. {', '.join(originals[:6])}); "
+          f"wrote {tsv} and {names}")
+
+
+def evaluate(args: argparse.Namespace) -> None:
+    results = {label: names_carried(run_dir, args.data, beam_size=args.beam_size,
+                                    limit=args.limit)
+               for label, run_dir in args.runs}
+    print(f"{'run':<24}{'copy':>6}{'names':>7}{'carried':>9}{'no <unk> repl.':>16}{'BLEU':>7}")
+    for label, r in results.items():
+        print(f"{label:<24}{'yes' if r['copy'] else 'no':>6}{r['names']:>7}{r['share']:>8.1f}%"
+              f"{r['share_without_unk_replacement']:>15.1f}%{r['bleu']:>7.1f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"data": args.data, "runs": results}, indent=2,
+                                              ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        {"make": make, "evaluate": evaluate}[args.command](args)
+    except UserError as error:
+        print(f"copy_names.py {args.command}: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
