@@ -300,13 +300,13 @@ def add_serve_arguments(p: argparse.ArgumentParser, prog: str, model_name: str,
 def serve_savedmodel(args: argparse.Namespace, kind: str, what: str, **options) -> int:
     """`PROG serve`: check the SavedModel is of `kind`, then serve it until interrupted.
 
-    `options` go to `common.export.server.serve` (e.g. `max_image_pixels`).
+    `options` go to `common.serving.app.serve` (e.g. `max_image_pixels`).
     """
     from common.export.savedmodel import model_versions, require_kind
 
     for path in model_versions(args.export_dir).values():
         require_kind(path, kind, what)
-    from common.export.server import serve
+    from common.serving.app import serve
 
     serve(args.export_dir, args.model_name, host=args.host, port=args.port,
           max_batch_size=args.max_batch_size, batch_timeout_ms=args.batch_timeout_ms, **options)

@@ -42,7 +42,7 @@ def graph_checks(beam_size: Any, max_length: Any, beam_sizes: Sequence[int],
     """Assertions (for `tf.control_dependencies`) that fail the call with a clear
     `InvalidArgumentError` for a `max_length` out of range, a beam size not exported or an
     `n_best` outside 1..beam_size. Each message is one `tf.debugging.Assert` string, which
-    `common.export.server` returns alone (without TensorFlow's "assertion failed" wrapper)."""
+    `common.serving` returns alone (without TensorFlow's "assertion failed" wrapper)."""
     import tensorflow as tf
 
     def check(condition, template, *values):

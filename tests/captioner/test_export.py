@@ -19,6 +19,7 @@ from common.decoding import beam_search, greedy_decode
 from common.export import savedmodel
 from common.text import detokenize
 from tests.common.image_cases import write_cases
+from tests.helpers.isolated import run_signature_isolated, saved_model_cli
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def test_serving_default_takes_the_image_bytes_alone(run, exported_captioner, sh
     # What a TensorFlow Serving client sends: {"instances": [{"b64": ...}]}, nothing else; the
     # export's default beam (2) and length (the run's 12), in plain TensorFlow.
     expected, _ = run.caption_files(shape_images, beam_size=2)
-    outputs, imported = savedmodel.run_signature_isolated(
+    outputs, imported = run_signature_isolated(
         exported_captioner, {"images": [b64(path) for path in shape_images]})
     assert imported == []
     assert [c.decode() for c in outputs["captions"]] == [e.text for _, e in expected]
@@ -71,7 +72,7 @@ def test_serving_default_takes_the_image_bytes_alone(run, exported_captioner, sh
 def test_export_runs_on_stock_tensorflow_alone(run, exported_captioner, shape_images):
     expected, _ = run.caption_files(shape_images, beam_size=2)
     images = [b64(path) for path in shape_images]
-    outputs, imported = savedmodel.run_signature_isolated(
+    outputs, imported = run_signature_isolated(
         exported_captioner, {"images": images, "beam_size": 2, "max_length": 12, "n_best": 1},
         signature="caption_with_options")
     assert imported == []
@@ -101,7 +102,7 @@ def test_n_best_output_is_the_in_process_beam(run, exported_captioner, shape_ima
     else:
         reference = beam_search(run.model.make_step(), state, len(shape_images),
                                 vocab.start_id, vocab.end_id, 12, beam_size, n_best=n_best)
-    outputs, imported = savedmodel.run_signature_isolated(
+    outputs, imported = run_signature_isolated(
         exported_captioner, {"images": [b64(p) for p in shape_images], "beam_size": beam_size,
                              "max_length": 12, "n_best": n_best},
         signature="caption_with_options")
@@ -141,13 +142,13 @@ def test_beam_size_1_is_greedy_through_the_export(run, exported, shape_images):
 @pytest.mark.slow
 def test_saved_model_cli_shows_and_runs_the_signature(run, exported_captioner, shape_images,
                                                       tmp_path):
-    shown = savedmodel.saved_model_cli("show", "--dir", str(exported_captioner), "--all")
+    shown = saved_model_cli("show", "--dir", str(exported_captioner), "--all")
     assert "signature_def['serving_default']" in shown
     assert "signature_def['caption_with_options']" in shown
     assert "name: serving_default_images:0" in shown and "DT_STRING" in shown
     # the bytes in an object array (`--inputs` reads .npy files), the options as literals
     np.save(tmp_path / "images.npy", np.array([shape_images[0].read_bytes()], dtype=object))
-    savedmodel.saved_model_cli(
+    saved_model_cli(
         "run", "--dir", str(exported_captioner), "--tag_set", "serve", "--signature_def",
         "caption_with_options", "--inputs", f"images={tmp_path / 'images.npy'}",
         "--input_exprs", "beam_size=1;max_length=12;n_best=1", "--outdir", str(tmp_path))
@@ -155,7 +156,7 @@ def test_saved_model_cli_shows_and_runs_the_signature(run, exported_captioner, s
     expected, _ = run.caption_files(shape_images[:1], beam_size=1)
     assert [c.decode() for c in got] == [expected[0][1].text]
     # serving_default needs the images alone
-    savedmodel.saved_model_cli(
+    saved_model_cli(
         "run", "--dir", str(exported_captioner), "--tag_set", "serve", "--signature_def",
         "serving_default", "--inputs", f"images={tmp_path / 'images.npy'}",
         "--outdir", str(tmp_path), "--overwrite")

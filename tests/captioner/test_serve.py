@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from captioner.export import ExportedCaptioner
-from common.export.server import create_app, serve_in_background
+from common.serving.app import create_app, serve_in_background
 from tests.common.image_cases import bad_images, good_images
 
 OPTIONS = "caption_with_options"

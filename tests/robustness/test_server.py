@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from common.export.server import create_app, serve, serve_in_background
+from common.serving.app import create_app, serve, serve_in_background
 
 pytestmark = pytest.mark.slow
 

@@ -19,6 +19,7 @@ from seq2seq.encoder_decoder import EncoderDecoderTranslator
 from seq2seq.export import KIND, ExportedTranslator, TranslatorModule
 from seq2seq.inference import Translator, decode_batch, pad_batch
 from seq2seq.transformer import TransformerTranslator
+from tests.helpers.isolated import run_signature_isolated, saved_model_cli
 
 SENTENCES = ["March 3, 1999", "25th of November 2026", "3/3/1999", "the 7th of July, 2001",
              "Friday 13 June 1980 Zyx"]
@@ -67,7 +68,7 @@ def test_serving_default_takes_the_text_alone(translator, export_dir):
     # What a TensorFlow Serving client sends: {"instances": ["..."]}, nothing else; the
     # export's default beam (1) and length (the run's 16), in plain TensorFlow.
     expected = translator.translate(SENTENCES)
-    outputs, imported = savedmodel.run_signature_isolated(export_dir, {"sentences": SENTENCES})
+    outputs, imported = run_signature_isolated(export_dir, {"sentences": SENTENCES})
     assert imported == []
     assert [t.decode() for t in outputs["translations"]] == [e.text for e in expected]
     for row, e in enumerate(expected):
@@ -80,7 +81,7 @@ def test_serving_default_takes_the_text_alone(translator, export_dir):
 @pytest.mark.slow
 def test_n_best_output_is_the_in_process_beam(translator, export_dir):
     expected = translator.translate(SENTENCES, beam_size=2, n_best=2)
-    outputs, imported = savedmodel.run_signature_isolated(
+    outputs, imported = run_signature_isolated(
         export_dir, {"sentences": SENTENCES, "beam_size": 2, "max_length": 16, "n_best": 2},
         signature="translate_with_options")
     assert imported == []
@@ -108,7 +109,7 @@ def test_n_best_output_is_the_in_process_beam(translator, export_dir):
 @pytest.mark.slow
 def test_export_runs_on_stock_tensorflow_alone(translator, export_dir):
     expected = translator.translate(SENTENCES, beam_size=2)
-    outputs, imported = savedmodel.run_signature_isolated(
+    outputs, imported = run_signature_isolated(
         export_dir, {"sentences": SENTENCES, "beam_size": 2, "max_length": 16, "n_best": 1},
         signature="translate_with_options")
     assert imported == []
@@ -123,11 +124,11 @@ def test_export_runs_on_stock_tensorflow_alone(translator, export_dir):
 
 @pytest.mark.slow
 def test_saved_model_cli_shows_and_runs_the_signature(translator, export_dir, tmp_path):
-    shown = savedmodel.saved_model_cli("show", "--dir", str(export_dir), "--all")
+    shown = saved_model_cli("show", "--dir", str(export_dir), "--all")
     assert "signature_def['serving_default']" in shown
     assert "signature_def['translate_with_options']" in shown
     assert "name: serving_default_sentences:0" in shown and "DT_STRING" in shown
-    printed = savedmodel.saved_model_cli(
+    printed = saved_model_cli(
         "run", "--dir", str(export_dir), "--tag_set", "serve", "--signature_def",
         "translate_with_options", "--input_exprs",
         'sentences=["March 3, 1999", "3/3/1999"];beam_size=2;max_length=16;n_best=1',

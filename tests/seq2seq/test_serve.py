@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from common.export.server import create_app, serve_in_background
+from common.serving.app import create_app, serve_in_background
 from seq2seq.cli import main
 from seq2seq.inference import Translator
 

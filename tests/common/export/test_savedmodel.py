@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from common.errors import UserError
 from common.export import savedmodel
+from tests.helpers.isolated import run_signature_isolated, saved_model_cli
 
 
 class Shout(tf.Module):
@@ -69,7 +70,7 @@ def test_require_kind_names_what_was_found_and_expected(export_dir, tmp_path):
 
 
 def test_isolated_run_gives_the_outputs_and_imports_nothing_else(export_dir):
-    outputs, imported = savedmodel.run_signature_isolated(
+    outputs, imported = run_signature_isolated(
         export_dir, {"text": ["abc", "héllo"], "times": 2})
     assert imported == []
     assert outputs["shouted"].tolist() == [b"ABC ABC", "HéLLO HéLLO".encode()]
@@ -79,18 +80,18 @@ def test_isolated_run_gives_the_outputs_and_imports_nothing_else(export_dir):
 def test_isolated_run_refuses_forbidden_modules(export_dir):
     # The check can fail: with TensorFlow itself forbidden the child cannot even start.
     with pytest.raises(RuntimeError, match="importing tensorflow is not allowed"):
-        savedmodel.run_signature_isolated(export_dir, {"text": ["a"], "times": 1},
+        run_signature_isolated(export_dir, {"text": ["a"], "times": 1},
                                           forbidden=("tensorflow",))
 
 
 def test_isolated_run_failure_is_reported(export_dir):
     with pytest.raises(RuntimeError, match="isolated run failed"):
-        savedmodel.run_signature_isolated(export_dir, {"text": ["a"], "times": 1},
+        run_signature_isolated(export_dir, {"text": ["a"], "times": 1},
                                           signature="nope")
 
 
 def test_saved_model_cli_shows_string_inputs(export_dir):
-    shown = savedmodel.saved_model_cli("show", "--dir", str(export_dir), "--all")
+    shown = saved_model_cli("show", "--dir", str(export_dir), "--all")
     assert "signature_def['serving_default']" in shown
     assert "dtype: DT_STRING" in shown and "name: serving_default_text:0" in shown
 
@@ -119,7 +120,7 @@ def test_keras_variables_restore_in_saved_model_cli_run(tmp_path):
     savedmodel.save(module, tmp_path / "k", {"serving_default": module.serve.get_concrete_function()},
                     kind="test.keras")
     np.save(tmp_path / "x.npy", x)
-    printed = savedmodel.saved_model_cli(
+    printed = saved_model_cli(
         "run", "--dir", str(tmp_path / "k"), "--tag_set", "serve", "--signature_def",
         "serving_default", "--inputs", f"x={tmp_path / 'x.npy'}", "--outdir", str(tmp_path / "o"))
     assert "y.npy" in printed or (tmp_path / "o" / "y.npy").exists()

@@ -9,7 +9,7 @@ from keras import ops
 from common.errors import UserError
 from common.layers import SCORES, Attention
 from common.registry import UnknownNameError
-from common.testing import run_layer_test
+from tests.helpers.layers import run_layer_test
 
 B, T, S, D = 3, 4, 6, 5
 SCORE_KWARGS = {"additive": {"units": 7}, "location": {"max_positions": 8}}

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from common.layers import HardAttention
-from common.testing import run_layer_test
+from tests.helpers.layers import run_layer_test
 
 B, T, S, D = 2, 3, 5, 4
 MASK = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=bool)

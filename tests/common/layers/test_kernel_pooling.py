@@ -8,7 +8,7 @@ import tensorflow as tf
 from common.errors import UserError
 from common.layers.kernel_pooling import KERNELS, KernelPooling
 from common.registry import UnknownNameError
-from common.testing import run_layer_test
+from tests.helpers.layers import run_layer_test
 
 B, T, S, DK, DV = 2, 5, 7, 2, 3
 # Row 0: no padding; row 1: the last three keys are padding.

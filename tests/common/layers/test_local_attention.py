@@ -8,7 +8,7 @@ import tensorflow as tf
 from common.errors import UserError
 from common.layers import Attention
 from common.layers.local_attention import LocalAttention
-from common.testing import run_layer_test
+from tests.helpers.layers import run_layer_test
 
 B, T, S, D = 3, 5, 9, 6
 # Row 0: no padding; row 1: the last four keys are padding; row 2: every key is padding.

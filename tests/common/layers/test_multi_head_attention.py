@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from common.layers import MultiHeadAttention, multi_head_attention
-from common.testing import run_layer_test
+from tests.helpers.layers import run_layer_test
 
 B, T, S, D, H, K = 2, 5, 4, 8, 2, 3
 # Right padding: row 0 has 5 real positions, row 1 has 3.

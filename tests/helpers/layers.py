@@ -3,7 +3,7 @@
 In the spirit of keras-hub's `TestCase.run_layer_test`, but a plain function that works in any
 pytest test:
 
->>> from common.testing import run_layer_test
+>>> from tests.helpers.layers import run_layer_test
 >>> run_layer_test(
 ...     Attention,
 ...     {"score": "additive", "units": 8},

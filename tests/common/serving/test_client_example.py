@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from common.export.server import create_app, serve_in_background
+from common.serving.app import create_app, serve_in_background
 
 from .conftest import png_bytes
 

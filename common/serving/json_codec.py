@@ -9,7 +9,7 @@
 - `outputs_to_json(outputs, layout)`: the `predictions` (row) or `outputs` (columnar) body.
 
 Anything a request gets wrong is a `RequestError` naming where (`where`) and what was expected;
-`common.export.server` turns it into a 4xx `{"error": ...}`. Only `tf.DType` attributes are
+`common.serving.app` turns it into a 4xx `{"error": ...}`. Only `tf.DType` attributes are
 read, so this module imports neither TensorFlow nor the web server.
 """
 

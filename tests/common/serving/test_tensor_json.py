@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from common.export.server import RequestError, array_to_json, json_to_array
+from common.serving.json_codec import RequestError, array_to_json, json_to_array
 
 
 def test_nested_lists_become_arrays_of_the_signature_dtype():

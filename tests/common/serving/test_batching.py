@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from common.errors import UserError
-from common.export.batching import Batcher
+from common.serving.batching import Batcher
 
 
 class Recorder:

@@ -11,7 +11,7 @@ import tensorflow as tf
 from PIL import Image
 
 from common.errors import UserError
-from common.export.server import BATCHER, MODEL, create_app, serve_in_background
+from common.serving.app import BATCHER, MODEL, create_app, serve_in_background
 
 from .conftest import bomb_png, png_bytes, request
 
@@ -294,13 +294,13 @@ def test_serve_runs_until_interrupted_on_localhost(image_model_dir):
     import sys
     import time
 
-    from common.export.server import serve
+    from common.serving.app import serve
 
     assert inspect.signature(serve).parameters["host"].default == "127.0.0.1"
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    code = f"from common.export.server import serve; serve({str(image_model_dir)!r}, 'm', port={port})"
+    code = f"from common.serving.app import serve; serve({str(image_model_dir)!r}, 'm', port={port})"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     process = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, text=True)
@@ -381,18 +381,18 @@ def test_assertion_errors_give_their_message_alone():
         with tf.control_dependencies(asserts):
             return tf.identity(lengths)
 
-    from common.export.server import _tf_reason
+    from common.serving.protocol import tf_error_message
 
     def reason(lengths, beam):
         with pytest.raises(tf.errors.InvalidArgumentError) as caught:
             check(tf.constant(lengths), tf.constant(beam))
-        return _tf_reason(caught.value.message)
+        return tf_error_message(caught.value.message)
 
     assert reason([3, 0], 1) == "empty sentence: nothing to do"
     assert reason([3], 7) == "beam must be one of [1, 2]; got 7"
     assert reason([3], -1) == "beam must be positive, got -1"
     # other errors keep their text, without the graph's node names
-    assert _tf_reason("Graph execution error:\n\nDetected at node DecodePng defined at (most "
+    assert tf_error_message("Graph execution error:\n\nDetected at node DecodePng defined at (most "
                       "recent call last):\n<stack traces unavailable>\nInvalid PNG data, size "
                       "40\n\t [[{{node DecodePng}}]] [Op:__inference_f_1]") == (
         "Invalid PNG data, size 40")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from common.testing import run_layer_test
+from tests.helpers.layers import run_layer_test
 
 PACKAGE = "tests_common_testing"
 

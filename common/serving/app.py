@@ -1,0 +1,247 @@
+"""An HTTP server for SavedModels that speaks TensorFlow Serving's REST API.
+
+Clients written for TensorFlow Serving work unchanged
+(https://www.tensorflow.org/tfx/serving/api_rest):
+
+    GET  /v1/models/NAME[/versions/N]            -> {"model_version_status": [...]}
+    GET  /v1/models/NAME[/versions/N]/metadata   -> {"model_spec": ..., "metadata": ...}
+    POST /v1/models/NAME[/versions/N]:predict    {"instances": [...]} -> {"predictions": [...]}
+                                                 {"inputs": ...}      -> {"outputs": ...}
+
+The path served is an export directory (version 1) or, as TensorFlow Serving's
+`--model_base_path`, a directory of versions `BASE/1/`, `BASE/2/`, ...
+(`common.export.savedmodel.model_versions`): every version is loaded
+(`common.serving.servable.ServedModel`), a request without `/versions/N` goes to the highest,
+and the status answer lists them all.
+
+Requests are parsed by `common.serving.protocol` (`signature_name`, row or columnar format,
+per-request scalar options and their defaults), binary inputs screened by
+`common.serving.images`, values converted by `common.serving.json_codec` (`{"b64": ...}` for
+binary strings both ways). Concurrent requests are merged into one model call by
+`common.serving.batching.Batcher`. Every bad request gets a 4xx `{"error": "..."}`, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+from aiohttp import web
+
+from common.errors import UserError
+from common.export.savedmodel import model_versions
+from common.serving.batching import Batcher
+from common.serving.json_codec import RequestError, outputs_to_json
+from common.serving.protocol import parse_body
+from common.serving.servable import ServedModel
+
+log = logging.getLogger(__name__)
+
+MODEL = web.AppKey("model", ServedModel)  # the highest version: what NAME alone serves
+VERSIONS = web.AppKey("versions", dict)  # version number -> ServedModel
+BATCHER = web.AppKey("batcher", Batcher)
+NAME = web.AppKey("model_name", str)
+MAX_BODY = web.AppKey("max_body_bytes", int)
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler):
+    """Every failure becomes a JSON `{"error": ...}` with a fitting status; never a traceback."""
+    try:
+        return await handler(request)
+    except RequestError as exc:
+        return _error(exc.status, str(exc))
+    except web.HTTPRequestEntityTooLarge:
+        limit = request.app[MAX_BODY]
+        return _error(413, f"request body is larger than the limit of {limit} bytes")
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return _error(exc.status, f"{exc.reason}: {request.method} {request.path}")
+    except Exception:
+        log.exception("error while serving %s %s", request.method, request.path)
+        return _error(500, "internal server error")
+
+
+def _servable(request: web.Request) -> ServedModel:
+    name, version = request.match_info["name"], request.match_info.get("version")
+    versions = request.app[VERSIONS]
+    number = int(version) if version is not None and re.fullmatch(r"[0-9]+", version) else -1
+    if name != request.app[NAME] or (version is not None and number not in versions):
+        spec = f"Latest({name})" if version is None else f"Specific({name}, {version})"
+        raise RequestError(f"Servable not found for request: {spec}", status=404)
+    return request.app[MODEL] if version is None else versions[number]
+
+
+async def _status(request: web.Request) -> web.Response:
+    model = _servable(request)
+    if "version" in request.match_info:
+        served = [model]
+    else:  # every loaded version, the one served first
+        served = sorted(request.app[VERSIONS].values(), key=lambda m: -m.version)
+    return web.json_response({"model_version_status": [m.status() for m in served]})
+
+
+async def _metadata(request: web.Request) -> web.Response:
+    return web.json_response(_servable(request).metadata(request.app[NAME]))
+
+
+async def _predict(request: web.Request) -> web.Response:
+    model = _servable(request)
+    raw = await request.read()  # raises HTTPRequestEntityTooLarge past client_max_size
+    parser = model.parser
+    signature, layout, inputs, size = parser.parse(parse_body(raw))
+    batched = frozenset(parser.batched_names(signature))
+    key = None
+    if size > 0 and model.mergeable[signature]:
+        options = tuple((n, repr(inputs[n].tolist())) for n in parser.option_names(signature))
+        shapes = tuple((n, inputs[n].shape[1:]) for n in sorted(batched))
+        key = (model.version, signature, options, shapes)
+    outputs = await request.app[BATCHER].submit(
+        inputs, size=size, key=key, context=(model.version, signature), batched=batched
+    )
+    return web.json_response(outputs_to_json(outputs, layout), dumps=json.dumps)
+
+
+def create_app(
+    saved_model_dir: str | os.PathLike,
+    model_name: str,
+    max_body_bytes: int = 16 * 1024 * 1024,
+    max_batch_size: int = 32,
+    batch_timeout_ms: float = 5.0,
+    max_image_pixels: int = 25_000_000,
+    input_defaults: Mapping[str, Any] | None = None,
+    screen_images: bool = False,
+) -> web.Application:
+    """The aiohttp application serving `saved_model_dir` as `model_name` (loads it now).
+
+    Args:
+        saved_model_dir: a SavedModel directory (its signatures take batches, e.g. `(B,)`
+            `tf.string`), or a model base path of versions `1/`, `2/`, ... (all loaded; the
+            highest answers requests without `/versions/N`).
+        model_name: the NAME in `/v1/models/NAME`.
+        max_body_bytes: larger request bodies get 413.
+        max_batch_size: the most instances merged into one signature call.
+        batch_timeout_ms: how long a request waits for others to share its call.
+        max_image_pixels: binary inputs whose image header declares more pixels get 400.
+        input_defaults: values for scalar inputs (e.g. `{"beam_size": 3}`) a request omits.
+        screen_images: binary inputs are images: refuse non-images from their header and
+            re-encode what the graph cannot decode faithfully (see `ServedModel`).
+
+    Returns:
+        A `web.Application`; `app[BATCHER].stats` counts requests and model calls.
+    """
+    if not model_name or "/" in model_name or ":" in model_name:
+        raise UserError(f"model name must be non-empty without '/' or ':', got {model_name!r}")
+    if max_body_bytes < 1:
+        raise UserError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
+    versions = {
+        number: ServedModel(path, input_defaults, max_image_pixels, screen_images, number)
+        for number, path in model_versions(saved_model_dir).items()
+    }
+
+    def run(context: tuple[int, str], inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        version, signature = context
+        return versions[version].run(signature, inputs)
+
+    batcher = Batcher(run, max_batch_size=max_batch_size, batch_timeout_ms=batch_timeout_ms)
+    app = web.Application(client_max_size=max_body_bytes, middlewares=[_json_errors])
+    app[MODEL], app[VERSIONS] = versions[max(versions)], versions
+    app[BATCHER], app[NAME] = batcher, model_name
+    app[MAX_BODY] = max_body_bytes
+    base = "/v1/models/{name:[^/:]+}"
+    version = "/versions/{version:[^/:]+}"
+    for prefix in (base, base + version):
+        app.router.add_get(prefix, _status)
+        app.router.add_get(prefix + "/metadata", _metadata)
+        app.router.add_post(prefix + ":predict", _predict)
+
+    async def start(app: web.Application) -> None:
+        batcher.start()
+
+    async def stop(app: web.Application) -> None:
+        await batcher.stop()
+
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)
+    return app
+
+
+def serve(
+    saved_model_dir: str | os.PathLike,
+    model_name: str,
+    host: str = "127.0.0.1",
+    port: int = 8501,
+    **options: Any,
+) -> None:
+    """Serve `saved_model_dir` on `host:port` until interrupted.
+
+    It binds to 127.0.0.1 unless told otherwise: put a proxy with authentication in front of
+    it before exposing it. `options` are those of `create_app` (`max_body_bytes`,
+    `max_batch_size`, `batch_timeout_ms`, `max_image_pixels`, `input_defaults`,
+    `screen_images`), with its defaults.
+
+    Example:
+    >>> serve("runs/captioner/export", "captioner")  # doctest: +SKIP
+    """
+    app = create_app(saved_model_dir, model_name, **options)
+    url = f"http://{host}:{port}/v1/models/{model_name}"
+    numbers = sorted(app[VERSIONS])
+    shown = (f" (version {numbers[0]})" if len(numbers) == 1 else
+             f" (versions {', '.join(map(str, numbers))}; {numbers[-1]} by default)")
+    web.run_app(app, host=host, port=port,
+                print=lambda _: print(f"Serving {url}{shown}", flush=True))
+
+
+@contextlib.contextmanager
+def serve_in_background(
+    app: web.Application, host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0
+) -> Iterator[str]:
+    """Run `app` in a thread (port 0: a free one); yields the base URL; stops it on exit.
+
+    Example:
+    >>> with serve_in_background(create_app(path, "m")) as url:  # doctest: +SKIP
+    ...     urllib.request.urlopen(f"{url}/v1/models/m")
+    """
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app, access_log=None)
+    started = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(runner.setup())
+            loop.run_until_complete(web.TCPSite(runner, host, port).start())
+        except BaseException as exc:  # reported to the caller below
+            failure.append(exc)
+            started.set()
+            return
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, name="serve-in-background", daemon=True)
+    thread.start()
+    if not started.wait(timeout) or failure:
+        raise RuntimeError(f"the server did not start: {failure[0] if failure else 'timeout'}")
+    bound_host, bound_port = runner.addresses[0][:2]
+    try:
+        yield f"http://{bound_host}:{bound_port}"
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
+        loop.close()

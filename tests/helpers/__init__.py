@@ -1,0 +1,6 @@
+"""Helpers for the tests of every package (not part of the library).
+
+- `tests.helpers.layers.run_layer_test`: checks a Keras layer from every side.
+- `tests.helpers.isolated`: runs an export's signature in a process that imports TensorFlow and
+  NumPy only (`run_signature_isolated`), and TensorFlow's `saved_model_cli`.
+"""

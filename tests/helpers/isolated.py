@@ -1,0 +1,153 @@
+"""Running an exported signature the way a stranger's machine would, for the export tests.
+
+`run_signature_isolated` runs a signature in a fresh Python process that imports TensorFlow
+and NumPy only, and reports which modules got imported: the test that an export needs nothing
+from this project (nor Keras, keras-hub or tensorflow_text). `saved_model_cli` runs
+TensorFlow's own tool on an export.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: Modules an isolated run must not import: the export has to stand on stock TensorFlow.
+FORBIDDEN_MODULES = ("keras", "keras_hub", "tensorflow_text", "common", "seq2seq", "captioner")
+
+_ISOLATED_SCRIPT = r"""
+import importlib.abc, json, sys
+
+request = json.load(open(sys.argv[1], encoding="utf-8"))
+blocked = set(request["forbidden"]) - set(request["allowed_with_tensorflow"])
+
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in blocked:
+            raise ImportError(f"isolated run: importing {name} is not allowed")
+        return None
+
+
+sys.meta_path.insert(0, Block())
+import numpy as np
+import tensorflow as tf
+
+# `import tensorflow` loads parts of Keras 3 by itself when it is installed; from now on
+# nothing forbidden may be imported at all.
+at_import = set(sys.modules)
+blocked |= set(request["forbidden"])
+loaded = tf.saved_model.load(request["export_dir"])
+fn = loaded.signatures[request["signature"]]
+specs = fn.structured_input_signature[1]
+
+
+def unwrap(value):  # {"b64": ...} -> bytes, as in TensorFlow Serving's JSON
+    if isinstance(value, dict) and list(value) == ["b64"]:
+        import base64
+        return base64.b64decode(value["b64"])
+    return [unwrap(v) for v in value] if isinstance(value, list) else value
+
+
+inputs = {name: tf.constant(unwrap(value), dtype=specs[name].dtype)
+          for name, value in request["inputs"].items()}
+outputs = {name: value.numpy() for name, value in fn(**inputs).items()}
+# Strings as fixed-width bytes ("S"), so that the parent reads them without pickle.
+outputs = {name: value.astype(bytes) if value.dtype == object else value
+           for name, value in outputs.items()}
+np.savez(request["out"], **outputs)
+prefixes = tuple(request["forbidden"])
+imported = sorted(m for m in set(sys.modules) - at_import if m.split(".")[0] in prefixes)
+json.dump({"forbidden_imported": imported}, open(request["report"], "w"))
+"""
+
+
+def run_signature_isolated(
+    export_dir: str | os.PathLike,
+    inputs: Mapping[str, Any],
+    signature: str = "serving_default",
+    python: str | None = None,
+    forbidden: Sequence[str] = FORBIDDEN_MODULES,
+    allowed_with_tensorflow: Sequence[str] = ("keras",),
+    timeout: float = 300.0,
+) -> tuple[dict[str, Any], list[str]]:
+    """Run one signature in a subprocess that imports only TensorFlow and NumPy.
+
+    The subprocess starts with `-I` (isolated mode: no user site, no current directory on
+    `sys.path`, no `PYTHON*` variables) from a temporary working directory, and an import
+    hook refuses every `forbidden` module (an `ImportError`, so loading fails loudly if the
+    SavedModel needs one). `import tensorflow` itself loads parts of Keras 3 when Keras is
+    installed, so the modules in `allowed_with_tensorflow` are refused only after TensorFlow
+    is imported, and `imported` lists the forbidden modules that appeared after that.
+
+    Args:
+        export_dir: the SavedModel directory.
+        inputs: input name -> JSON-ready value (lists of `str` for `tf.string`, or of
+            `{"b64": ...}` for binary strings such as encoded images).
+        signature: the signature to call.
+        python: the interpreter (default: this one).
+        forbidden: top-level module names the child may not import.
+        allowed_with_tensorflow: those of `forbidden` that `import tensorflow` may load.
+        timeout: seconds before the child is killed.
+
+    Returns:
+        `(outputs, imported)`: output name -> NumPy array (strings as `bytes` objects), and
+        the forbidden modules the child had imported (empty when the export is standalone).
+
+    Raises:
+        RuntimeError: the child failed; the message holds the end of its stderr.
+    """
+    import numpy as np
+
+    with tempfile.TemporaryDirectory(prefix="isolated-") as tmp:
+        tmp_path = Path(tmp)
+        request = {
+            "export_dir": str(Path(export_dir).resolve()),
+            "signature": signature,
+            "inputs": dict(inputs),
+            "out": str(tmp_path / "outputs.npz"),
+            "report": str(tmp_path / "report.json"),
+            "forbidden": list(forbidden),
+            "allowed_with_tensorflow": list(allowed_with_tensorflow),
+        }
+        (tmp_path / "request.json").write_text(json.dumps(request), encoding="utf-8")
+        (tmp_path / "run.py").write_text(_ISOLATED_SCRIPT, encoding="utf-8")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        proc = subprocess.run(
+            [python or sys.executable, "-I", str(tmp_path / "run.py"),
+             str(tmp_path / "request.json")],
+            cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"the isolated run failed ({proc.returncode}): "
+                               f"{proc.stderr[-2000:]}")
+        with np.load(tmp_path / "outputs.npz", allow_pickle=False) as data:
+            outputs = {name: data[name].astype(object) if data[name].dtype.kind == "S"
+                       else data[name] for name in data.files}
+        report = json.loads((tmp_path / "report.json").read_text())
+    return outputs, report["forbidden_imported"]
+
+
+
+
+def saved_model_cli(*args: str, timeout: float = 300.0) -> str:
+    """Run TensorFlow's `saved_model_cli` (next to this interpreter) and return its stdout.
+
+    Example:
+    >>> print(saved_model_cli("show", "--dir", "export/dates", "--all"))  # doctest: +SKIP
+    """
+    tool = Path(sys.executable).parent / "saved_model_cli"
+    command = [str(tool)] if tool.is_file() else [sys.executable, "-m",
+                                                  "tensorflow.python.tools.saved_model_cli"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([*command, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"saved_model_cli {' '.join(args[:1])} failed: {proc.stderr[-2000:]}")
+    return proc.stdout
