@@ -198,6 +198,22 @@ def read_image(path: str | os.PathLike | bytes, image_size: tuple[int, int]) -> 
     return np.asarray(image, np.float32)
 
 
+def open_model(path: str | os.PathLike) -> Any:
+    """A `CaptionerRun` for a run directory, a `captioner.export.ExportedCaptioner` for a
+    SavedModel (both caption files the same way); a `UserError` for anything else."""
+    from common.export.savedmodel import is_saved_model
+
+    path = Path(path)
+    if is_saved_model(path):
+        from captioner.export import ExportedCaptioner
+
+        return ExportedCaptioner(path)
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise UserError(f"{path} is not a captioner run directory (no config.json) nor an "
+                        "exported captioner SavedModel (no saved_model.pb)")
+    return CaptionerRun(path)
+
+
 def load_run(run_dir: str | os.PathLike) -> CaptionerRun:
     """The trained captioner of `run_dir` (see `CaptionerRun`)."""
     return CaptionerRun(run_dir)

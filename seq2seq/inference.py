@@ -357,3 +357,24 @@ class Translator:
         if bar is not None:
             bar.close()
         return results  # type: ignore[return-value]
+
+
+def open_model(path: str | Path, attention_layer: int = -1,
+               attention_head: int | None = None) -> Any:
+    """A `Translator` for a run directory, a `seq2seq.export.ExportedTranslator` for a
+    SavedModel (both translate the same way); a `UserError` for anything else, or for
+    attention options given with a SavedModel (they are chosen at export time)."""
+    from common.export.savedmodel import is_saved_model
+
+    path = Path(path)
+    if is_saved_model(path):
+        from seq2seq.export import ExportedTranslator
+
+        if attention_layer != -1 or attention_head is not None:
+            raise UserError("--attention-layer/--attention-head: a SavedModel returns the "
+                            "attention chosen at export time; give them to `seq2seq export`")
+        return ExportedTranslator(path)
+    if not (path / "config.json").is_file():
+        raise UserError(f"{path} is not a translator run directory (no config.json) nor an "
+                        "exported translator SavedModel (no saved_model.pb)")
+    return Translator.from_run_dir(path)
