@@ -78,6 +78,8 @@ class CaptionerModule(DecodingModule):
     """
 
     KIND = KIND
+    WHAT = WHAT
+    SEVERAL = "captions per image"
     INPUT = "images"
     TEXT = "captions"
     OPTIONS_SIGNATURE = OPTIONS_SIGNATURE
@@ -167,24 +169,23 @@ export_run = CaptionerModule.export_run
 
 
 class ExportedCaptioner(ExportedModel):
-    """`CaptionerRun.caption_files` on an exported SavedModel (loaded with `tf.saved_model.load`).
-
-    Args:
-        export_dir: a directory written by `export_run`.
-
-    Raises:
-        UserError: `export_dir` is not a SavedModel, or is one of another kind (a translator).
-    """
+    """`CaptionerRun.caption_files` on an export written by `export_run` (see `ExportedModel`;
+    a SavedModel of a translator is a `UserError`)."""
 
     MODULE = CaptionerModule
-    WHAT = WHAT
-    SEVERAL = "captions per image"
 
-    def __init__(self, export_dir: str | os.PathLike):
-        super().__init__(export_dir)
-        self.grid_shape = tuple(self.info["grid_shape"])
-        self.image_size = tuple(self.info["image_size"])
-        self.attention_kind = self.info.get("attention")  # "soft" | "hard", for the figures
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        return tuple(self.info["grid_shape"])
+
+    @property
+    def image_size(self) -> tuple[int, ...]:
+        return tuple(self.info["image_size"])
+
+    @property
+    def attention_kind(self) -> str | None:
+        """"soft" or "hard", for the figures."""
+        return self.info.get("attention")
 
     def caption_bytes(self, images: Sequence[bytes], beam_size: int | None = None,
                       max_length: int | None = None, n_best: int | None = None,

@@ -102,6 +102,8 @@ class TranslatorModule(DecodingModule):
     """
 
     KIND = KIND
+    WHAT = WHAT
+    SEVERAL = "translations per sentence"
     INPUT = "sentences"
     TEXT = "translations"
     OPTIONS_SIGNATURE = OPTIONS_SIGNATURE
@@ -242,22 +244,14 @@ export_run = TranslatorModule.export_run
 
 
 class ExportedTranslator(ExportedModel):
-    """`Translator.translate` on an exported SavedModel (loaded with `tf.saved_model.load`).
-
-    Args:
-        export_dir: a directory written by `export_run`.
-
-    Raises:
-        UserError: `export_dir` is not a SavedModel, or is one of another kind (a captioner).
-    """
+    """`Translator.translate` on an export written by `export_run` (see `ExportedModel`;
+    a SavedModel of a captioner is a `UserError`)."""
 
     MODULE = TranslatorModule
-    WHAT = WHAT
-    SEVERAL = "translations per sentence"
 
-    def __init__(self, export_dir: str | os.PathLike):
-        super().__init__(export_dir)
-        self.max_source_tokens = int(self.info["max_source_tokens"])
+    @property
+    def max_source_tokens(self) -> int:
+        return int(self.info["max_source_tokens"])
 
     def translate(
         self,

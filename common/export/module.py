@@ -62,6 +62,8 @@ class DecodingModule(tf.Module):
 
     Class attributes:
         KIND: the family marker of `export_info.json`.
+        WHAT: an export of the family, for errors ("an exported captioner (make one ...)").
+        SEVERAL: what a request for several hypotheses asks for ("captions per image").
         INPUT: the name of the signatures' input (`"images"`, `"sentences"`).
         TEXT: the name of the text output (`"captions"`); `n_best_` + it for the n best.
         OPTIONS_SIGNATURE: the name of the signature with the options.
@@ -78,6 +80,8 @@ class DecodingModule(tf.Module):
     """
 
     KIND: ClassVar[str] = ""
+    WHAT: ClassVar[str] = ""
+    SEVERAL: ClassVar[str] = ""
     INPUT: ClassVar[str] = ""
     TEXT: ClassVar[str] = ""
     OPTIONS_SIGNATURE: ClassVar[str] = ""
@@ -295,13 +299,11 @@ class ExportedModel:
         UserError: `export_dir` is not a SavedModel, or is one of another kind.
     """
 
+    #: the family's module class: its KIND, WHAT, SEVERAL and INPUT.
     MODULE: ClassVar[type[DecodingModule]] = DecodingModule
-    WHAT: ClassVar[str] = ""
-    #: "captions per image": what a request for several hypotheses asks for.
-    SEVERAL: ClassVar[str] = ""
 
     def __init__(self, export_dir: str | os.PathLike):
-        self.info = savedmodel.require_kind(export_dir, self.MODULE.KIND, self.WHAT)
+        self.info = savedmodel.require_kind(export_dir, self.MODULE.KIND, self.MODULE.WHAT)
         self.export_dir = Path(export_dir)
         self.loaded = tf.saved_model.load(str(export_dir))
         self.signature = self.loaded.signatures[savedmodel.options_signature(self.info)]
@@ -316,7 +318,7 @@ class ExportedModel:
         check_n_best(n_best, beam_size)
         if n_best and n_best > 1 and not self.takes_n_best:
             raise UserError(f"{self.export_dir} was exported without n-best outputs; export "
-                            f"the run again to get several {self.SEVERAL}")
+                            f"the run again to get several {self.MODULE.SEVERAL}")
         return beam_size, max_length
 
     def _run(self, raw: Sequence[Any], beam_size: int, max_length: int,
