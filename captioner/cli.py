@@ -139,22 +139,11 @@ def _render(args: argparse.Namespace) -> int:
 
 def _load_captioner(path_text: str):
     """A `CaptionerRun` for a run directory, an `ExportedCaptioner` for a SavedModel."""
-    from pathlib import Path
+    from captioner.inference import CaptionerRun, open_model
 
-    from common.export.savedmodel import is_saved_model
-
-    path = Path(path_text)
-    if is_saved_model(path):
-        from captioner.export import ExportedCaptioner
-
-        return ExportedCaptioner(path)
-    if path.is_dir() and not (path / "config.json").is_file():
-        raise UserError(f"{path} is not a captioner run directory (no config.json) nor an "
-                        "exported captioner SavedModel (no saved_model.pb)")
-    from captioner.inference import load_run
-
-    run = load_run(path)
-    _warn_unfinished(run)
+    run = open_model(path_text)
+    if isinstance(run, CaptionerRun):
+        _warn_unfinished(run)
     return run
 
 

@@ -41,38 +41,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
-from captioner.inference import Caption, CaptionerRun, CaptionHypothesis
-from common.decoding import beam_search, greedy_decode
-from common.errors import DataError, UserError
-from common.export import savedmodel
-from common.export.beam_sizes import (
-    UNFILLED_SCORE,
-    check_export_options,
-    check_n_best,
-    dispatch_n_best,
-    graph_checks,
-    request_options,
-)
-from common.text import Vocabulary, detokenize_tf
+from captioner.inference import Caption, CaptionerRun, caption_from_outputs
+from common.errors import DataError
+from common.export.module import DEFAULT_BEAM_SIZES, DecodingModule, ExportedModel
+from common.text import Vocabulary
 
 KIND = "captioner"
 WHAT = "an exported captioner (make one with `captioner export RUN_DIR OUT_DIR`)"
 OPTIONS_SIGNATURE = "caption_with_options"
-DEFAULT_BEAM_SIZES = (1, 2, 3, 4, 5)
-OUTPUTS = ("captions", "tokens", "lengths", "scores", "finished", "attention",
-           "attention_lengths")
-N_BEST_OUTPUTS = ("n_best_captions", "n_best_tokens", "n_best_lengths", "n_best_scores",
-                  "n_best_normalized_scores", "n_best_finished")
 
 
-class CaptionerModule(tf.Module):
+class CaptionerModule(DecodingModule):
     """A captioner with its vocabulary and image decoding, as one exportable module.
+
+    `CaptionerRun.caption_batch` calls its `predict` on pixels; the export saves its
+    signatures (see the module doc and `common.export.module.DecodingModule`).
 
     Args:
         model: a built `captioner.model.ShowAttendTell` with its weights.
@@ -90,6 +77,15 @@ class CaptionerModule(tf.Module):
     <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'a red circle .'], dtype=object)>
     """
 
+    KIND = KIND
+    WHAT = WHAT
+    SEVERAL = "captions per image"
+    INPUT = "images"
+    TEXT = "captions"
+    OPTIONS_SIGNATURE = OPTIONS_SIGNATURE
+    OUTPUTS = ("captions", "tokens", "lengths", "scores", "finished", "attention",
+               "attention_lengths")
+
     def __init__(
         self,
         model: Any,
@@ -101,31 +97,11 @@ class CaptionerModule(tf.Module):
         default_beam_size: int = 1,
         length_penalty: float = 0.6,
     ):
-        super().__init__(name="captioner")
-        self.beam_sizes = check_export_options(beam_sizes, default_beam_size,
-                                               max_decode_length, max_length_limit)
         self.model = model
-        self.vocab = vocab
         self.image_size = (int(image_size[0]), int(image_size[1]))
         self.grid_shape = tuple(int(n) for n in model.grid_shape)
-        self.max_decode_length = int(max_decode_length)
-        self.max_length_limit = int(max_length_limit)
-        self.default_beam_size = int(default_beam_size)
-        self.length_penalty = float(length_penalty)
-        # autograph=False: the model's Python conditionals stay Python (as in seq2seq.export).
-        self.serving_default = tf.function(
-            self._serve_defaults, autograph=False,
-            input_signature=[tf.TensorSpec([None], tf.string, name="images")],
-        )
-        self.caption_with_options = tf.function(
-            self._serve_options, autograph=False,
-            input_signature=[
-                tf.TensorSpec([None], tf.string, name="images"),
-                tf.TensorSpec([], tf.int32, name="beam_size"),
-                tf.TensorSpec([], tf.int32, name="max_length"),
-                tf.TensorSpec([], tf.int32, name="n_best"),
-            ],
-        )
+        super().__init__("captioner", vocab, max_decode_length, max_length_limit, beam_sizes,
+                         default_beam_size, length_penalty)
 
     @classmethod
     def from_run(cls, run: CaptionerRun, **kwargs: Any) -> CaptionerModule:
@@ -135,24 +111,11 @@ class CaptionerModule(tf.Module):
         kwargs.setdefault("max_length_limit", max(100, default, kwargs["max_decode_length"]))
         return cls(run.model, run.vocab, run.image_size, **kwargs)
 
-    # -- the graph -------------------------------------------------------------------------
+    @classmethod
+    def from_run_dir(cls, run_dir: str | os.PathLike, **kwargs: Any) -> CaptionerModule:
+        return cls.from_run(CaptionerRun(run_dir), **kwargs)
 
-    def _serve_defaults(self, images):
-        max_length = tf.constant(self.max_decode_length, tf.int32)
-        pixels = self.decode_images(images)
-        decoded = self._decode(pixels, self.default_beam_size, max_length, 1)
-        return self._postprocess(*decoded)
-
-    def _serve_options(self, images, beam_size, max_length, n_best):
-        checks = graph_checks(beam_size, max_length, self.beam_sizes, self.max_length_limit,
-                              n_best)
-        with tf.control_dependencies(checks):
-            pixels = self.decode_images(images)
-        decoded = dispatch_n_best(beam_size, n_best, self.beam_sizes,
-                                  lambda size, k: self._decode(pixels, size, max_length, k))
-        return {**self._postprocess(*decoded), **self._n_best(*decoded)}
-
-    def decode_images(self, images) -> tf.Tensor:
+    def read_inputs(self, images) -> tf.Tensor:
         """Encoded bytes `(B,)` -> `(B, H, W, 3)` float32 in [0, 255] at the encoder's size."""
         height, width = self.image_size
 
@@ -165,143 +128,64 @@ class CaptionerModule(tf.Module):
         return tf.map_fn(one, images, fn_output_signature=tf.TensorSpec(
             [height, width, 3], tf.float32))
 
-    def _decode(self, pixels, beam_size: int, max_length, n_best: int):
-        """The `n_best` best captions of `pixels` with a Python beam size (1: greedy):
-        tokens `(B, N, T)`, lengths, scores, normalized scores `(B, N)`, attention
-        `(B, N, T, L)`, finished `(B, N)`."""
-        model, vocab = self.model, self.vocab
-        state = model.initial_decoding_state(pixels)
-        batch = tf.shape(pixels)[0]
-        step = model.make_step()
-        if beam_size == 1:
-            decoded = greedy_decode(step, state, batch, vocab.start_id, vocab.end_id, max_length)
-        else:
-            decoded = beam_search(step, state, batch, vocab.start_id, vocab.end_id, max_length,
-                                  beam_size, length_penalty=self.length_penalty, n_best=n_best)
-        return (decoded.tokens, decoded.lengths, decoded.scores, decoded.normalized_scores,
-                tf.cast(decoded.attention, tf.float32), decoded.finished)
+    def prepare(self, pixels):
+        return pixels, {}
 
-    def _words(self, ids, steps, finished) -> tf.RaggedTensor:
-        """`(R, T)` ids -> `(R, None)` words, `<end>` and other special tokens dropped."""
-        vocab = self.vocab
-        width = tf.shape(ids)[1]
-        n = steps - tf.cast(finished, tf.int32)  # the words: <end> dropped
-        within = tf.range(width)[None, :] < n[:, None]
-        special = (tf.equal(ids, vocab.pad_id) | tf.equal(ids, vocab.start_id)
-                   | tf.equal(ids, vocab.end_id))
-        words = tf.gather(tf.constant(vocab.tokens, tf.string), ids)
-        return tf.ragged.boolean_mask(words, within & ~special)
+    def search_inputs(self, pixels, max_length):
+        state = self.model.initial_decoding_state(pixels)
+        return self.model.make_step(), state, tf.shape(pixels)[0]
 
-    def _postprocess(self, ids, steps, scores, normalized, attention, finished):
-        """The outputs of the first (best) hypothesis of each `(B, N, ...)` input."""
-        ids, steps, scores = ids[:, 0], steps[:, 0], scores[:, 0]
-        attention, finished = attention[:, 0], finished[:, 0]
-        kept = self._words(ids, steps, finished)
-        width = tf.shape(ids)[1]
-        decoded = tf.range(width)[None, :] < steps[:, None]
-        attention = attention * tf.cast(decoded, attention.dtype)[:, :, None]
-        batch = tf.shape(ids)[0]
-        return {
-            "captions": detokenize_tf(kept),
-            "tokens": kept.to_tensor("", shape=tf.shape(ids)),
-            "lengths": tf.cast(kept.row_lengths(), tf.int32),
-            "scores": scores,
-            "finished": finished,
-            "attention": tf.reshape(attention, [batch, width, *self.grid_shape]),
-            "attention_lengths": steps,
-        }
+    def extra_outputs(self, decoded, within, copied, rows):
+        """`attention (R, T, gh, gw)`, zero after `<end>`, and its `attention_lengths`."""
+        steps, attention = decoded.lengths, decoded.attention
+        width = tf.shape(attention)[1]
+        done = tf.range(width)[None, :] < steps[:, None]
+        attention = attention * tf.cast(done, attention.dtype)[:, :, None]
+        return {"attention": tf.reshape(attention, [-1, width, *self.grid_shape]),
+                "attention_lengths": steps}
 
-    def _n_best(self, ids, steps, scores, normalized, attention, finished):
-        """The `n_best_*` outputs: every hypothesis of `(B, N, ...)`, best first."""
-        shape = tf.shape(ids)  # (B, N, T)
-        kept = self._words(tf.reshape(ids, [-1, shape[2]]), tf.reshape(steps, [-1]),
-                           tf.reshape(finished, [-1]))
-        return {
-            "n_best_captions": tf.reshape(detokenize_tf(kept), shape[:2]),
-            "n_best_tokens": tf.reshape(kept.to_tensor("", shape=[shape[0] * shape[1],
-                                                                  shape[2]]), shape),
-            "n_best_lengths": tf.reshape(tf.cast(kept.row_lengths(), tf.int32), shape[:2]),
-            "n_best_scores": scores,
-            "n_best_normalized_scores": normalized,
-            "n_best_finished": finished,
-        }
-
-    def info(self) -> dict[str, Any]:
-        """What `export_info.json` records (`ExportedCaptioner` reads the limits from it)."""
-        return {
-            "image_size": list(self.image_size), "grid_shape": list(self.grid_shape),
-            "max_decode_length": self.max_decode_length,
-            "max_length_limit": self.max_length_limit, "beam_sizes": list(self.beam_sizes),
-            "default_beam_size": self.default_beam_size,
-            "length_penalty": self.length_penalty, "vocab_size": len(self.vocab),
-            "attention": self.model.decoder_config.attention,
-            "outputs": list(OUTPUTS), "n_best_outputs": list(N_BEST_OUTPUTS),
-        }
+    def family_info(self) -> dict[str, Any]:
+        return {"image_size": list(self.image_size), "grid_shape": list(self.grid_shape),
+                "vocab_size": len(self.vocab),
+                "attention": self.model.decoder_config.attention}
 
 
-def export_captioner(
-    run: CaptionerRun,
-    out_dir: str | os.PathLike,
-    beam_sizes: Sequence[int] = DEFAULT_BEAM_SIZES,
-    default_beam_size: int = 1,
-    max_decode_length: int | None = None,
-    overwrite: bool = False,
-) -> Path:
-    """Write `run`'s model as a SavedModel into `out_dir` (signatures: see the module doc).
-
-    Returns:
-        The export directory.
-    """
-    kwargs: dict[str, Any] = {}
-    if max_decode_length:
-        kwargs["max_decode_length"] = max_decode_length
-    module = CaptionerModule.from_run(run, beam_sizes=beam_sizes,
-                                      default_beam_size=default_beam_size, **kwargs)
-    return savedmodel.save_decoding_module(module, out_dir, KIND, OPTIONS_SIGNATURE,
-                                           overwrite=overwrite)
+OUTPUTS = CaptionerModule.OUTPUTS
+N_BEST_OUTPUTS = CaptionerModule.n_best_outputs()
 
 
-def export_run(run_dir: str | os.PathLike, out_dir: str | os.PathLike, **kwargs: Any) -> Path:
-    """`captioner export RUN_DIR OUT_DIR`: load the run's latest checkpoint and export it.
-
-    Keyword arguments are those of `export_captioner`.
-
-    Example:
-    >>> export_run("runs/demo", "export/demo", beam_sizes=(1, 3))  # doctest: +SKIP
-    PosixPath('export/demo')
-    """
-    return export_captioner(CaptionerRun(run_dir), out_dir, **kwargs)
+def export_captioner(run: CaptionerRun, out_dir: str | os.PathLike,
+                     overwrite: bool = False, **kwargs: Any):
+    """Write `run`'s model as a SavedModel into `out_dir` (signatures: see the module doc);
+    keyword arguments are those of `CaptionerModule`. Returns the export directory."""
+    if not kwargs.get("max_decode_length"):
+        kwargs.pop("max_decode_length", None)
+    return CaptionerModule.from_run(run, **kwargs).save(out_dir, overwrite=overwrite)
 
 
-class ExportedCaptioner:
-    """`CaptionerRun.caption_files` on an exported SavedModel (loaded with `tf.saved_model.load`).
+#: `captioner export RUN_DIR OUT_DIR`: load the run's latest checkpoint and export it, e.g.
+#: `export_run("runs/demo", "export/demo", beam_sizes=(1, 3))`.
+export_run = CaptionerModule.export_run
 
-    Args:
-        export_dir: a directory written by `export_run`.
 
-    Raises:
-        UserError: `export_dir` is not a SavedModel, or is one of another kind (a translator).
-    """
+class ExportedCaptioner(ExportedModel):
+    """`CaptionerRun.caption_files` on an export written by `export_run` (see `ExportedModel`;
+    a SavedModel of a translator is a `UserError`)."""
 
-    def __init__(self, export_dir: str | os.PathLike):
-        self.info = savedmodel.require_kind(export_dir, KIND, WHAT)
-        self.export_dir = Path(export_dir)
-        self.loaded = tf.saved_model.load(str(export_dir))
-        self.signature = self.loaded.signatures[savedmodel.options_signature(self.info)]
-        self.takes_n_best = "n_best" in self.signature.structured_input_signature[1]
-        self.beam_sizes = tuple(self.info["beam_sizes"])
-        self.grid_shape = tuple(self.info["grid_shape"])
-        self.image_size = tuple(self.info["image_size"])
-        self.attention_kind = self.info.get("attention")  # "soft" | "hard", for the figures
+    MODULE = CaptionerModule
 
-    def _options(self, beam_size: int | None, max_length: int | None,
-                 n_best: int | None = None) -> tuple[int, int]:
-        beam_size, max_length = request_options(self.info, beam_size, max_length)
-        check_n_best(n_best, beam_size)
-        if n_best and n_best > 1 and not self.takes_n_best:
-            raise UserError(f"{self.export_dir} was exported without n-best outputs; export "
-                            "the run again to get several captions per image")
-        return beam_size, max_length
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        return tuple(self.info["grid_shape"])
+
+    @property
+    def image_size(self) -> tuple[int, ...]:
+        return tuple(self.info["image_size"])
+
+    @property
+    def attention_kind(self) -> str | None:
+        """"soft" or "hard", for the figures."""
+        return self.info.get("attention")
 
     def caption_bytes(self, images: Sequence[bytes], beam_size: int | None = None,
                       max_length: int | None = None, n_best: int | None = None,
@@ -314,13 +198,8 @@ class ExportedCaptioner:
             tf.errors.InvalidArgumentError: an image the graph cannot decode.
         """
         beam_size, max_length = self._options(beam_size, max_length, n_best)
-        inputs = {"images": tf.constant(list(images), tf.string),
-                  "beam_size": tf.constant(beam_size, tf.int32),
-                  "max_length": tf.constant(max_length, tf.int32)}
-        if self.takes_n_best:
-            inputs["n_best"] = tf.constant(n_best or 1, tf.int32)
-        outputs = {name: value.numpy() for name, value in self.signature(**inputs).items()}
-        return [_caption(outputs, row, n_best) for row in range(len(images))]
+        outputs = self._run(images, beam_size, max_length, n_best)
+        return [caption_from_outputs(outputs, row, n_best) for row in range(len(images))]
 
     def caption_files(self, paths: Sequence[str | os.PathLike], batch_size: int = 16,
                       beam_size: int | None = None, max_length: int | None = None,
@@ -373,26 +252,3 @@ class ExportedCaptioner:
         except (tf.errors.InvalidArgumentError, DataError) as exc:
             message = exc.message if hasattr(exc, "message") else str(exc)
             return None, f"{name}: the model could not decode it ({' '.join(message.split())})"
-
-
-def _caption(outputs: dict[str, np.ndarray], row: int, n_best: int | None = None) -> Caption:
-    n = int(outputs["lengths"][row])
-    steps = int(outputs["attention_lengths"][row])
-    attention = outputs["attention"][row, :steps]
-    words = [t.decode("utf-8") for t in outputs["tokens"][row, :n]]
-    caption = Caption(outputs["captions"][row].decode("utf-8"), words,
-                      float(outputs["scores"][row]), attention.reshape(steps, -1),
-                      bool(outputs["finished"][row]))
-    if n_best:
-        caption.n_best = []
-        for k in range(n_best):
-            score = float(outputs["n_best_scores"][row, k])
-            if score <= UNFILLED_SCORE:
-                continue
-            length = int(outputs["n_best_lengths"][row, k])
-            caption.n_best.append(CaptionHypothesis(
-                outputs["n_best_captions"][row, k].decode("utf-8"),
-                [t.decode("utf-8") for t in outputs["n_best_tokens"][row, k, :length]],
-                score, float(outputs["n_best_normalized_scores"][row, k]),
-                bool(outputs["n_best_finished"][row, k])))
-    return caption

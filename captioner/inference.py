@@ -19,23 +19,22 @@ import numpy as np
 
 from captioner.config import CaptionerRunConfig
 from captioner.train import VOCAB_FILE, build_model, load_run_config
+from common.decoding.hypothesis import Hypothesis
 from common.errors import DataError, UserError
 
 
-@dataclass
-class CaptionHypothesis:
-    """One of the n best captions of a beam: text, words, the sum of log-probabilities
-    (`score`) and the length-normalized score the beam ranks by."""
+class CaptionHypothesis(Hypothesis):
+    """One of the n best captions of a beam (`words` are its `tokens`)."""
 
-    text: str
-    words: list[str]
-    score: float
-    normalized_score: float
-    finished: bool
+    OUTPUT = "captions"
+    TEXT_KEY = "caption"
+    TOKENS_KEY = "words"
 
-    def to_json(self) -> dict[str, Any]:
-        return {"caption": self.text, "words": self.words, "score": self.score,
-                "normalized_score": self.normalized_score, "finished": self.finished}
+    @property
+    def words(self) -> list[str]:
+        return self.tokens
+
+    to_json = Hypothesis.json
 
 
 @dataclass
@@ -88,7 +87,7 @@ class CaptionerRun:
         self.vocab = Vocabulary.load(vocab_path)
         self.model = build_model(self.config, len(self.vocab))
         self.checkpoint = restore_model(self.model, self.run_dir / "checkpoints")
-        self._decoders: dict[tuple, Any] = {}
+        self._module: Any = None
 
     @property
     def image_size(self) -> tuple[int, int]:
@@ -98,72 +97,33 @@ class CaptionerRun:
     def grid_shape(self) -> tuple[int, int]:
         return self.model.grid_shape
 
-    def _decoder(self, method: str, beam_size: int, max_length: int | None, temperature: float,
-                 n_best: int = 1):
-        import tensorflow as tf
+    def module(self) -> Any:
+        """The `captioner.export.CaptionerModule` of this run: the graph both the export and
+        `caption_batch` decode with (built on first use)."""
+        if self._module is None:
+            from captioner.export import CaptionerModule
 
-        key = (method, beam_size, max_length, temperature, n_best)
-        if key not in self._decoders:
-            def decode(images):
-                vocab, model = self.vocab, self.model
-                if n_best == 1:
-                    return model.caption(
-                        images, start_id=vocab.start_id, end_id=vocab.end_id,
-                        method=method, beam_size=beam_size, max_length=max_length,
-                        temperature=temperature,
-                    )
-                # `model.caption` keeps one hypothesis; the same search, keeping `n_best`.
-                from common.decoding import beam_search
-
-                state = model.initial_decoding_state(images)
-                return beam_search(model.make_step(), state, tf.shape(images)[0],
-                                   vocab.start_id, vocab.end_id,
-                                   max_length or model.decoder_config.max_length, beam_size,
-                                   n_best=n_best)
-            self._decoders[key] = tf.function(decode, reduce_retracing=True)
-        return self._decoders[key]
+            self._module = CaptionerModule.from_run(self)
+        return self._module
 
     def caption_batch(self, images, beam_size: int = 3, method: str | None = None,
                       max_length: int | None = None, temperature: float = 1.0,
                       n_best: int | None = None) -> list[Caption]:
         """Captions of `images (B, H, W, 3)` (raw 0–255, already at `image_size`), best first.
 
-        `method` defaults to `"beam"` (`"greedy"` when `beam_size` is 1); `"sample"` samples
-        words with `temperature`. With `n_best` (1..`beam_size`), each caption's `n_best`
-        lists that many hypotheses of the beam, best first.
+        `method` (a name of `common.decoding.DECODING_METHODS`) defaults to `"beam"`
+        (`"greedy"` when `beam_size` is 1); `"sample"` samples words with `temperature`.
+        With `n_best` (1..`beam_size`), each caption's `n_best` lists that many hypotheses of
+        the beam, best first.
 
         Raises:
             UserError: `n_best` is more than `beam_size`, or given with sampling.
         """
-        from common.export.beam_sizes import UNFILLED_SCORE
-        from common.text import detokenize
-
         method = _decoding_method(beam_size, method, n_best)
-        decoded = self._decoder(method, beam_size, max_length, temperature, n_best or 1)(
-            np.asarray(images, np.float32))
-        tokens = decoded.tokens.numpy()
-        lengths = decoded.lengths.numpy()
-        attention = decoded.attention.numpy()[:, 0]
-        scores = decoded.scores.numpy()
-        normalized = decoded.normalized_scores.numpy()
-        finished = decoded.finished.numpy()
-        captions = []
-        for b in range(len(tokens)):
-            words = self.vocab.decode(tokens[b, 0])
-            steps = int(lengths[b, 0])
-            caption = Caption(detokenize(words), words, float(scores[b, 0]),
-                              attention[b, :steps], bool(finished[b, 0]))
-            if n_best is not None:
-                caption.n_best = []
-                for k in range(n_best):
-                    if scores[b, k] <= UNFILLED_SCORE:
-                        continue
-                    words = self.vocab.decode(tokens[b, k])
-                    caption.n_best.append(CaptionHypothesis(
-                        detokenize(words), words, float(scores[b, k]), float(normalized[b, k]),
-                        bool(finished[b, k])))
-            captions.append(caption)
-        return captions
+        outputs = self.module().predict(np.asarray(images, np.float32), method, beam_size,
+                                        max_length, n_best, temperature=temperature)
+        return [caption_from_outputs(outputs, row, n_best)
+                for row in range(len(outputs["scores"]))]
 
     def caption_files(self, paths: Sequence[str | os.PathLike], batch_size: int = 16,
                       **kwargs) -> tuple[list[tuple[str, Caption]], list[tuple[str, str]]]:
@@ -188,14 +148,35 @@ class CaptionerRun:
 def _decoding_method(beam_size: int, method: str | None, n_best: int | None) -> str:
     """The decoding method (default: greedy for beam size 1, else beam search), after checking
     that `n_best` hypotheses can come from it; a `UserError` otherwise."""
+    from common.decoding import DECODING_METHODS, default_method
     from common.export.beam_sizes import check_n_best
 
-    method = method or ("greedy" if beam_size == 1 else "beam")
+    method = method or default_method(beam_size)
+    DECODING_METHODS.get(method)  # an unknown name: one line listing the methods
     if n_best is not None and method == "sample":
         raise UserError("n-best: sampling draws one caption per image; expected beam search "
                         "or greedy decoding")
     check_n_best(n_best, 1 if method == "greedy" else beam_size)
     return method
+
+
+def caption_from_outputs(outputs: dict[str, np.ndarray], row: int,
+                         n_best: int | None = None) -> Caption:
+    """The `Caption` of one row of a `CaptionerModule`'s outputs (in process or from an
+    export), with its `n_best` hypotheses when asked for."""
+    n = int(outputs["lengths"][row])
+    steps = int(outputs["attention_lengths"][row])
+    attention = outputs["attention"][row, :steps]
+    caption = Caption(outputs["captions"][row].decode("utf-8"), _words(outputs["tokens"][row], n),
+                      float(outputs["scores"][row]), attention.reshape(steps, -1),
+                      bool(outputs["finished"][row]))
+    if n_best:
+        caption.n_best = CaptionHypothesis.n_best_from_outputs(outputs, row, n_best)
+    return caption
+
+
+def _words(tokens: np.ndarray, n: int) -> list[str]:
+    return [t.decode("utf-8") for t in tokens[:n]]
 
 
 def read_image(path: str | os.PathLike | bytes, image_size: tuple[int, int]) -> np.ndarray:
@@ -215,6 +196,22 @@ def read_image(path: str | os.PathLike | bytes, image_size: tuple[int, int]) -> 
     image = load_image(path)
     image = image.resize((image_size[1], image_size[0]), Image.Resampling.BILINEAR)
     return np.asarray(image, np.float32)
+
+
+def open_model(path: str | os.PathLike) -> Any:
+    """A `CaptionerRun` for a run directory, a `captioner.export.ExportedCaptioner` for a
+    SavedModel (both caption files the same way); a `UserError` for anything else."""
+    from common.export.savedmodel import is_saved_model
+
+    path = Path(path)
+    if is_saved_model(path):
+        from captioner.export import ExportedCaptioner
+
+        return ExportedCaptioner(path)
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise UserError(f"{path} is not a captioner run directory (no config.json) nor an "
+                        "exported captioner SavedModel (no saved_model.pb)")
+    return CaptionerRun(path)
 
 
 def load_run(run_dir: str | os.PathLike) -> CaptionerRun:

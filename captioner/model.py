@@ -283,21 +283,14 @@ class ShowAttendTell(keras.Model):
                 sample_locations: bool = False):
         """Decode captions with `common.decoding`; returns its `Decoded` (tokens `(B, K, T)`,
         attention `(B, K, T, L)`, ...). `method`: `greedy`, `beam` or `sample`."""
-        from common.decoding import beam_search, greedy_decode, sample_decode
+        from common.decoding import make_strategy
 
+        strategy = make_strategy(method, beam_size=beam_size, length_penalty=length_penalty,
+                                 temperature=temperature, seed=seed)
         state = self.initial_decoding_state(images, features)
-        batch_size = ops.shape(state[0])[0]
         max_length = max_length or self.decoder_config.max_length
-        step = self.make_step(sample_locations)
-        common = dict(step=step, initial_state=state, batch_size=batch_size, start_id=start_id,
-                      end_id=end_id, max_length=max_length)
-        if method == "greedy":
-            return greedy_decode(**common)
-        if method == "beam":
-            return beam_search(**common, beam_size=beam_size, length_penalty=length_penalty)
-        if method == "sample":
-            return sample_decode(**common, temperature=temperature, seed=seed)
-        raise ValueError(f"Unknown decoding method {method!r}; expected one of {DECODING_METHODS}")
+        return strategy(self.make_step(sample_locations), state, ops.shape(state[0])[0],
+                        start_id, end_id, max_length)
 
     def get_config(self):
         config = super().get_config()

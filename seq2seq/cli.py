@@ -50,25 +50,9 @@ def _translate_arguments(p: argparse.ArgumentParser) -> None:
 
 def _load_translator(args: argparse.Namespace):
     """A `Translator` for a run directory, an `ExportedTranslator` for a SavedModel."""
-    from pathlib import Path
+    from seq2seq.inference import open_model
 
-    from common.errors import UserError
-    from common.export.savedmodel import is_saved_model
-
-    path = Path(args.run_dir)
-    if is_saved_model(path):
-        from seq2seq.export import ExportedTranslator
-
-        if args.attention_layer != -1 or args.attention_head is not None:
-            raise UserError("--attention-layer/--attention-head: a SavedModel returns the "
-                            "attention chosen at export time; give them to `seq2seq export`")
-        return ExportedTranslator(path)
-    if not (path / "config.json").is_file():
-        raise UserError(f"{path} is not a translator run directory (no config.json) nor an "
-                        "exported translator SavedModel (no saved_model.pb)")
-    from seq2seq.inference import Translator
-
-    return Translator.from_run_dir(path)
+    return open_model(args.run_dir, args.attention_layer, args.attention_head)
 
 
 def _check_figure_options(args: argparse.Namespace) -> None:

@@ -28,31 +28,24 @@ import numpy as np
 import tensorflow as tf
 
 from common.config import from_dict, load_json
-from common.decoding import Decoded, beam_search, greedy_decode
+from common.decoding import Decoded, default_method, make_strategy
+from common.decoding.hypothesis import Hypothesis
 from common.errors import UserError
 from common.text import Vocabulary, detokenize, tokenize_texts
 from seq2seq.config import RunConfig
-from seq2seq.copying import copy_ids, extended_words
 from seq2seq.models import build_model
 
 SOURCE_VOCAB = "vocab.source.txt"
 TARGET_VOCAB = "vocab.target.txt"
 
 
-@dataclass
-class TranslationHypothesis:
-    """One of the n best translations of a beam: text, tokens (after rare-word copying), the
-    sum of log-probabilities (`score`) and the length-normalized score the beam ranks by."""
+class TranslationHypothesis(Hypothesis):
+    """One of the n best translations of a beam (tokens after rare-word copying)."""
 
-    text: str
-    tokens: list[str]
-    score: float
-    normalized_score: float
-    finished: bool
+    OUTPUT = "translations"
+    TEXT_KEY = "translation"
 
-    def as_json(self) -> dict[str, Any]:
-        return {"translation": self.text, "tokens": self.tokens, "score": self.score,
-                "normalized_score": self.normalized_score, "finished": self.finished}
+    as_json = Hypothesis.json
 
 
 @dataclass
@@ -157,7 +150,8 @@ def decode_batch(
     source_copy: Any = None,
     n_best: int = 1,
 ) -> Decoded:
-    """Greedy decoding (`beam_size == 1`) or beam search of `source (B, S)`.
+    """Greedy decoding (`beam_size == 1`) or beam search of `source (B, S)`, ids only (the
+    search `TranslatorModule` runs, without its postprocess).
 
     `source_copy (B, S)` is the copy ids of a copying model (`seq2seq.copying.copy_ids`); its
     tokens may then be extended ids `>= V`. `n_best` (1..`beam_size`) hypotheses are kept.
@@ -167,19 +161,59 @@ def decode_batch(
         (`(B, K, T, 0)` for a model without attention).
     """
     source = tf.convert_to_tensor(source, tf.int32)
-    batch = tf.shape(source)[0]
     step = model.make_step(attention_layer=attention_layer, attention_head=attention_head)
-    options = {}
-    if getattr(model, "copy", False):
-        options["source_copy"] = source_copy
-    if hasattr(model, "max_length"):  # Transformer: the cache holds `max_length` steps
-        state = model.initial_state(source, max_length=max_length, **options)
-    else:
-        state = model.initial_state(source, **options)
-    if beam_size == 1:
-        return greedy_decode(step, state, batch, start_id, end_id, max_length)
-    return beam_search(step, state, batch, start_id, end_id, max_length, beam_size,
-                       length_penalty=length_penalty, n_best=n_best)
+    state = initial_state(model, source, source_copy, max_length)
+    strategy = make_strategy(default_method(beam_size), beam_size=beam_size,
+                             length_penalty=length_penalty, n_best=n_best)
+    return strategy(step, state, tf.shape(source)[0], start_id, end_id, max_length)
+
+
+def initial_state(model: Any, source: Any, source_copy: Any, max_length: Any,
+                  max_length_limit: int | None = None) -> Any:
+    """The translator's decoding state for `source (B, S)` and `max_length` steps.
+
+    The Transformer's self-attention cache holds `max_length` steps and its size must be a
+    Python int: for a `max_length` tensor (an export) it is built for `max_length_limit`
+    steps and cut to `max_length`, the same cache.
+    """
+    options = {"source_copy": source_copy} if getattr(model, "copy", False) else {}
+    if not hasattr(model, "max_length"):  # no cache: the recurrent translators
+        return model.initial_state(source, **options)
+    if isinstance(max_length, int):
+        return model.initial_state(source, max_length=max_length, **options)
+    state = model.initial_state(source, max_length=max_length_limit, **options)
+    return dict(state, self_cache=tuple(cache[:, :, :max_length]
+                                        for cache in state["self_cache"]))
+
+
+def translation_from_outputs(text: str, outputs: dict[str, np.ndarray], row: int,
+                             max_length: int, n_best: int | None = None) -> Translation:
+    """The `Translation` of `text` from one row of a `TranslatorModule`'s outputs (in process
+    or from an export), with its `n_best` hypotheses when asked for."""
+    n = int(outputs["lengths"][row])
+    n_source = int(outputs["source_lengths"][row])
+    finished = bool(outputs["finished"][row])
+    # Decoded steps (output tokens plus dropped specials): every such row of attention sums
+    # to 1 over the (never empty) source, the rows after it are zero.
+    steps = int(np.count_nonzero(outputs["attention"][row].sum(-1) > 0))
+    result = Translation(
+        source=text,
+        text=outputs["translations"][row].decode("utf-8"),
+        tokens=[t.decode("utf-8") for t in outputs["tokens"][row, :n]],
+        source_tokens=[t.decode("utf-8") for t in outputs["source_tokens"][row, :n_source]],
+        score=float(outputs["scores"][row]),
+        finished=finished,
+        attention=(outputs["attention"][row, :steps, :n_source]
+                   if outputs["attention"].shape[-1] else None),
+        copied=[int(t) for t in np.flatnonzero(outputs["copied"][row])],
+    )
+    if not finished:
+        result.warning = f"no <end> within {max_length} tokens; the output is cut there"
+    elif not result.tokens:
+        result.warning = "the model produced an empty translation"
+    if n_best:
+        result.n_best = TranslationHypothesis.n_best_from_outputs(outputs, row, n_best)
+    return result
 
 
 class Translator:
@@ -203,7 +237,7 @@ class Translator:
         self.source_vocab = source_vocab
         self.target_vocab = target_vocab
         self.config = config
-        self._decoders: dict[tuple, Any] = {}
+        self._modules: dict[tuple, Any] = {}
 
     @property
     def max_source_tokens(self) -> int:
@@ -250,21 +284,18 @@ class Translator:
         restore_model(model, run_dir)
         return cls(model, vocabs[0], vocabs[1], config)
 
-    def _decoder(self, beam_size: int, max_length: int, attention_layer: int,
-                 attention_head: int | None, n_best: int = 1):
-        key = (beam_size, max_length, attention_layer, attention_head, n_best)
-        if key not in self._decoders:
-            vocab = self.target_vocab
+    def module(self, attention_layer: int = -1, attention_head: int | None = None,
+               copy_unknown: bool = True) -> Any:
+        """The `seq2seq.export.TranslatorModule` for these options: the graph both the export
+        and `translate` decode with (one per set of options, built on first use)."""
+        key = (attention_layer, attention_head, copy_unknown)
+        if key not in self._modules:
+            from seq2seq.export import TranslatorModule
 
-            @tf.function(reduce_retracing=True)
-            def run(source, source_copy=None):
-                return decode_batch(self.model, source, vocab.start_id, vocab.end_id, max_length,
-                                    beam_size, attention_layer=attention_layer,
-                                    attention_head=attention_head, source_copy=source_copy,
-                                    n_best=n_best)
-
-            self._decoders[key] = run
-        return self._decoders[key]
+            self._modules[key] = TranslatorModule.from_translator(
+                self, attention_layer=attention_layer, attention_head=attention_head,
+                copy_unknown=copy_unknown)
+        return self._modules[key]
 
     def translate_tokens(
         self,
@@ -278,90 +309,35 @@ class Translator:
     ) -> list[Translation]:
         """Translates already tokenized, valid sentences in one batch (with `n_best`, each
         `Translation.n_best` lists that many hypotheses, best first)."""
-        from common.export.beam_sizes import UNFILLED_SCORE, check_n_best
+        from common.export.beam_sizes import check_n_best
 
         check_n_best(n_best, beam_size)
         max_length = max_length or self.config.model.max_decode_length
-        rows = [source_ids(self.source_vocab, tokens) for tokens in token_lists]
-        inputs = [pad_batch(rows)]
-        if getattr(self.model, "copy", False):  # the pointer-generator's extended ids
-            inputs.append(pad_batch([copy_ids(t, self.target_vocab) for t in token_lists]))
-        decoded = self._decoder(beam_size, max_length, attention_layer, attention_head,
-                                n_best or 1)(*inputs)
-        tokens = decoded.tokens.numpy()
-        lengths = decoded.lengths.numpy()
-        scores = decoded.scores.numpy()
-        normalized = decoded.normalized_scores.numpy()
-        finished = decoded.finished.numpy()
-        attention = decoded.attention.numpy()
-        results = []
-        for i, source_tokens in enumerate(token_lists):
-            words, alpha, copied = self._words(tokens[i, 0], lengths[i, 0], finished[i, 0],
-                                               attention[i, 0], source_tokens, copy_unknown)
-            result = Translation(
-                source=detokenize(source_tokens), text=detokenize(words), tokens=words,
-                source_tokens=list(source_tokens), score=float(scores[i, 0]),
-                finished=bool(finished[i, 0]), attention=alpha, copied=copied,
-            )
-            if not result.finished:
-                result.warning = f"no <end> within {max_length} tokens; the output is cut there"
-            elif not words:
-                result.warning = "the model produced an empty translation"
-            if n_best is not None:
-                result.n_best = []
-                for k in range(n_best):
-                    if scores[i, k] <= UNFILLED_SCORE:
-                        continue
-                    words = self._words(tokens[i, k], lengths[i, k], finished[i, k],
-                                        attention[i, k], source_tokens, copy_unknown)[0]
-                    result.n_best.append(TranslationHypothesis(
-                        detokenize(words), words, float(scores[i, k]), float(normalized[i, k]),
-                        bool(finished[i, k])))
-            results.append(result)
-        return results
+        module = self.module(attention_layer, attention_head, copy_unknown)
+        tokens = tf.ragged.constant([list(t) for t in token_lists], dtype=tf.string,
+                                    ragged_rank=1)
+        outputs = module.predict(tokens, None, beam_size, max_length, n_best)
+        return [translation_from_outputs(detokenize(t), outputs, row, max_length, n_best)
+                for row, t in enumerate(token_lists)]
 
-    def _words(self, ids, length, finished, attention, source_tokens, copy_unknown):
-        """One hypothesis's output words (extended ids mapped back, `<unk>` copied from the
-        most attended source token, specials dropped), its attention `(T, S)` or None, and
-        the copied positions."""
-        n = int(length) - int(bool(finished))  # drop <end>
-        words = extended_words(ids[:n].tolist(), source_tokens, self.target_vocab)
-        alpha = attention[:n, : len(source_tokens)]
-        if not attention.shape[-1]:  # a model without attention (seq2seq-noattn)
-            alpha = None
-        copied = []
-        if copy_unknown and alpha is not None:
-            for t, word in enumerate(words):
-                if word == "<unk>" and len(source_tokens):
-                    words[t] = source_tokens[int(np.argmax(alpha[t]))]
-                    copied.append(t)
-        words = [w for w in words if w not in ("<pad>", "<start>", "<end>")]
-        return words, alpha, copied
-
-    def translate(
-        self,
-        texts: Sequence[str],
-        beam_size: int = 1,
-        batch_size: int = 64,
-        max_length: int | None = None,
-        attention_layer: int = -1,
-        attention_head: int | None = None,
-        progress: bool = False,
-        n_best: int | None = None,
-    ) -> list[Translation]:
+    def translate(self, texts: Sequence[str], batch_size: int = 64, progress: bool = False,
+                  **options: Any) -> list[Translation]:
         """Translates `texts`; bad lines get a `Translation` with `error` set, not an exception.
 
         Empty or whitespace-only lines and lines longer than `max_source_tokens` are errors;
         unknown words, emoji and control characters are tokenized and translated (unknown
-        source words are `<unk>` to the model and may be copied to the output). With `n_best`
-        (1..`beam_size`), each `Translation.n_best` lists that many hypotheses, best first.
+        source words are `<unk>` to the model and may be copied to the output). `options` are
+        those of `translate_tokens` (`beam_size`, `max_length`, `attention_layer`,
+        `attention_head`, `n_best`: with it, each `Translation.n_best` lists that many
+        hypotheses, best first).
         """
         from common.export.beam_sizes import check_n_best
 
+        max_length = options.get("max_length")
         if max_length is not None and not 1 <= max_length <= self.max_decode_limit:
             raise UserError(f"max decode length {max_length}: expected 1..{self.max_decode_limit} "
                             "for this model")
-        check_n_best(n_best, beam_size)
+        check_n_best(options.get("n_best"), options.get("beam_size", 1))
         lowercase = self.config.data.lowercase
         token_lists = tokenize_texts(list(texts), lowercase=lowercase) if texts else []
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)
@@ -372,10 +348,7 @@ class Translator:
             bar = tqdm(total=len(good), desc="decoding", unit="sent")
         for start in range(0, len(good), batch_size):
             chunk = good[start : start + batch_size]
-            outs = self.translate_tokens(
-                [token_lists[i] for i in chunk], beam_size=beam_size, max_length=max_length,
-                attention_layer=attention_layer, attention_head=attention_head, n_best=n_best,
-            )
+            outs = self.translate_tokens([token_lists[i] for i in chunk], **options)
             for i, out in zip(chunk, outs):
                 out.source = texts[i]
                 results[i] = out
@@ -384,3 +357,24 @@ class Translator:
         if bar is not None:
             bar.close()
         return results  # type: ignore[return-value]
+
+
+def open_model(path: str | Path, attention_layer: int = -1,
+               attention_head: int | None = None) -> Any:
+    """A `Translator` for a run directory, a `seq2seq.export.ExportedTranslator` for a
+    SavedModel (both translate the same way); a `UserError` for anything else, or for
+    attention options given with a SavedModel (they are chosen at export time)."""
+    from common.export.savedmodel import is_saved_model
+
+    path = Path(path)
+    if is_saved_model(path):
+        from seq2seq.export import ExportedTranslator
+
+        if attention_layer != -1 or attention_head is not None:
+            raise UserError("--attention-layer/--attention-head: a SavedModel returns the "
+                            "attention chosen at export time; give them to `seq2seq export`")
+        return ExportedTranslator(path)
+    if not (path / "config.json").is_file():
+        raise UserError(f"{path} is not a translator run directory (no config.json) nor an "
+                        "exported translator SavedModel (no saved_model.pb)")
+    return Translator.from_run_dir(path)

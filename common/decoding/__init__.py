@@ -2,13 +2,41 @@
 
 Decoding knows nothing about models. A model supplies
 `step(tokens (N,), state, index) -> (logits (N, V), new_state, attention (N, A))` and calls one
-of the functions below; each returns a `Decoded`. All are written with `tf.while_loop`, so they
-run eagerly, inside `tf.function` and inside exported SavedModels.
+of the strategies below, built by name with `make_strategy("beam", beam_size=4)` or directly;
+each returns a `Decoded`. All are written with `tf.while_loop`, so they run eagerly, inside
+`tf.function` and inside exported SavedModels.
+
+Importing this package does not import TensorFlow (the command lines read
+`DECODING_METHODS.names()`); the other names load on first use.
 """
 
-from common.decoding.beam_search import beam_search
-from common.decoding.decoded import Decoded
-from common.decoding.greedy import greedy_decode
-from common.decoding.sampling import sample_decode
+from __future__ import annotations
 
-__all__ = ["Decoded", "beam_search", "greedy_decode", "sample_decode"]
+from typing import Any
+
+from common.decoding.methods import DECODING_METHODS, default_method, make_strategy
+
+_LAZY = {
+    "BeamSearch": "common.decoding.beam",
+    "Decoded": "common.decoding.decoded",
+    "GreedySearch": "common.decoding.greedy",
+    "Sampling": "common.decoding.sampling",
+    "Strategy": "common.decoding.strategy",
+    "beam_search": "common.decoding.beam",
+    "greedy_decode": "common.decoding.greedy",
+    "sample_decode": "common.decoding.sampling",
+}
+
+__all__ = [  # noqa: RUF022 (the Keras-free names, then the lazy ones)
+    "DECODING_METHODS", "default_method", "make_strategy",
+    "BeamSearch", "Decoded", "GreedySearch", "Sampling", "Strategy", "beam_search",
+    "greedy_decode", "sample_decode",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_LAZY[name]), name)

@@ -20,136 +20,109 @@ from typing import Any
 import tensorflow as tf
 
 from common.decoding.decoded import Decoded
+from common.decoding.strategy import Problem, StepFn, Strategy
 from common.decoding.utils import (
     as_attention,
-    check_common_args,
     log_probs,
     never_emitted,
     state_invariants,
-    to_state,
     write_step,
 )
 
-StepFn = Callable[[tf.Tensor, Any, tf.Tensor], tuple[tf.Tensor, Any, tf.Tensor]]
 ChooseFn = Callable[[tf.Tensor, tf.Tensor, tf.Tensor], tf.Tensor]
 
 
-def single_path_decode(
-    step: StepFn,
-    initial_state: Any,
-    batch_size: int | tf.Tensor,
-    start_id: int | tf.Tensor,
-    end_id: int | tf.Tensor,
-    max_length: int | tf.Tensor,
-    choose: ChooseFn,
-    pad_id: int = 0,
-) -> Decoded:
-    """Decodes one hypothesis per example, choosing each token with `choose`.
+class SinglePath(Strategy):
+    """One hypothesis per example, each token chosen by `choose` (greedy decoding, sampling).
 
-    Args:
-        step: the step function.
-        initial_state: a nest of tensors with leading dimension `B`.
-        batch_size: `B`, an int or a scalar int32 tensor.
-        start_id: the token fed at index 0.
-        end_id: the token that finishes a hypothesis (compared by id).
-        max_length: `T`, the most tokens generated, `<end>` included.
-        choose: `choose(log_probs (B, V) float32, logits (B, V) float32, index) -> (B,) int`;
-            both arrive with the `<start>` and `<pad>` columns at -1e9, so it never picks
-            them.
-        pad_id: the token written after `<end>`.
-
-    Returns:
-        A `Decoded` with `K = 1`; `normalized_scores` equals `scores`.
+    Each example stops at its own `<end>` and then only emits `pad_id`; the loop stops when all
+    examples have finished or after `max_length` steps. Returns a `Decoded` with `K = 1`;
+    `normalized_scores` equals `scores`.
     """
-    check_common_args(batch_size, start_id, end_id, max_length, pad_id)
-    start_id = tf.cast(start_id, tf.int32)
-    end_id = tf.cast(end_id, tf.int32)
-    pad_id = tf.cast(pad_id, tf.int32)
 
-    def advance(index, logits, attention, finished, scores, lengths, token_buf, att_buf):
-        # <start> and <pad> are never chosen; the score stays the model's own log-probability
-        # (log_softmax of the unmasked logits, not renormalized over the other tokens).
-        logits = tf.cast(logits, tf.float32)
-        step_log_probs = never_emitted(log_probs(logits), start_id, pad_id, end_id)
-        logits = never_emitted(logits, start_id, pad_id, end_id)
-        chosen = tf.cast(choose(step_log_probs, logits, index), tf.int32)
-        chosen = tf.where(finished, pad_id, chosen)
-        gained = tf.gather(step_log_probs, chosen, batch_dims=1)
-        scores = scores + tf.where(finished, 0.0, gained)
-        lengths = lengths + tf.cast(tf.logical_not(finished), tf.int32)
-        attention = tf.where(finished[:, None], tf.zeros_like(attention), attention)
-        token_buf = write_step(token_buf, index, chosen)
-        att_buf = write_step(att_buf, index, attention)
-        finished = tf.logical_or(finished, tf.equal(chosen, end_id))
-        return chosen, finished, scores, lengths, token_buf, att_buf
+    def chooser(self) -> ChooseFn:
+        """The `choose(log_probs (B, V), logits (B, V), index) -> (B,) tokens` of one call;
+        both inputs are float32 with the `<start>` and `<pad>` columns at -1e9, so it never
+        picks them."""
+        raise NotImplementedError
 
-    # The first step runs outside the loop: it tells the attention width A for the buffers.
-    state = to_state(initial_state)
-    tokens = tf.fill([batch_size], start_id)
-    index = tf.constant(0, tf.int32)
-    logits, state, attention = step(tokens, state, index)
-    attention = as_attention(attention)
-    width = attention.shape[1] if attention.shape[1] is not None else tf.shape(attention)[1]
-    carry = advance(
-        index,
-        logits,
-        attention,
-        tf.zeros([batch_size], tf.bool),
-        tf.zeros([batch_size], tf.float32),
-        tf.zeros([batch_size], tf.int32),
-        tf.fill([batch_size, max_length], pad_id),
-        tf.zeros([batch_size, max_length, width], tf.float32),
-    )
-    loop_vars = (index + 1, state, *carry)
+    def search(self, problem: Problem) -> Decoded:
+        step, state, batch_size, start_id, end_id, max_length, pad_id = problem
+        choose = self.chooser()
 
-    def cond(index, state, tokens, finished, *_):
-        return tf.logical_and(index < max_length, tf.logical_not(tf.reduce_all(finished)))
+        def advance(index, logits, attention, finished, scores, lengths, token_buf, att_buf):
+            # <start> and <pad> are never chosen; the score stays the model's own log-probability
+            # (log_softmax of the unmasked logits, not renormalized over the other tokens).
+            logits = tf.cast(logits, tf.float32)
+            step_log_probs = never_emitted(log_probs(logits), start_id, pad_id, end_id)
+            logits = never_emitted(logits, start_id, pad_id, end_id)
+            chosen = tf.cast(choose(step_log_probs, logits, index), tf.int32)
+            chosen = tf.where(finished, pad_id, chosen)
+            gained = tf.gather(step_log_probs, chosen, batch_dims=1)
+            scores = scores + tf.where(finished, 0.0, gained)
+            lengths = lengths + tf.cast(tf.logical_not(finished), tf.int32)
+            attention = tf.where(finished[:, None], tf.zeros_like(attention), attention)
+            token_buf = write_step(token_buf, index, chosen)
+            att_buf = write_step(att_buf, index, attention)
+            finished = tf.logical_or(finished, tf.equal(chosen, end_id))
+            return chosen, finished, scores, lengths, token_buf, att_buf
 
-    def body(index, state, tokens, finished, scores, lengths, token_buf, att_buf):
+        # The first step runs outside the loop: it tells the attention width A for the buffers.
+        tokens = tf.fill([batch_size], start_id)
+        index = tf.constant(0, tf.int32)
         logits, state, attention = step(tokens, state, index)
+        attention = as_attention(attention)
+        width = attention.shape[1] if attention.shape[1] is not None else tf.shape(attention)[1]
         carry = advance(
-            index, logits, as_attention(attention), finished, scores, lengths, token_buf, att_buf
+            index,
+            logits,
+            attention,
+            tf.zeros([batch_size], tf.bool),
+            tf.zeros([batch_size], tf.float32),
+            tf.zeros([batch_size], tf.int32),
+            tf.fill([batch_size, max_length], pad_id),
+            tf.zeros([batch_size, max_length, width], tf.float32),
         )
-        return (index + 1, state, *carry)
+        loop_vars = (index + 1, state, *carry)
 
-    _, _, _, finished, scores, lengths, token_buf, att_buf = tf.while_loop(
-        cond, body, loop_vars, shape_invariants=state_invariants(loop_vars)
-    )
-    return Decoded(
-        tokens=token_buf[:, None],
-        lengths=lengths[:, None],
-        scores=scores[:, None],
-        attention=att_buf[:, None],
-        finished=finished[:, None],
-        normalized_scores=scores[:, None],
-    )
+        def cond(index, state, tokens, finished, *_):
+            return tf.logical_and(index < max_length, tf.logical_not(tf.reduce_all(finished)))
+
+        def body(index, state, tokens, finished, scores, lengths, token_buf, att_buf):
+            logits, state, attention = step(tokens, state, index)
+            carry = advance(index, logits, as_attention(attention), finished, scores, lengths,
+                            token_buf, att_buf)
+            return (index + 1, state, *carry)
+
+        _, _, _, finished, scores, lengths, token_buf, att_buf = tf.while_loop(
+            cond, body, loop_vars, shape_invariants=state_invariants(loop_vars)
+        )
+        return Decoded(
+            tokens=token_buf[:, None],
+            lengths=lengths[:, None],
+            scores=scores[:, None],
+            attention=att_buf[:, None],
+            finished=finished[:, None],
+            normalized_scores=scores[:, None],
+        )
 
 
-def greedy_decode(
-    step: StepFn,
-    initial_state: Any,
-    batch_size: int | tf.Tensor,
-    start_id: int | tf.Tensor,
-    end_id: int | tf.Tensor,
-    max_length: int | tf.Tensor,
-    pad_id: int = 0,
-) -> Decoded:
-    """Greedy decoding: the most probable token at every step (never `<start>` or `<pad>`).
+class GreedySearch(SinglePath):
+    """Greedy decoding: the most probable token at every step (never `<start>` or `<pad>`)."""
 
-    Each example stops at its own `<end>` (compared by id) and then only emits `pad_id`; the
-    loop stops when all examples have finished or after `max_length` steps. Written with
-    `tf.while_loop`, so it runs eagerly, inside `tf.function` (also with `jit_compile=True`
-    when `max_length` is a Python int) and inside exported SavedModels.
+    name = "greedy"
 
-    Args:
-        step: `step(tokens (B,), state, index) -> (logits (B, V), new_state, attention (B, A))`.
-        initial_state: a nest of tensors, each with leading dimension `B`.
-        batch_size: `B`, an int or a scalar int32 tensor.
-        start_id: the token fed at index 0 (`<start>`).
-        end_id: the token that finishes a hypothesis (`<end>`).
-        max_length: `T`, the most tokens generated, `<end>` included (an int or a scalar
-            tensor).
-        pad_id: the token written after `<end>`.
+    def chooser(self) -> ChooseFn:
+        return lambda step_log_probs, logits, index: tf.argmax(
+            step_log_probs, axis=-1, output_type=tf.int32)
+
+    def __repr__(self) -> str:
+        return "GreedySearch()"
+
+
+def greedy_decode(step: StepFn, initial_state: Any, batch_size: int | tf.Tensor, start_id: int,
+                  end_id: int, max_length: int | tf.Tensor, pad_id: int = 0) -> Decoded:
+    """`GreedySearch()(...)`: the arguments are those of `Strategy.__call__`.
 
     Returns:
         A `Decoded` with `K = 1`: tokens `(B, 1, T)`, lengths, scores, finished and
@@ -164,15 +137,4 @@ def greedy_decode(
     >>> out.tokens.numpy().tolist()
     [[[3, 2, 0, 0, 0]]]
     """
-    return single_path_decode(
-        step,
-        initial_state,
-        batch_size,
-        start_id,
-        end_id,
-        max_length,
-        lambda step_log_probs, logits, index: tf.argmax(
-            step_log_probs, axis=-1, output_type=tf.int32
-        ),
-        pad_id=pad_id,
-    )
+    return GreedySearch()(step, initial_state, batch_size, start_id, end_id, max_length, pad_id)

@@ -11,7 +11,8 @@ from typing import Any
 import tensorflow as tf
 
 from common.decoding.decoded import Decoded
-from common.decoding.greedy import StepFn, single_path_decode
+from common.decoding.greedy import ChooseFn, SinglePath
+from common.decoding.strategy import StepFn
 from common.decoding.utils import NEG, check_int
 from common.errors import UserError
 
@@ -53,46 +54,67 @@ def _uniform(shape: tf.Tensor, seed: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
     return (tf.cast(high, tf.float32) + 0.5) * (2.0**-24)
 
 
-def sample_decode(
-    step: StepFn,
-    initial_state: Any,
-    batch_size: int | tf.Tensor,
-    start_id: int | tf.Tensor,
-    end_id: int | tf.Tensor,
-    max_length: int | tf.Tensor,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    seed: int | tf.Tensor | None = None,
-    pad_id: int = 0,
-) -> Decoded:
+class Sampling(SinglePath):
     """Samples each token from `softmax(logits / temperature)`, optionally among the top k.
 
     `<start>` and `<pad>` are never sampled: their logits are masked before the softmax, so
-    the distribution is renormalized over the other tokens (`scores` are not renormalized).
+    the distribution is renormalized over the other tokens (`scores` are not renormalized:
+    they are the sum of the model's own log-probabilities, `log_softmax(logits)` before
+    temperature and top-k, comparable with greedy decoding and beam search).
 
     The random numbers are a hash of `(seed, index, row, token)`: the same seed gives the same
     samples eagerly, inside `tf.function` (with or without XLA) and in an exported SavedModel
-    (up to float rounding of near-ties). Without a seed,
-    one is drawn at random for each call. Each example stops at its own `<end>`.
+    (up to float rounding of near-ties). Without a seed, one is drawn at random for each call.
+    Each example stops at its own `<end>`.
 
     Args:
-        step: `step(tokens (B,), state, index) -> (logits (B, V), new_state, attention (B, A))`.
-        initial_state: a nest of tensors, each with leading dimension `B`.
-        batch_size: `B`, an int or a scalar int32 tensor.
-        start_id: the token fed at index 0 (`<start>`).
-        end_id: the token that finishes a hypothesis (`<end>`, compared by id).
-        max_length: `T`, the most tokens generated, `<end>` included.
         temperature: > 0; below 1 sharpens the distribution, above 1 flattens it.
         top_k: sample among the `top_k` most probable tokens only; 0 means all of them, and
             1 is greedy decoding.
         seed: a non-negative int (or scalar int tensor) for reproducible samples, or None.
-        pad_id: the token written after `<end>`.
+    """
+
+    name = "sample"
+    options = ("temperature", "top_k", "seed")
+
+    def __init__(self, temperature: float = 1.0, top_k: int = 0,
+                 seed: int | tf.Tensor | None = None):
+        _check_sampling_args(temperature, top_k, seed)
+        self.temperature, self.top_k, self.seed = temperature, top_k, seed
+
+    def __repr__(self) -> str:
+        return f"Sampling(temperature={self.temperature}, top_k={self.top_k}, seed={self.seed})"
+
+    def chooser(self) -> ChooseFn:
+        seed = self.seed
+        if seed is None:
+            seed = tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int32)
+        seed = tf.cast(seed, tf.int32)
+        temperature, top_k = self.temperature, self.top_k
+
+        def choose(step_log_probs: tf.Tensor, logits: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
+            logits = logits / temperature
+            vocab = logits.shape[-1]
+            if top_k and (vocab is None or top_k < vocab):
+                kth_best = tf.math.top_k(logits, k=top_k).values[:, -1:]
+                logits = tf.where(logits < kth_best, NEG, logits)
+            # Gumbel-max: argmax(logits + Gumbel noise) is a sample of softmax(logits).
+            gumbel = -tf.math.log(-tf.math.log(_uniform(tf.shape(logits), seed, index)))
+            return tf.argmax(logits + gumbel, axis=-1, output_type=tf.int32)
+
+        return choose
+
+
+def sample_decode(step: StepFn, initial_state: Any, batch_size: int | tf.Tensor, start_id: int,
+                  end_id: int, max_length: int | tf.Tensor, temperature: float = 1.0,
+                  top_k: int = 0, seed: int | tf.Tensor | None = None, pad_id: int = 0,
+                  ) -> Decoded:
+    """`Sampling(temperature, top_k, seed)(...)`; the other arguments are those of
+    `Strategy.__call__`.
 
     Returns:
         A `Decoded` with `K = 1`: tokens `(B, 1, T)`, attention `(B, 1, T, A)`, lengths,
-        finished, scores and normalized_scores `(B, 1)`. `scores` is the sum of the model's
-        own log-probabilities (`log_softmax(logits)`, before temperature and top-k), so it is
-        comparable with greedy decoding and beam search.
+        finished, scores and normalized_scores `(B, 1)`.
 
     Example:
     >>> # Tokens: 0 <pad>, 1 <start>, 2 <end>, 3 a word; row i: next-token probabilities.
@@ -104,21 +126,5 @@ def sample_decode(
     >>> bool(tf.reduce_all(a.tokens == b.tokens))
     True
     """
-    _check_sampling_args(temperature, top_k, seed)
-    if seed is None:
-        seed = tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int32)
-    seed = tf.cast(seed, tf.int32)
-
-    def choose(step_log_probs: tf.Tensor, logits: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
-        logits = logits / temperature
-        vocab = logits.shape[-1]
-        if top_k and (vocab is None or top_k < vocab):
-            kth_best = tf.math.top_k(logits, k=top_k).values[:, -1:]
-            logits = tf.where(logits < kth_best, NEG, logits)
-        # Gumbel-max: argmax(logits + Gumbel noise) is a sample of softmax(logits).
-        gumbel = -tf.math.log(-tf.math.log(_uniform(tf.shape(logits), seed, index)))
-        return tf.argmax(logits + gumbel, axis=-1, output_type=tf.int32)
-
-    return single_path_decode(
-        step, initial_state, batch_size, start_id, end_id, max_length, choose, pad_id=pad_id
-    )
+    return Sampling(temperature, top_k, seed)(step, initial_state, batch_size, start_id, end_id,
+                                              max_length, pad_id)

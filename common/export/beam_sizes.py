@@ -18,7 +18,7 @@ from typing import Any
 from common.errors import UserError
 
 #: Beam search fills the n-best slots it has no distinct hypothesis for with ones scored about
-#: -1e9 (`common.decoding.beam_search`); hypotheses scored at or below this are left out.
+#: -1e9 (`common.decoding.beam`); hypotheses scored at or below this are left out.
 UNFILLED_SCORE = -1e8
 
 

@@ -25,17 +25,15 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from common.decoding.decoded import Decoded
-from common.decoding.greedy import StepFn
+from common.decoding.strategy import Problem, StepFn, Strategy
 from common.decoding.utils import (
     NEG,
     as_attention,
-    check_common_args,
     check_int,
     gnmt_length_penalty,
     log_probs,
     never_emitted,
     state_invariants,
-    to_state,
     write_step,
 )
 from common.errors import UserError
@@ -102,18 +100,7 @@ def _merge(x: tf.Tensor) -> tf.Tensor:
     return tf.reshape(x, [-1, *_dims(x)[2:]])
 
 
-def beam_search(
-    step: StepFn,
-    initial_state: Any,
-    batch_size: int | tf.Tensor,
-    start_id: int | tf.Tensor,
-    end_id: int | tf.Tensor,
-    max_length: int | tf.Tensor,
-    beam_size: int,
-    length_penalty: float = 0.6,
-    n_best: int = 1,
-    pad_id: int = 0,
-) -> Decoded:
+class BeamSearch(Strategy):
     """Beam search: extends the `K` best alive hypotheses, keeps the `n_best` finished ones.
 
     Reference:
@@ -133,19 +120,13 @@ def beam_search(
     `tf.function` (also with `jit_compile=True` when `max_length` is a Python int) and inside
     exported SavedModels.
 
+    Called as every `Strategy` (the initial state is tiled to `B * K` rows).
+
     Args:
-        step: `step(tokens (N,), state, index) -> (logits (N, V), new_state, attention (N, A))`.
-        initial_state: a nest of tensors, each with leading dimension `B`; tiled to `B * K`.
-        batch_size: `B`, an int or a scalar int32 tensor.
-        start_id: the token fed at index 0 (`<start>`).
-        end_id: the token that finishes a hypothesis (`<end>`, compared by id).
-        max_length: `T`, the most tokens generated, `<end>` included (an int or a scalar
-            tensor).
         beam_size: `K`, a Python int, the number of alive hypotheses extended at each step.
         length_penalty: `alpha` of the GNMT length penalty, >= 0; 0 ranks by the plain sum
             of log-probabilities, larger values favour longer hypotheses.
         n_best: how many hypotheses to return per example, <= `beam_size`.
-        pad_id: the token written after `<end>`.
 
     Returns:
         A `Decoded` with `K = n_best`: tokens `(B, n_best, T)`, attention `(B, n_best, T, A)`,
@@ -164,115 +145,133 @@ def beam_search(
     >>> out.tokens.numpy().tolist()
     [[[3, 2, 0], [2, 0, 0]]]
     """
-    check_common_args(batch_size, start_id, end_id, max_length, pad_id)
-    _check_beam_args(beam_size, n_best, length_penalty)
-    alpha = float(length_penalty)
-    beams, keep = beam_size, n_best
-    start_id = tf.cast(start_id, tf.int32)
-    end_id = tf.cast(end_id, tf.int32)
-    pad_id = tf.cast(pad_id, tf.int32)
-    max_penalty = gnmt_length_penalty(max_length, alpha)
 
-    def advance(s: _Search, logits, attention, new_state) -> _Search:
-        """Runs the bookkeeping of step `s.index` given its logits, attention and state."""
-        index = s.index
-        step_log_probs = never_emitted(log_probs(logits), start_id, pad_id, end_id)
-        vocab = step_log_probs.shape[-1] or tf.shape(step_log_probs)[-1]
-        candidates = s.alive_scores[..., None] + tf.reshape(step_log_probs, [-1, beams, vocab])
-        scores, chosen = tf.math.top_k(tf.reshape(candidates, [-1, beams * vocab]), 2 * beams)
-        parent, token = chosen // vocab, chosen % vocab
-        ends = tf.equal(token, end_id)
-        first_row = tf.range(tf.shape(scores)[0])[:, None] * beams  # (B, 1)
+    name = "beam"
+    options = ("beam_size", "length_penalty", "n_best")
 
-        # The K best candidates that do not end stay alive. Each parent has one <end>, so at
-        # most K of the 2K end and K others are always there; top_k keeps them best first.
-        _, pick = tf.math.top_k(tf.where(ends, _EMPTY, scores), beams)
-        alive_scores = tf.gather(scores, pick, batch_dims=1)
-        rows = tf.reshape(first_row + tf.gather(parent, pick, batch_dims=1), [-1])
-        tokens = tf.reshape(tf.gather(token, pick, batch_dims=1), [-1])
-        alive_tokens = write_step(tf.gather(s.alive_tokens, rows), index, tokens)
-        alive_attention = write_step(
-            tf.gather(s.alive_attention, rows), index, tf.gather(attention, rows)
+    def __init__(self, beam_size: int, length_penalty: float = 0.6, n_best: int = 1):
+        _check_beam_args(beam_size, n_best, length_penalty)
+        self.beam_size, self.length_penalty, self.n_best = beam_size, float(length_penalty), n_best
+
+    def __repr__(self) -> str:
+        return (f"BeamSearch(beam_size={self.beam_size}, length_penalty={self.length_penalty}, "
+                f"n_best={self.n_best})")
+
+    def search(self, problem: Problem) -> Decoded:
+        step, state, batch_size, start_id, end_id, max_length, pad_id = problem
+        alpha, beams, keep = self.length_penalty, self.beam_size, self.n_best
+        max_penalty = gnmt_length_penalty(max_length, alpha)
+
+        def advance(s: _Search, logits, attention, new_state) -> _Search:
+            """Runs the bookkeeping of step `s.index` given its logits, attention and state."""
+            index = s.index
+            step_log_probs = never_emitted(log_probs(logits), start_id, pad_id, end_id)
+            vocab = step_log_probs.shape[-1] or tf.shape(step_log_probs)[-1]
+            candidates = s.alive_scores[..., None] + tf.reshape(step_log_probs, [-1, beams, vocab])
+            scores, chosen = tf.math.top_k(tf.reshape(candidates, [-1, beams * vocab]), 2 * beams)
+            parent, token = chosen // vocab, chosen % vocab
+            ends = tf.equal(token, end_id)
+            first_row = tf.range(tf.shape(scores)[0])[:, None] * beams  # (B, 1)
+
+            # The K best candidates that do not end stay alive. Each parent has one <end>, so at
+            # most K of the 2K end and K others are always there; top_k keeps them best first.
+            _, pick = tf.math.top_k(tf.where(ends, _EMPTY, scores), beams)
+            alive_scores = tf.gather(scores, pick, batch_dims=1)
+            rows = tf.reshape(first_row + tf.gather(parent, pick, batch_dims=1), [-1])
+            tokens = tf.reshape(tf.gather(token, pick, batch_dims=1), [-1])
+            alive_tokens = write_step(tf.gather(s.alive_tokens, rows), index, tokens)
+            alive_attention = write_step(
+                tf.gather(s.alive_attention, rows), index, tf.gather(attention, rows)
+            )
+
+            # The candidates among the K best that end join the buffer, unless the example is done
+            # (then its answer is fixed, as if it had been decoded alone).
+            new = tf.logical_and(ends[:, :beams], scores[:, :beams] > _IMPOSSIBLE)
+            new = tf.logical_and(new, tf.logical_not(s.done)[:, None])
+            end_rows = tf.reshape(first_row + parent[:, :beams], [-1])
+            end_tokens = write_step(
+                tf.gather(s.alive_tokens, end_rows), index, tf.fill(tf.shape(end_rows), end_id)
+            )
+            end_attention = write_step(
+                tf.gather(s.alive_attention, end_rows), index, tf.gather(attention, end_rows)
+            )
+            length = index + 1
+            end_normalized = scores[:, :beams] / gnmt_length_penalty(length, alpha)
+            kept_normalized, pick = tf.math.top_k(
+                tf.concat([s.kept_normalized, tf.where(new, end_normalized, _EMPTY)], axis=1), keep
+            )
+
+            def kept(old: tf.Tensor, candidates: tf.Tensor) -> tf.Tensor:
+                return tf.gather(tf.concat([old, candidates], axis=1), pick, batch_dims=1)
+
+            ended = s.ended + tf.reduce_sum(tf.cast(new, tf.int32), axis=1)
+            # An alive hypothesis reaches at most score / lp(T): its score can only fall, and its
+            # length penalty is largest at T (alpha >= 0).
+            bound = alive_scores[:, 0] / max_penalty
+            beaten = tf.logical_and(ended >= keep, bound <= kept_normalized[:, keep - 1])
+            return _Search(
+                index=index + 1,
+                tokens=tokens,
+                state=_reorder(new_state, rows),
+                alive_scores=alive_scores,
+                alive_tokens=alive_tokens,
+                alive_attention=alive_attention,
+                kept_tokens=_merge(kept(_split(s.kept_tokens, keep), _split(end_tokens, beams))),
+                kept_attention=_merge(
+                    kept(_split(s.kept_attention, keep), _split(end_attention, beams))
+                ),
+                kept_scores=kept(s.kept_scores, scores[:, :beams]),
+                kept_normalized=kept_normalized,
+                kept_lengths=kept(s.kept_lengths, tf.fill(tf.shape(new), length)),
+                ended=ended,
+                done=tf.logical_or(s.done, beaten),
+            )
+
+        # The first step runs outside the loop: it tells the attention width A for the buffers.
+        rows = batch_size * beams
+        state = _tile(state, beams)
+        index = tf.constant(0, tf.int32)
+        logits, state, attention = step(tf.fill([rows], start_id), state, index)
+        attention = as_attention(attention)
+        width = attention.shape[1] if attention.shape[1] is not None else tf.shape(attention)[1]
+        kept_rows = batch_size * keep
+        empty = _Search(
+            index=index,
+            tokens=tf.fill([rows], start_id),
+            state=state,
+            # Only beam 0 is live at first: the others are copies that must not be chosen twice.
+            alive_scores=tf.tile(tf.constant([[0.0] + [NEG] * (beams - 1)]), [batch_size, 1]),
+            alive_tokens=tf.fill([rows, max_length], pad_id),
+            alive_attention=tf.zeros([rows, max_length, width]),
+            kept_tokens=tf.fill([kept_rows, max_length], pad_id),
+            kept_attention=tf.zeros([kept_rows, max_length, width]),
+            kept_scores=tf.zeros([batch_size, keep]),
+            kept_normalized=tf.fill([batch_size, keep], _EMPTY),
+            kept_lengths=tf.zeros([batch_size, keep], tf.int32),
+            ended=tf.zeros([batch_size], tf.int32),
+            done=tf.zeros([batch_size], tf.bool),
         )
+        search = advance(empty, logits, attention, state)
 
-        # The candidates among the K best that end join the buffer, unless the example is done
-        # (then its answer is fixed, as if it had been decoded alone).
-        new = tf.logical_and(ends[:, :beams], scores[:, :beams] > _IMPOSSIBLE)
-        new = tf.logical_and(new, tf.logical_not(s.done)[:, None])
-        end_rows = tf.reshape(first_row + parent[:, :beams], [-1])
-        end_tokens = write_step(
-            tf.gather(s.alive_tokens, end_rows), index, tf.fill(tf.shape(end_rows), end_id)
-        )
-        end_attention = write_step(
-            tf.gather(s.alive_attention, end_rows), index, tf.gather(attention, end_rows)
-        )
-        length = index + 1
-        end_normalized = scores[:, :beams] / gnmt_length_penalty(length, alpha)
-        kept_normalized, pick = tf.math.top_k(
-            tf.concat([s.kept_normalized, tf.where(new, end_normalized, _EMPTY)], axis=1), keep
-        )
+        def cond(s: _Search) -> tf.Tensor:
+            return tf.logical_and(s.index < max_length, tf.logical_not(tf.reduce_all(s.done)))
 
-        def kept(old: tf.Tensor, candidates: tf.Tensor) -> tf.Tensor:
-            return tf.gather(tf.concat([old, candidates], axis=1), pick, batch_dims=1)
+        def body(s: _Search) -> tuple[_Search]:
+            logits, new_state, attention = step(s.tokens, s.state, s.index)
+            return (advance(s, logits, as_attention(attention), new_state),)
 
-        ended = s.ended + tf.reduce_sum(tf.cast(new, tf.int32), axis=1)
-        # An alive hypothesis reaches at most score / lp(T): its score can only fall, and its
-        # length penalty is largest at T (alpha >= 0).
-        bound = alive_scores[:, 0] / max_penalty
-        beaten = tf.logical_and(ended >= keep, bound <= kept_normalized[:, keep - 1])
-        return _Search(
-            index=index + 1,
-            tokens=tokens,
-            state=_reorder(new_state, rows),
-            alive_scores=alive_scores,
-            alive_tokens=alive_tokens,
-            alive_attention=alive_attention,
-            kept_tokens=_merge(kept(_split(s.kept_tokens, keep), _split(end_tokens, beams))),
-            kept_attention=_merge(
-                kept(_split(s.kept_attention, keep), _split(end_attention, beams))
-            ),
-            kept_scores=kept(s.kept_scores, scores[:, :beams]),
-            kept_normalized=kept_normalized,
-            kept_lengths=kept(s.kept_lengths, tf.fill(tf.shape(new), length)),
-            ended=ended,
-            done=tf.logical_or(s.done, beaten),
-        )
+        (search,) = tf.while_loop(cond, body, (search,), shape_invariants=(state_invariants(search),))
+        return _answer(search, alpha, keep, beams)
 
-    # The first step runs outside the loop: it tells the attention width A for the buffers.
-    rows = batch_size * beams
-    state = _tile(to_state(initial_state), beams)
-    index = tf.constant(0, tf.int32)
-    logits, state, attention = step(tf.fill([rows], start_id), state, index)
-    attention = as_attention(attention)
-    width = attention.shape[1] if attention.shape[1] is not None else tf.shape(attention)[1]
-    kept_rows = batch_size * keep
-    empty = _Search(
-        index=index,
-        tokens=tf.fill([rows], start_id),
-        state=state,
-        # Only beam 0 is live at first: the others are copies that must not be chosen twice.
-        alive_scores=tf.tile(tf.constant([[0.0] + [NEG] * (beams - 1)]), [batch_size, 1]),
-        alive_tokens=tf.fill([rows, max_length], pad_id),
-        alive_attention=tf.zeros([rows, max_length, width]),
-        kept_tokens=tf.fill([kept_rows, max_length], pad_id),
-        kept_attention=tf.zeros([kept_rows, max_length, width]),
-        kept_scores=tf.zeros([batch_size, keep]),
-        kept_normalized=tf.fill([batch_size, keep], _EMPTY),
-        kept_lengths=tf.zeros([batch_size, keep], tf.int32),
-        ended=tf.zeros([batch_size], tf.int32),
-        done=tf.zeros([batch_size], tf.bool),
-    )
-    search = advance(empty, logits, attention, state)
 
-    def cond(s: _Search) -> tf.Tensor:
-        return tf.logical_and(s.index < max_length, tf.logical_not(tf.reduce_all(s.done)))
-
-    def body(s: _Search) -> tuple[_Search]:
-        logits, new_state, attention = step(s.tokens, s.state, s.index)
-        return (advance(s, logits, as_attention(attention), new_state),)
-
-    (search,) = tf.while_loop(cond, body, (search,), shape_invariants=(state_invariants(search),))
-    return _answer(search, alpha, keep, beams)
+def beam_search(step: StepFn, initial_state: Any, batch_size: int | tf.Tensor, start_id: int,
+                end_id: int, max_length: int | tf.Tensor, beam_size: int,
+                length_penalty: float = 0.6, n_best: int = 1, pad_id: int = 0) -> Decoded:
+    """`BeamSearch(beam_size, length_penalty, n_best)(...)`; the other arguments are those of
+    `Strategy.__call__`.
+    """
+    return BeamSearch(beam_size, length_penalty, n_best)(step, initial_state, batch_size,
+                                                         start_id, end_id, max_length, pad_id)
 
 
 def _answer(s: _Search, alpha: float, keep: int, beams: int) -> Decoded:

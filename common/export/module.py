@@ -1,0 +1,332 @@
+"""`DecodingModule`: one `tf.Module` that decodes and turns ids into words, for every path.
+
+Each family subclasses it once (`captioner.export.CaptionerModule`,
+`seq2seq.export.TranslatorModule`) with its pre-processing (image bytes -> pixels; sentences ->
+tokens) and its extra outputs. Everything else is written here once and used by both the
+export (`serving_default` and the `*_with_options` signature, saved by `save`) and in-process
+prediction (`predict`, the same graph without a SavedModel):
+
+- the beam sizes compiled in and the dispatch over them (`common.export.beam_sizes`);
+- the search, chosen by name (`common.decoding.methods`);
+- the postprocess in TensorFlow: ids -> words (a lookup), cut at `<end>`, special tokens
+  dropped, joined (`detokenize_tf`), for the best hypothesis and for the `n_best_*` outputs;
+- `info()` for `export_info.json`, `save`, and `export_run`.
+
+`ExportedModel` is the client side: it loads an export, checks a request's options against
+its `export_info.json` and runs the options signature on a batch. The result objects
+(`Caption`, `Translation`) are built from the output dict by one function per family, used
+by both the in-process model and the client.
+
+Dimensions: `B` batch, `N` hypotheses, `T` steps, `R` rows (`B` or `B * N`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import tensorflow as tf
+
+from common.decoding import Decoded, default_method, make_strategy
+from common.errors import UserError
+from common.export import savedmodel
+from common.export.beam_sizes import (
+    check_export_options,
+    check_n_best,
+    dispatch_n_best,
+    graph_checks,
+    request_options,
+)
+from common.text import Vocabulary, detokenize_tf
+
+DEFAULT_BEAM_SIZES = (1, 2, 3, 4, 5)
+N_BEST_SUFFIXES = ("tokens", "lengths", "scores", "normalized_scores", "finished")
+
+
+class _Functions:
+    """A plain holder for the in-process `tf.function`s: not trackable, so a SavedModel of the
+    module never sees them."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[tuple, Any] = {}
+
+
+class DecodingModule(tf.Module):
+    """What both families' export modules share (see the module doc).
+
+    Subclasses set the class attributes and implement `read_inputs`, `prepare`,
+    `search_inputs` and `extra_outputs` (and `words` for more than a vocabulary lookup).
+
+    Class attributes:
+        KIND: the family marker of `export_info.json`.
+        WHAT: an export of the family, for errors ("an exported captioner (make one ...)").
+        SEVERAL: what a request for several hypotheses asks for ("captions per image").
+        INPUT: the name of the signatures' input (`"images"`, `"sentences"`).
+        TEXT: the name of the text output (`"captions"`); `n_best_` + it for the n best.
+        OPTIONS_SIGNATURE: the name of the signature with the options.
+        OUTPUTS: the outputs of both signatures, for `info()`.
+
+    Args:
+        name: the module's name.
+        vocab: the output `Vocabulary`.
+        max_decode_length: the default `max_length`.
+        max_length_limit: the largest `max_length` accepted.
+        beam_sizes: the beam sizes compiled into the graph.
+        default_beam_size: the beam size of `serving_default` and the served default.
+        length_penalty: the GNMT length penalty of beam search.
+    """
+
+    KIND: ClassVar[str] = ""
+    WHAT: ClassVar[str] = ""
+    SEVERAL: ClassVar[str] = ""
+    INPUT: ClassVar[str] = ""
+    TEXT: ClassVar[str] = ""
+    OPTIONS_SIGNATURE: ClassVar[str] = ""
+    OUTPUTS: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, name: str, vocab: Vocabulary, max_decode_length: int,
+                 max_length_limit: int, beam_sizes: Sequence[int] = DEFAULT_BEAM_SIZES,
+                 default_beam_size: int = 1, length_penalty: float = 0.6):
+        super().__init__(name=name)
+        self.beam_sizes = check_export_options(beam_sizes, default_beam_size,
+                                               max_decode_length, max_length_limit)
+        self.vocab = vocab
+        self.max_decode_length = int(max_decode_length)
+        self.max_length_limit = int(max_length_limit)
+        self.default_beam_size = int(default_beam_size)
+        self.length_penalty = float(length_penalty)
+        self._in_process = _Functions()
+        # autograph=False: the models' Python conditionals (`max_length or ...`) stay Python;
+        # AutoGraph would turn them into a `tf.cond` on an int32 tensor, which fails in a branch.
+        raw = tf.TensorSpec([None], tf.string, name=self.INPUT)
+        self.serving_default = tf.function(self._serve_defaults, autograph=False,
+                                           input_signature=[raw])
+        options = [raw, tf.TensorSpec([], tf.int32, name="beam_size"),
+                   tf.TensorSpec([], tf.int32, name="max_length"),
+                   tf.TensorSpec([], tf.int32, name="n_best")]
+        setattr(self, self.OPTIONS_SIGNATURE, tf.function(
+            self._serve_options, autograph=False, input_signature=options))
+
+    @classmethod
+    def n_best_outputs(cls) -> tuple[str, ...]:
+        return tuple(f"n_best_{name}" for name in (cls.TEXT, *N_BEST_SUFFIXES))
+
+    # -- the family's side -----------------------------------------------------------------
+
+    def read_inputs(self, raw: tf.Tensor) -> Any:
+        """The signatures' `(B,)` strings -> the features `predict` takes (pixels, tokens)."""
+        raise NotImplementedError
+
+    def prepare(self, features: Any) -> tuple[Any, dict[str, tf.Tensor]]:
+        """Features -> `(search, rows)`: what `search_inputs` needs, and per-example tensors
+        (leading `B`) that `words` and `extra_outputs` need for each hypothesis."""
+        raise NotImplementedError
+
+    def search_inputs(self, search: Any, max_length: Any) -> tuple[Any, Any, Any]:
+        """`(step, initial_state, batch_size)` of the model for `max_length` (an int in
+        process, a scalar tensor in the signatures)."""
+        raise NotImplementedError
+
+    def words(self, decoded: Decoded, within: tf.Tensor,
+              rows: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
+        """`(R, T)` words of the ids and the `(R, T)` positions whose word was copied from the
+        input (kept even if the id is a special token). Here: a vocabulary lookup."""
+        words = tf.gather(tf.constant(self.vocab.tokens, tf.string), decoded.tokens)
+        return words, tf.zeros_like(within)
+
+    def extra_outputs(self, decoded: Decoded, within: tf.Tensor, copied: tf.Tensor,
+                      rows: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The family's outputs of one hypothesis per row (attention, ...)."""
+        return {}
+
+    def family_info(self) -> dict[str, Any]:
+        """The family's entries of `export_info.json`."""
+        return {}
+
+    # -- the graph ---------------------------------------------------------------------------
+
+    def _serve_defaults(self, raw):
+        max_length = tf.constant(self.max_decode_length, tf.int32)
+        return self._serve(raw, self.default_beam_size, max_length, None)
+
+    def _serve_options(self, raw, beam_size, max_length, n_best):
+        return self._serve(raw, beam_size, max_length, n_best)
+
+    def _serve(self, raw, beam_size, max_length, n_best) -> dict[str, tf.Tensor]:
+        checks = graph_checks(beam_size, max_length, self.beam_sizes, self.max_length_limit,
+                              n_best)
+        with tf.control_dependencies(checks):
+            features = self.read_inputs(raw)
+        search, rows = self.prepare(features)
+
+        def decode(size: int, k: int) -> Decoded:
+            strategy = make_strategy(default_method(size), beam_size=size,
+                                     length_penalty=self.length_penalty, n_best=k)
+            return self._decode(search, strategy, max_length)
+
+        if n_best is None:
+            return self._outputs(decode(beam_size, 1), rows, n_best=False)
+        decoded = dispatch_n_best(beam_size, n_best, self.beam_sizes, decode)
+        return self._outputs(decoded, rows, n_best=True)
+
+    def _decode(self, search: Any, strategy: Any, max_length: Any) -> Decoded:
+        step, state, batch = self.search_inputs(search, max_length)
+        decoded = strategy(step, state, batch, self.vocab.start_id, self.vocab.end_id,
+                           max_length)
+        return decoded._replace(attention=tf.cast(decoded.attention, tf.float32))
+
+    def _outputs(self, decoded: Decoded, rows: dict[str, tf.Tensor],
+                 n_best: bool) -> dict[str, tf.Tensor]:
+        """The outputs of the best hypothesis, and the `n_best_*` ones if asked for."""
+        outputs = self._postprocess(Decoded(*(t[:, 0] for t in decoded)), rows)
+        if n_best:
+            outputs.update(self._n_best(decoded, rows))
+        return outputs
+
+    def _postprocess(self, decoded: Decoded, rows: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """One hypothesis per row, `(R, ...)`: ids -> words, cut before `<end>`, specials
+        dropped (unless copied), joined; and the family's outputs."""
+        ids, vocab = decoded.tokens, self.vocab
+        n = decoded.lengths - tf.cast(decoded.finished, tf.int32)  # the words: <end> dropped
+        within = tf.range(tf.shape(ids)[1])[None, :] < n[:, None]
+        words, copied = self.words(decoded, within, rows)
+        special = (tf.equal(ids, vocab.pad_id) | tf.equal(ids, vocab.start_id)
+                   | tf.equal(ids, vocab.end_id))
+        kept = tf.ragged.boolean_mask(words, within & (copied | ~special))
+        return {
+            self.TEXT: detokenize_tf(kept),
+            "tokens": kept.to_tensor("", shape=tf.shape(ids)),
+            "lengths": tf.cast(kept.row_lengths(), tf.int32),
+            "scores": decoded.scores,
+            "finished": decoded.finished,
+            **self.extra_outputs(decoded, within, copied, rows),
+        }
+
+    def _n_best(self, decoded: Decoded, rows: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The `n_best_*` outputs: every hypothesis of `(B, N, ...)`, best first, through the
+        same `_postprocess` (each with the rows of its example)."""
+        shape = tf.shape(decoded.tokens)  # (B, N, T)
+
+        def flat(t):  # (B, N, ...) -> (B * N, ...), keeping the static trailing dimensions
+            out = tf.reshape(t, tf.concat([[-1], tf.shape(t)[2:]], 0))
+            out.set_shape([None, *t.shape[2:]])
+            return out
+
+        repeated = {key: tf.repeat(value, shape[1], axis=0) for key, value in rows.items()}
+        done = self._postprocess(Decoded(*(flat(t) for t in decoded)), repeated)
+        return {
+            f"n_best_{self.TEXT}": tf.reshape(done[self.TEXT], shape[:2]),
+            "n_best_tokens": tf.reshape(done["tokens"], shape),
+            "n_best_lengths": tf.reshape(done["lengths"], shape[:2]),
+            "n_best_scores": decoded.scores,
+            "n_best_normalized_scores": decoded.normalized_scores,
+            "n_best_finished": decoded.finished,
+        }
+
+    # -- in process ----------------------------------------------------------------------------
+
+    def predict(self, features: Any, method: str | None = None, beam_size: int = 1,
+                max_length: int | None = None, n_best: int | None = None,
+                **options: Any) -> dict[str, np.ndarray]:
+        """The signatures' outputs for features (`read_inputs`'s output) with any method of
+        `common.decoding.methods` (`method` None: greedy for one beam, else beam search) and
+        its `options` (`temperature`, `seed`, ...); the `n_best_*` outputs when `n_best` is
+        given. One `tf.function` per choice of options, kept for the next call."""
+        method = method or default_method(beam_size)
+        max_length = int(max_length or self.max_decode_length)
+        key = (method, beam_size, max_length, n_best, tuple(sorted(options.items())))
+        function = self._in_process.by_key.get(key)
+        if function is None:
+            strategy = make_strategy(method, beam_size=beam_size, n_best=n_best or 1,
+                                     length_penalty=self.length_penalty, **options)
+
+            def run(features):
+                search, rows = self.prepare(features)
+                return self._outputs(self._decode(search, strategy, max_length), rows,
+                                     n_best=n_best is not None)
+
+            function = tf.function(run, autograph=False, reduce_retracing=True)
+            self._in_process.by_key[key] = function
+        return {name: value.numpy() for name, value in function(features).items()}
+
+    # -- export ----------------------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        """What `export_info.json` records (`ExportedModel` reads the limits from it)."""
+        return {
+            **self.family_info(),
+            "max_decode_length": self.max_decode_length,
+            "max_length_limit": self.max_length_limit, "beam_sizes": list(self.beam_sizes),
+            "default_beam_size": self.default_beam_size, "length_penalty": self.length_penalty,
+            "outputs": list(self.OUTPUTS), "n_best_outputs": list(self.n_best_outputs()),
+        }
+
+    def save(self, out_dir: str | os.PathLike, overwrite: bool = False) -> Path:
+        """Writes the SavedModel (both signatures, `export_info.json`, input defaults)."""
+        return savedmodel.save_decoding_module(self, out_dir, self.KIND, self.OPTIONS_SIGNATURE,
+                                               overwrite=overwrite)
+
+    @classmethod
+    def from_run_dir(cls, run_dir: str | os.PathLike, **kwargs: Any) -> DecodingModule:
+        """The module of a run directory's latest checkpoint (the family's loader)."""
+        raise NotImplementedError
+
+    @classmethod
+    def export_run(cls, run_dir: str | os.PathLike, out_dir: str | os.PathLike,
+                   overwrite: bool = False, max_decode_length: int | None = None,
+                   **kwargs: Any) -> Path:
+        """`FAMILY export RUN_DIR OUT_DIR`: load the run's latest checkpoint and save it.
+
+        Keyword arguments are those of the module (`beam_sizes`, `default_beam_size`, ...);
+        `max_decode_length` None keeps the run's.
+        """
+        if max_decode_length:
+            kwargs["max_decode_length"] = max_decode_length
+        return cls.from_run_dir(run_dir, **kwargs).save(out_dir, overwrite=overwrite)
+
+
+class ExportedModel:
+    """The client of an export written by a `DecodingModule`: loading, request options, and
+    one call of the options signature (`tf.saved_model.load`, no project code in the graph).
+
+    Args:
+        export_dir: a directory written by the family's `export_run`.
+
+    Raises:
+        UserError: `export_dir` is not a SavedModel, or is one of another kind.
+    """
+
+    #: the family's module class: its KIND, WHAT, SEVERAL and INPUT.
+    MODULE: ClassVar[type[DecodingModule]] = DecodingModule
+
+    def __init__(self, export_dir: str | os.PathLike):
+        self.info = savedmodel.require_kind(export_dir, self.MODULE.KIND, self.MODULE.WHAT)
+        self.export_dir = Path(export_dir)
+        self.loaded = tf.saved_model.load(str(export_dir))
+        self.signature = self.loaded.signatures[savedmodel.options_signature(self.info)]
+        self.takes_n_best = "n_best" in self.signature.structured_input_signature[1]
+        self.beam_sizes = tuple(self.info["beam_sizes"])
+
+    def _options(self, beam_size: int | None, max_length: int | None,
+                 n_best: int | None = None) -> tuple[int, int]:
+        """`(beam_size, max_length)` with the export's defaults; a `UserError` for a choice
+        the export does not have."""
+        beam_size, max_length = request_options(self.info, beam_size, max_length)
+        check_n_best(n_best, beam_size)
+        if n_best and n_best > 1 and not self.takes_n_best:
+            raise UserError(f"{self.export_dir} was exported without n-best outputs; export "
+                            f"the run again to get several {self.MODULE.SEVERAL}")
+        return beam_size, max_length
+
+    def _run(self, raw: Sequence[Any], beam_size: int, max_length: int,
+             n_best: int | None) -> dict[str, np.ndarray]:
+        """The options signature on `raw` (image bytes, sentences), as NumPy arrays."""
+        inputs = {self.MODULE.INPUT: tf.constant(list(raw), tf.string),
+                  "beam_size": tf.constant(beam_size, tf.int32),
+                  "max_length": tf.constant(max_length, tf.int32)}
+        if self.takes_n_best:
+            inputs["n_best"] = tf.constant(n_best or 1, tf.int32)
+        return {name: value.numpy() for name, value in self.signature(**inputs).items()}
