@@ -9,10 +9,10 @@ import sys
 from typing import Any
 
 from captioner.family import FAMILY
-from captioner.family import warn_unfinished as _warn_unfinished
 from common.cli import (
     EXIT_USAGE,
     Subcommand,
+    add_checkpoint_argument,
     family_main,
     family_subcommands,
     positive_int,
@@ -29,6 +29,7 @@ def _caption_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="MODEL",
                    help="a run directory, or a SavedModel written by `captioner export`")
     p.add_argument("images", nargs="+", metavar="IMAGE")
+    add_checkpoint_argument(p, saved_model=True)
     p.add_argument("--beam-size", type=positive_int,
                    help="1 is greedy (default: 3 for a run, the export's default for a "
                         "SavedModel)")
@@ -48,7 +49,7 @@ def _caption(args: argparse.Namespace) -> int:
     from captioner.visualize import check_figure_paths
 
     check_figure_paths(args.overlay, args.gif, args.html)
-    run = _load_captioner(args.run_dir)
+    run = FAMILY.open_model(args.run_dir, args.checkpoint)
     options = {"beam_size": args.beam_size} if args.beam_size else {}
     if args.n_best:
         options["n_best"] = args.n_best
@@ -136,16 +137,6 @@ def _render(args: argparse.Namespace) -> int:
 
 
 # -- caption with a run or a SavedModel -------------------------------------------------------
-
-def _load_captioner(path_text: str):
-    """A `CaptionerRun` for a run directory, an `ExportedCaptioner` for a SavedModel."""
-    from captioner.inference import CaptionerRun, open_model
-
-    run = open_model(path_text)
-    if isinstance(run, CaptionerRun):
-        _warn_unfinished(run)
-    return run
-
 
 def subcommands() -> list[Subcommand]:
     """train, evaluate, export and serve from `common.cli`; caption and render are the

@@ -112,8 +112,9 @@ class CaptionerModule(DecodingModule):
         return cls(run.model, run.vocab, run.image_size, **kwargs)
 
     @classmethod
-    def from_run_dir(cls, run_dir: str | os.PathLike, **kwargs: Any) -> CaptionerModule:
-        return cls.from_run(CaptionerRun(run_dir), **kwargs)
+    def from_run_dir(cls, run_dir: str | os.PathLike, checkpoint: str | None = None,
+                     **kwargs: Any) -> CaptionerModule:
+        return cls.from_run(CaptionerRun(run_dir, checkpoint), **kwargs)
 
     def read_inputs(self, images) -> tf.Tensor:
         """Encoded bytes `(B,)` -> `(B, H, W, 3)` float32 in [0, 255] at the encoder's size."""

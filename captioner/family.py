@@ -23,7 +23,7 @@ from captioner.config import (
 from captioner.datasets import DATASETS
 from captioner.presets import PRESETS, get_preset
 from common.catalog import SCORES
-from common.cli import choose, non_negative_float, positive_int
+from common.cli import add_checkpoint_argument, choose, non_negative_float, positive_int
 from common.config import add_config_option
 from common.errors import UserError
 from common.family import Family
@@ -165,13 +165,14 @@ Typical use:
         p.add_argument("--beam-size", type=positive_int, default=3)
         p.add_argument("--batch-size", type=positive_int, default=32)
         p.add_argument("--json", metavar="OUT", help="also write the scores to this JSON file")
+        add_checkpoint_argument(p)
 
     def evaluate(self, run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         from captioner.evaluate import evaluate, format_results
         from captioner.inference import load_run
         from common.config import save_json
 
-        run = load_run(args.run_dir)
+        run = load_run(args.run_dir, args.checkpoint)
         info = warn_unfinished(run)
         options = dict(args.data_option) if args.data_option else None
         results = evaluate(run, args.dataset, args.split, args.data_dir, args.beam_size,
@@ -182,10 +183,14 @@ Typical use:
                                   "beam_size": args.beam_size})
         return results
 
-    def open_model(self, path):
-        from captioner.cli import _load_captioner  # run directory or SavedModel
+    def open_model(self, path, checkpoint: str | None = None):
+        """A run directory (its `checkpoint`; a warning when unfinished) or a SavedModel."""
+        from captioner.inference import CaptionerRun, open_model
 
-        return _load_captioner(str(path))
+        model = open_model(path, checkpoint)
+        if isinstance(model, CaptionerRun):
+            warn_unfinished(model)
+        return model
 
     def predict(self, model, inputs, batch_size: int = 16, **options):
         done, failed = model.caption_files(inputs, batch_size, **options)

@@ -65,9 +65,12 @@ class CaptionerRun:
 
     Args:
         run_dir: a directory written by `captioner train`.
+        checkpoint: which of its checkpoints: "best", "last", a number or a path (see
+            `common.training.checkpoints.resolve_checkpoint`); None: the best when the run
+            keeps one, else the last.
 
     Raises:
-        UserError: `run_dir` is not a captioner run or holds no checkpoint.
+        UserError: `run_dir` is not a captioner run or holds no such checkpoint.
 
     Example:
     >>> run = CaptionerRun("runs/demo")                              # doctest: +SKIP
@@ -75,9 +78,9 @@ class CaptionerRun:
     ['a red circle above a blue square .']
     """
 
-    def __init__(self, run_dir: str | os.PathLike):
+    def __init__(self, run_dir: str | os.PathLike, checkpoint: str | None = None):
         from common.text import Vocabulary
-        from common.training import restore_model
+        from common.training.checkpoints import restore_run_checkpoint
 
         self.run_dir = Path(run_dir)
         self.config: CaptionerRunConfig = load_run_config(run_dir)
@@ -86,7 +89,7 @@ class CaptionerRun:
             raise UserError(f"{run_dir}: not a captioner run directory (no {VOCAB_FILE})")
         self.vocab = Vocabulary.load(vocab_path)
         self.model = build_model(self.config, len(self.vocab))
-        self.checkpoint = restore_model(self.model, self.run_dir / "checkpoints")
+        self.checkpoint = restore_run_checkpoint(self.model, self.run_dir, checkpoint)
         self._module: Any = None
 
     @property
@@ -198,22 +201,26 @@ def read_image(path: str | os.PathLike | bytes, image_size: tuple[int, int]) -> 
     return np.asarray(image, np.float32)
 
 
-def open_model(path: str | os.PathLike) -> Any:
-    """A `CaptionerRun` for a run directory, a `captioner.export.ExportedCaptioner` for a
-    SavedModel (both caption files the same way); a `UserError` for anything else."""
+def open_model(path: str | os.PathLike, checkpoint: str | None = None) -> Any:
+    """A `CaptionerRun` for a run directory (its `checkpoint`, see `CaptionerRun`), a
+    `captioner.export.ExportedCaptioner` for a SavedModel (both caption files the same way);
+    a `UserError` for anything else."""
     from common.export.savedmodel import is_saved_model
 
     path = Path(path)
     if is_saved_model(path):
         from captioner.export import ExportedCaptioner
 
+        if checkpoint is not None:
+            raise UserError("--checkpoint: a SavedModel holds the weights chosen at export "
+                            "time; give it to `captioner export`")
         return ExportedCaptioner(path)
     if path.is_dir() and not (path / "config.json").is_file():
         raise UserError(f"{path} is not a captioner run directory (no config.json) nor an "
                         "exported captioner SavedModel (no saved_model.pb)")
-    return CaptionerRun(path)
+    return CaptionerRun(path, checkpoint)
 
 
-def load_run(run_dir: str | os.PathLike) -> CaptionerRun:
+def load_run(run_dir: str | os.PathLike, checkpoint: str | None = None) -> CaptionerRun:
     """The trained captioner of `run_dir` (see `CaptionerRun`)."""
-    return CaptionerRun(run_dir)
+    return CaptionerRun(run_dir, checkpoint)

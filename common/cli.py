@@ -256,6 +256,16 @@ def beam_size_list(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def add_checkpoint_argument(p: argparse.ArgumentParser, saved_model: bool = False) -> None:
+    """`--checkpoint best|last|N|PATH`: which of a run directory's checkpoints is used."""
+    also = "; not with a SavedModel, which holds the weights chosen at export" if saved_model \
+        else ""
+    p.add_argument("--checkpoint", metavar="WHICH",
+                   help="the run's checkpoint: best (the best validation), last, a number N "
+                        f"(checkpoints/ckpt-N) or a path; default: best when the run keeps "
+                        f"one, else last{also}")
+
+
 def add_export_arguments(p: argparse.ArgumentParser, default_beam_size: int,
                          row_signature: str, output: str) -> None:
     """The options of `PROG export RUN_DIR OUT_DIR` shared by both families.
@@ -265,6 +275,7 @@ def add_export_arguments(p: argparse.ArgumentParser, default_beam_size: int,
     """
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("out_dir", metavar="OUT_DIR", help="the SavedModel directory to write")
+    add_checkpoint_argument(p)
     p.add_argument("--beam-sizes", type=beam_size_list, default=(1, 2, 3, 4, 5),
                    help="the beam sizes compiled in (each adds export time and graph size)")
     p.add_argument("--beam-size", type=positive_int, default=default_beam_size,
@@ -442,7 +453,7 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
         out = Runner(family, args.run_dir).export(
             args.out_dir, beam_sizes=sizes, default_beam_size=args.beam_size,
             max_decode_length=args.max_decode_length, overwrite=args.overwrite,
-            **family.export_options(args))
+            checkpoint=args.checkpoint, **family.export_options(args))
         print(f"Exported {out} (signatures: serving_default, {family.export_signature}; beam "
               f"sizes: {', '.join(map(str, sizes))})")
         return EXIT_OK

@@ -48,13 +48,6 @@ def _translate_arguments(p: argparse.ArgumentParser) -> None:
                         "to see the source words it attended to")
 
 
-def _load_translator(args: argparse.Namespace):
-    """A `Translator` for a run directory, an `ExportedTranslator` for a SavedModel."""
-    from seq2seq.inference import open_model
-
-    return open_model(args.run_dir, args.attention_layer, args.attention_head)
-
-
 def _check_figure_options(args: argparse.Namespace) -> None:
     """Fails before loading the model when a figure cannot be written."""
     from common.errors import UserError
@@ -95,7 +88,8 @@ def _write_figures(args: argparse.Namespace, translator, texts, results) -> None
 
 def _translate(args: argparse.Namespace) -> int:
     _check_figure_options(args)
-    translator = _load_translator(args)
+    translator = FAMILY.open_model(args.run_dir, args.checkpoint, args.attention_layer,
+                                   args.attention_head)
     if args.plot or args.html:
         from seq2seq.visualize import require_attention
 

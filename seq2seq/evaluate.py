@@ -58,6 +58,7 @@ def evaluate(
     progress: bool = True,
     attention_layer: int = -1,
     attention_head: int | None = None,
+    checkpoint: str | None = None,
 ) -> dict[str, Any]:
     """Translates the references' sources with `run_dir` and scores the output.
 
@@ -73,6 +74,8 @@ def evaluate(
         progress: show a progress bar while decoding.
         attention_layer: the Transformer decoder layer whose attention is returned.
         attention_head: the head returned (None: the average).
+        checkpoint: which checkpoint of the run: best, last, a number or a path (None: the
+            best when the run keeps one, else the last).
 
     Returns:
         A dict: `bleu`, `chrf`, `exact_match`, signatures, `lowercase` (case-insensitive
@@ -81,7 +84,7 @@ def evaluate(
     """
     from seq2seq.inference import Translator
 
-    translator = Translator.from_run_dir(run_dir)
+    translator = Translator.from_run_dir(run_dir, checkpoint)
     pairs = load_references(translator, data, dataset, limit)
     if not pairs.sources:
         raise DataError(f"no sentence pairs to score in {data or dataset}")

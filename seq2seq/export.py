@@ -148,8 +148,9 @@ class TranslatorModule(DecodingModule):
                    max_length_limit=translator.max_decode_limit, **kwargs)
 
     @classmethod
-    def from_run_dir(cls, run_dir: str | os.PathLike, **kwargs: Any) -> TranslatorModule:
-        return cls.from_translator(Translator.from_run_dir(run_dir), **kwargs)
+    def from_run_dir(cls, run_dir: str | os.PathLike, checkpoint: str | None = None,
+                     **kwargs: Any) -> TranslatorModule:
+        return cls.from_translator(Translator.from_run_dir(run_dir, checkpoint), **kwargs)
 
     def read_inputs(self, sentences) -> tf.RaggedTensor:
         """`(B,)` text -> `(B, None)` tokens, failing the call for an empty sentence or one

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from common.catalog import SCORES
-from common.cli import choose, non_negative_float, positive_int
+from common.cli import add_checkpoint_argument, choose, non_negative_float, positive_int
 from common.config import add_config_option
 from common.family import Family
 from common.training.run_dir import RunDir
@@ -33,6 +33,7 @@ def add_decode_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-decode-length", type=positive_int,
                    help="longest output (default: the run's)")
     add_attention_arguments(p)
+    add_checkpoint_argument(p, saved_model=True)
 
 
 def add_attention_arguments(p: argparse.ArgumentParser) -> None:
@@ -159,18 +160,19 @@ Typical use:
                           beam_size=args.beam_size, batch_size=args.batch_size,
                           max_length=args.max_decode_length, limit=args.limit,
                           json_path=args.json, attention_layer=args.attention_layer,
-                          attention_head=args.attention_head)
+                          attention_head=args.attention_head, checkpoint=args.checkpoint)
         width = max(len(k) for k in scores)
         for name, value in scores.items():
             shown = f"{value:.2f}" if isinstance(value, float) else value
             print(f"{name:<{width}}  {shown}")
         return scores
 
-    def open_model(self, path):
-        from seq2seq.cli import _load_translator  # run directory or SavedModel
+    def open_model(self, path, checkpoint: str | None = None, attention_layer: int = -1,
+                   attention_head: int | None = None):
+        """A run directory (its `checkpoint`) or a SavedModel."""
+        from seq2seq.inference import open_model
 
-        return _load_translator(argparse.Namespace(run_dir=str(path), attention_layer=-1,
-                                                   attention_head=None))
+        return open_model(path, attention_layer, attention_head, checkpoint)
 
     def predict(self, model, inputs, **options):
         return model.translate(list(inputs), **options)

@@ -231,6 +231,8 @@ class Translator:
     '2026-11-25'
     """
 
+    checkpoint: str | None = None  # the checkpoint `from_run_dir` restored
+
     def __init__(self, model: Any, source_vocab: Vocabulary, target_vocab: Vocabulary,
                  config: RunConfig):
         self.model = model
@@ -257,9 +259,11 @@ class Translator:
         return max(1024, model.max_decode_length)
 
     @classmethod
-    def from_run_dir(cls, run_dir: str | Path) -> Translator:
-        """Loads `RUN_DIR/config.json`, its vocabularies and its latest checkpoint."""
-        from common.training.checkpoints import restore_model
+    def from_run_dir(cls, run_dir: str | Path, checkpoint: str | None = None) -> Translator:
+        """Loads `RUN_DIR/config.json`, its vocabularies and a checkpoint: `checkpoint` is
+        "best", "last", a number or a path (`common.training.checkpoints.resolve_checkpoint`);
+        None: the best when the run keeps one, else the last."""
+        from common.training.checkpoints import restore_run_checkpoint
 
         run_dir = Path(run_dir)
         config_path = run_dir / "config.json"
@@ -281,8 +285,9 @@ class Translator:
         model = build_model(config.model, len(vocabs[0]), len(vocabs[1]))
         dummy = {"source": np.ones((1, 2), np.int32), "target_in": np.ones((1, 2), np.int32)}
         model(dummy, training=False)
-        restore_model(model, run_dir)
-        return cls(model, vocabs[0], vocabs[1], config)
+        translator = cls(model, vocabs[0], vocabs[1], config)
+        translator.checkpoint = restore_run_checkpoint(model, run_dir, checkpoint)
+        return translator
 
     def module(self, attention_layer: int = -1, attention_head: int | None = None,
                copy_unknown: bool = True) -> Any:
@@ -360,7 +365,7 @@ class Translator:
 
 
 def open_model(path: str | Path, attention_layer: int = -1,
-               attention_head: int | None = None) -> Any:
+               attention_head: int | None = None, checkpoint: str | None = None) -> Any:
     """A `Translator` for a run directory, a `seq2seq.export.ExportedTranslator` for a
     SavedModel (both translate the same way); a `UserError` for anything else, or for
     attention options given with a SavedModel (they are chosen at export time)."""
@@ -373,8 +378,11 @@ def open_model(path: str | Path, attention_layer: int = -1,
         if attention_layer != -1 or attention_head is not None:
             raise UserError("--attention-layer/--attention-head: a SavedModel returns the "
                             "attention chosen at export time; give them to `seq2seq export`")
+        if checkpoint is not None:
+            raise UserError("--checkpoint: a SavedModel holds the weights chosen at export "
+                            "time; give it to `seq2seq export`")
         return ExportedTranslator(path)
     if not (path / "config.json").is_file():
         raise UserError(f"{path} is not a translator run directory (no config.json) nor an "
                         "exported translator SavedModel (no saved_model.pb)")
-    return Translator.from_run_dir(path)
+    return Translator.from_run_dir(path, checkpoint)

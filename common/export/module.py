@@ -270,15 +270,19 @@ class DecodingModule(tf.Module):
                                                overwrite=overwrite)
 
     @classmethod
-    def from_run_dir(cls, run_dir: str | os.PathLike, **kwargs: Any) -> DecodingModule:
-        """The module of a run directory's latest checkpoint (the family's loader)."""
+    def from_run_dir(cls, run_dir: str | os.PathLike, checkpoint: str | None = None,
+                     **kwargs: Any) -> DecodingModule:
+        """The module of a run directory's `checkpoint` (None: the best when the run keeps
+        one, else the last; the family's loader)."""
         raise NotImplementedError
 
     @classmethod
     def export_run(cls, run_dir: str | os.PathLike, out_dir: str | os.PathLike,
                    overwrite: bool = False, max_decode_length: int | None = None,
                    **kwargs: Any) -> Path:
-        """`FAMILY export RUN_DIR OUT_DIR`: load the run's latest checkpoint and save it.
+        """`FAMILY export RUN_DIR OUT_DIR`: load the run's checkpoint (`checkpoint=` among the
+        keyword arguments: best, last, a number or a path; default the best when kept, else
+        the last) and save it.
 
         Keyword arguments are those of the module (`beam_sizes`, `default_beam_size`, ...);
         `max_decode_length` None keeps the run's.

@@ -420,3 +420,18 @@ def resolve_checkpoint(run_dir: str | os.PathLike, which: str | None = None) -> 
         return which
     raise UserError(f"--checkpoint {which!r}: expected {CHECKPOINT_CHOICES}; {run_dir} has: "
                     f"{have()}")
+
+
+def restore_run_checkpoint(model: keras.Model, run_dir: str | os.PathLike,
+                           which: str | None = None) -> str:
+    """Restore the checkpoint of `run_dir` that `which` names (see `resolve_checkpoint`) into
+    `model`; returns its path.
+
+    The last checkpoint (`which` "last", or None when the run keeps no best) is read as
+    `restore_model` reads a directory: one cut short by a kill is skipped for the one before.
+    """
+    from common.training.best import best_checkpoint
+
+    if which == "last" or (which is None and best_checkpoint(run_dir) is None):
+        return restore_model(model, Path(run_dir) / "checkpoints")
+    return restore_model(model, resolve_checkpoint(run_dir, which))
