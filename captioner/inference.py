@@ -92,6 +92,14 @@ class CaptionerRun:
         self.checkpoint = restore_run_checkpoint(self.model, self.run_dir, checkpoint)
         self._module: Any = None
 
+    @classmethod
+    def from_model(cls, model: Any, vocab: Any, config: CaptionerRunConfig) -> CaptionerRun:
+        """A captioner around a model in memory (the training's validation), no run directory."""
+        run = cls.__new__(cls)
+        run.run_dir, run.config, run.vocab, run.model = None, config, vocab, model
+        run.checkpoint, run._module = None, None
+        return run
+
     @property
     def image_size(self) -> tuple[int, int]:
         return tuple(self.config.encoder.image_size)

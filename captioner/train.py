@@ -141,12 +141,80 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
             dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
         return dataset
 
+    validate = _make_validate(config, training, vocab)
     try:
-        return trainer.fit(make_epoch_dataset, resume=resume, verbose=verbose,
+        return trainer.fit(make_epoch_dataset, resume=resume, verbose=verbose, validate=validate,
                            init_from=init_from.checkpoint if init_from else None)
     finally:
         if private is not None:
             shutil.rmtree(private, ignore_errors=True)
+
+
+def _make_validate(config: CaptionerRunConfig, training: Any, vocab: Any):
+    """CIDEr and BLEU-4 of the first `training.validation_examples` images of the dataset's
+    validation split, captioned with beam size `training.validation_beam_size`, three sample
+    captions and the first image's attention maps for TensorBoard (None when validation is off
+    or the dataset has no validation split).
+
+    Scored with pycocoevalcap and the simple tokenizer (no Java start each epoch): comparable
+    from epoch to epoch, not with `captioner evaluate`'s PTB-tokenized figures.
+    """
+    import numpy as np
+
+    from captioner.datasets import load_split
+    from captioner.datasets.pipeline import make_image_dataset
+    from captioner.inference import CaptionerRun
+    from common.metrics.caption_metrics import caption_scores
+
+    if not training.validation_examples:
+        return None
+    data = config.data
+    try:
+        split = load_split(data.dataset, "valid", data.data_dir, **data.options)
+    except UserError:
+        return None
+    images, ids = [], []
+    for batch in make_image_dataset(split, config.encoder.image_size, batch_size=64):
+        for image, index in zip(batch["image"].numpy(), batch["index"].numpy()):
+            if len(images) < training.validation_examples:
+                images.append(image)
+                ids.append(split[int(index)].image_id)
+        if len(images) >= training.validation_examples:
+            break
+    if not images:
+        return None
+    images = np.stack(images)
+    references = split.references()
+
+    def validate(model, epoch: int) -> dict[str, Any]:
+        run = CaptionerRun.from_model(model, vocab, config)
+        captions = []
+        for start in range(0, len(images), 64):
+            captions += run.caption_batch(images[start:start + 64],
+                                          beam_size=training.validation_beam_size)
+        scores = caption_scores(references, {i: c.text for i, c in zip(ids, captions)},
+                                metrics=("bleu", "cider"), tokenizer="simple")
+        samples = "\n\n".join(f"{i}: {c.text}  \n(reference: {references[i][0]})"
+                                for i, c in zip(ids[:3], captions[:3]))
+        return {"cider": scores["CIDEr"], "bleu_4": scores["BLEU-4"], "samples": samples,
+                "attention": _attention_strip(images[0], captions[0].attention,
+                                              run.grid_shape)}
+
+    return validate
+
+
+def _attention_strip(image, attention, grid_shape) -> Any:
+    """`(H, W * (1 + T), 3)` floats in [0, 1]: the image, then each word's attention over it."""
+    import numpy as np
+
+    height, width = image.shape[:2]
+    panels = [image / 255.0]
+    for weights in attention:
+        grid = np.asarray(weights, np.float32).reshape(grid_shape)
+        grid = grid / max(float(grid.max()), 1e-9)
+        up = np.kron(grid, np.ones((-(-height // grid.shape[0]), -(-width // grid.shape[1]))))
+        panels.append(panels[0] * (0.25 + 0.75 * up[:height, :width, None]))
+    return np.concatenate(panels, axis=1)
 
 
 def _feature_cache(trainer, split, directory: Path, batch_size: int,

@@ -375,6 +375,11 @@ def add_training_options(group: Any) -> None:
         help="compile the training step with XLA (default: on with a GPU)")
     add("--keep-checkpoints", type=positive_int, metavar="N",
         help="how many of the latest checkpoints to keep (the best one is kept apart)")
+    add("--validation-examples", type=int, metavar="N",
+        help="after each epoch, decode the first N validation examples and score them (0: "
+             "no validation)")
+    add("--validation-beam-size", type=positive_int, metavar="K",
+        help="the beam size of that decoding (1: greedy)")
     add("--best-metric", metavar="NAME",
         help="keep the checkpoint of the best validation by this metric in RUN_DIR/best/ "
              "(translators: bleu, chrf, exact_match; captioner: cider, bleu_4); auto (the "

@@ -16,8 +16,6 @@ from common.config import from_dict, load_json, save_json
 from common.errors import DataError, UserError
 from seq2seq.config import DataConfig, RunConfig
 
-VALIDATION_PAIRS = 200
-
 
 def make_run_config(
     arch: str,
@@ -131,21 +129,24 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
         lambda: build_model(config.model, len(source_vocab), len(target_vocab)),
         build_optimizer=build_optimizer, strategy=strategy,
     )
-    validate = _make_validate(config, source_vocab, target_vocab, verbose)
+    validate = _make_validate(config, training, source_vocab, target_vocab)
     return trainer.fit(make, resume=resume, validate=validate, verbose=verbose,
                        init_from=init_from.checkpoint if init_from else None)
 
 
-def _make_validate(config: RunConfig, source_vocab: Any, target_vocab: Any, verbose: int):
-    """BLEU and exact match of greedy decoding on up to `VALIDATION_PAIRS` validation pairs
-    (None when the dataset has no validation split)."""
+def _make_validate(config: RunConfig, training: Any, source_vocab: Any, target_vocab: Any):
+    """BLEU, chrF and exact match of the first `training.validation_examples` validation pairs,
+    decoded with beam size `training.validation_beam_size`, plus three sample translations
+    for TensorBoard (None when the dataset has no validation split or validation is off)."""
     from seq2seq.evaluate import score_translations
     from seq2seq.inference import Translator
 
+    if not training.validation_examples:
+        return None
     if config.data.dataset == "tsv" and not Path(config.data.data).is_dir():
         return None  # a single file has no validation split
     try:
-        valid = load_split(config, "valid", size=VALIDATION_PAIRS)
+        valid = load_split(config, "valid", size=training.validation_examples)
     except UserError:
         return None
     if not valid.sources:
@@ -153,12 +154,17 @@ def _make_validate(config: RunConfig, source_vocab: Any, target_vocab: Any, verb
     sources, references = valid.source_tokens, valid.targets
     translators: dict[int, Translator] = {}  # one per model, so its decoder is traced once
 
-    def validate(model, epoch: int) -> dict[str, float]:
+    def validate(model, epoch: int) -> dict[str, Any]:
         if id(model) not in translators:
             translators[id(model)] = Translator(model, source_vocab, target_vocab, config)
-        outputs = translators[id(model)].translate_tokens(sources)
-        scores = score_translations([o.text for o in outputs], list(references),
-                                    lowercase=config.data.lowercase)
-        return {"bleu": scores["bleu"], "exact_match": scores["exact_match"]}
+        outputs = translators[id(model)].translate_tokens(
+            sources, beam_size=training.validation_beam_size)
+        texts = [o.text for o in outputs]
+        scores = score_translations(texts, list(references), lowercase=config.data.lowercase)
+        samples = "\n\n".join(f"{source}  \n→ {text}  \n(reference: {reference})"
+                                for source, text, reference in zip(
+                                    valid.sources[:3], texts[:3], references[:3]))
+        return {"bleu": scores["bleu"], "chrf": scores["chrf"],
+                "exact_match": scores["exact_match"], "samples": samples}
 
     return validate

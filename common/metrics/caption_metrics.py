@@ -93,8 +93,10 @@ def ptb_tokenize(texts: Sequence[str], timeout: float = 300.0) -> list[str]:
             for line in output[: len(lines)]]
 
 
-def _tokenize_all(texts: list[str]) -> tuple[list[str], bool]:
+def _tokenize_all(texts: list[str], tokenizer: str = "auto") -> tuple[list[str], bool]:
     """Tokenized `texts` and whether the PTB tokenizer (rather than the fallback) was used."""
+    if tokenizer == "simple":
+        return [simple_tokenize(t) for t in texts], False
     if java_available():
         try:
             return ptb_tokenize(texts), True
@@ -165,7 +167,7 @@ def _spice(gts: dict, res: dict) -> float | None:
 def caption_scores(references: Mapping[Hashable, Sequence[str]],
                    hypotheses: Mapping[Hashable, str],
                    metrics: Iterable[str] = ("bleu", "meteor", "rouge", "cider"),
-                   meteor_timeout: float = 600.0) -> dict[str, Any]:
+                   meteor_timeout: float = 600.0, tokenizer: str = "auto") -> dict[str, Any]:
     """COCO caption metrics of generated captions against reference captions, 0-100.
 
     Args:
@@ -175,6 +177,9 @@ def caption_scores(references: Mapping[Hashable, Sequence[str]],
         metrics: which groups to compute, out of `"bleu"`, `"meteor"`, `"rouge"`, `"cider"`,
             `"spice"` (SPICE is off by default; see the module docstring).
         meteor_timeout: seconds to wait for the METEOR jar before skipping it.
+        tokenizer: "auto" (PTB when Java runs, else simple) or "simple" (no Java: the
+            training's validation, where a Java start per epoch is not worth it; METEOR is
+            then skipped).
 
     Returns:
         `{"BLEU-1": ..., "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr"}`
@@ -208,7 +213,9 @@ def caption_scores(references: Mapping[Hashable, Sequence[str]],
                             "expected one caption string")
 
     texts = [hypotheses[i] for i in ids] + [r for i in ids for r in references[i]]
-    tokens, ptb = _tokenize_all(texts)
+    if tokenizer not in ("auto", "simple"):
+        raise UserError(f"unknown tokenizer {tokenizer!r}; choose auto or simple")
+    tokens, ptb = _tokenize_all(texts, tokenizer)
     res = {i: [tokens[k]] for k, i in enumerate(ids)}
     gts, k = {}, len(ids)
     for i in ids:

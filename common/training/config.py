@@ -52,6 +52,10 @@ class TrainingConfig:
             validates; None: no best kept.
         best_mode: "max" (higher is better) or "min".
         early_stopping: stop after this many validations without a new best (0: never).
+        validation_examples: after each epoch, decode this many examples of the dataset's
+            validation split (the first ones, the same every epoch) and score them with the
+            family's metrics; 0 turns validation off.
+        validation_beam_size: the beam size of that decoding (1: greedy).
 
     Example:
     >>> TrainingConfig(epochs=2, batch_size=32).steps_per_epoch is None
@@ -75,6 +79,8 @@ class TrainingConfig:
     best_metric: str | None = "auto"
     best_mode: str = "max"
     early_stopping: int = 0
+    validation_examples: int = 200
+    validation_beam_size: int = 1
 
     def __post_init__(self) -> None:
         _check_int("epochs", self.epochs, minimum=1)
@@ -90,6 +96,8 @@ class TrainingConfig:
         _check_int("seed", self.seed, minimum=0)
         _check_int("logical_cpus", self.logical_cpus, minimum=0)
         _check_int("early_stopping", self.early_stopping, minimum=0)
+        _check_int("validation_examples", self.validation_examples, minimum=0)
+        _check_int("validation_beam_size", self.validation_beam_size, minimum=1)
         if self.best_mode not in ("max", "min"):
             raise UserError(f"best_mode must be max or min, got {self.best_mode!r}")
         if self.early_stopping and not self.best_metric:
