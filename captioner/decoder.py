@@ -104,24 +104,29 @@ class ShowAttendTellDecoder(keras.layers.Layer):
         elif score == "location":
             score_kwargs["max_positions"] = num_regions
         attention_cls = HardAttention if attention == "hard" else Attention
-        self.attention = attention_cls(score=score, name="attention", **score_kwargs)
-        self.embedding = layers.Embedding(self.vocab_size, self.embedding_dim, name="embedding")
-        self.init_h = layers.Dense(self.units, activation="tanh", name="init_h")
-        self.init_c = layers.Dense(self.units, activation="tanh", name="init_c")
-        self.gate = layers.Dense(1, activation="sigmoid", name="gate")
+        # Sub-layers compute in this layer's dtype policy (mixed precision included).
+        policy = {"dtype": self.dtype_policy}
+        self.attention = attention_cls(score=score, name="attention", **score_kwargs, **policy)
+        self.embedding = layers.Embedding(self.vocab_size, self.embedding_dim, name="embedding",
+                                          **policy)
+        self.init_h = layers.Dense(self.units, activation="tanh", name="init_h", **policy)
+        self.init_c = layers.Dense(self.units, activation="tanh", name="init_c", **policy)
+        self.gate = layers.Dense(1, activation="sigmoid", name="gate", **policy)
         self.query_projection = None
-        self.cell = layers.LSTMCell(self.units, name="lstm")
-        self.output_dropout = layers.Dropout(self.dropout, name="output_dropout")
-        self.hidden_to_output = layers.Dense(self.embedding_dim, name="L_h")
-        self.context_to_output = layers.Dense(self.embedding_dim, use_bias=False, name="L_z")
-        self.logits_layer = layers.Dense(self.vocab_size, name="L_o")
+        self.cell = layers.LSTMCell(self.units, name="lstm", **policy)
+        self.output_dropout = layers.Dropout(self.dropout, name="output_dropout", **policy)
+        self.hidden_to_output = layers.Dense(self.embedding_dim, name="L_h", **policy)
+        self.context_to_output = layers.Dense(self.embedding_dim, use_bias=False, name="L_z",
+                                              **policy)
+        self.logits_layer = layers.Dense(self.vocab_size, name="L_o", **policy)
         self._sampler = keras.random.SeedGenerator(None, name="expected_context_sampler")
 
-    def build(self, annotations_shape, caption_shape=None):
+    def build(self, annotations_shape, caption_in_shape=None):
         feature_dim = annotations_shape[-1]
         query_dim = self.units + (self.embedding_dim if self.query == "hidden+word" else 0)
         if self.score in _SAME_SPACE_SCORES:
-            self.query_projection = layers.Dense(feature_dim, use_bias=False, name="query_proj")
+            self.query_projection = layers.Dense(feature_dim, use_bias=False, name="query_proj",
+                                                 dtype=self.dtype_policy)
             self.query_projection.build((None, query_dim))
             query_dim = feature_dim  # what the score then sees
         self.embedding.build((None,))

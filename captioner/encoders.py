@@ -19,6 +19,7 @@ from keras import layers, ops
 
 from captioner.catalog import ENCODERS  # noqa: F401  (declared there, registered here)
 from captioner.config import EncoderConfig
+from common.config import to_dict
 from common.errors import UserError
 
 
@@ -175,6 +176,7 @@ class ImageEncoder(keras.layers.Layer):
         self.preprocessing = entry.preprocessing
         config = EncoderConfig(encoder, self.image_size, weights, self.fine_tune, self.filters,
                                self.context_convs, self.coordinates)
+        self.encoder_config = config
         self.backbone = entry.build(config)
         _set_trainable(self.backbone, encoder == "small-cnn", self.fine_tune)
         h, w, d = self.backbone.output.shape[1:]
@@ -214,15 +216,9 @@ class ImageEncoder(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            encoder=self.encoder,
-            image_size=self.image_size,
-            weights=self.weights_name,
-            fine_tune=self.fine_tune,
-            filters=self.filters,
-            context_convs=self.context_convs,
-            coordinates=self.coordinates,
-        )
+        fields = to_dict(self.encoder_config)
+        fields["encoder"] = fields.pop("name")  # `name` is the layer's own
+        config.update(fields)
         return config
 
 

@@ -19,6 +19,9 @@ from captioner.encoders import build_encoder
 from common.config import from_dict, to_dict
 
 DECODING_METHODS = ("greedy", "beam", "sample")
+# The `DecoderConfig` fields that are `ShowAttendTellDecoder` arguments of the same name.
+DECODER_LAYER_FIELDS = ("embedding_dim", "units", "attention_units", "attention", "score",
+                        "dropout", "expected_context_prob", "query")
 
 
 def doubly_stochastic_penalty(alpha, mask, tau=None):
@@ -166,17 +169,8 @@ class ShowAttendTell(keras.Model):
         self.decoder_config = decoder
         self.encoder = build_encoder(encoder, name="encoder")
         self.decoder = ShowAttendTellDecoder(
-            vocab_size=self.vocab_size,
-            embedding_dim=decoder.embedding_dim,
-            units=decoder.units,
-            attention_units=decoder.attention_units,
-            attention=decoder.attention,
-            score=decoder.score,
-            dropout=decoder.dropout,
-            num_regions=self.encoder.num_regions,
-            expected_context_prob=decoder.expected_context_prob,
-            query=decoder.query,
-            name="decoder",
+            vocab_size=self.vocab_size, num_regions=self.encoder.num_regions, name="decoder",
+            **{field: getattr(decoder, field) for field in DECODER_LAYER_FIELDS},
         )
         self.decoder.build((None, self.encoder.num_regions, self.encoder.feature_dim))
         self.reward_baseline = MovingAverage(decoder.baseline_decay, name="reward_baseline")

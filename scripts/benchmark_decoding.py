@@ -54,14 +54,16 @@ def main(argv=None) -> int:
 
     from common.decoding import greedy_decode
     from seq2seq.benchmarking import uncached_initial_state, uncached_step
+    from seq2seq.config import TransformerConfig
     from seq2seq.transformer import TransformerTranslator
 
     keras.utils.set_random_seed(args.seed)
-    model = TransformerTranslator(
-        args.vocab_size, args.vocab_size, num_layers=args.layers, hidden_dim=args.hidden_dim,
-        num_heads=args.heads, intermediate_dim=args.intermediate_dim, dropout=0.0,
-        max_length=max(args.steps + 1, args.source_length), name="benchmark",
+    sizes = TransformerConfig(
+        num_layers=args.layers, hidden_dim=args.hidden_dim, num_heads=args.heads,
+        intermediate_dim=args.intermediate_dim, dropout=0.0,
+        max_length=max(args.steps + 1, args.source_length),
     )
+    model = TransformerTranslator(sizes, args.vocab_size, args.vocab_size, name="benchmark")
     model.build()
     rng = np.random.default_rng(args.seed)
     source = rng.integers(4, args.vocab_size, size=(args.batch_size, args.source_length))

@@ -86,16 +86,18 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
     import keras
     import numpy as np
 
+    from seq2seq.config import ModelConfig, TransformerConfig
     from seq2seq.transformer import TransformerTranslator
 
     keras.mixed_precision.set_global_policy(precision)
     keras.utils.set_random_seed(seed)
     size = SIZES[size_name]
-    model = TransformerTranslator(
-        size["vocab"], size["vocab"], num_layers=size["num_layers"],
-        hidden_dim=size["hidden_dim"], num_heads=size["num_heads"],
-        intermediate_dim=size["intermediate_dim"], dropout=0.1, max_length=max(64, length),
-        label_smoothing=0.1)
+    sizes = TransformerConfig(
+        num_layers=size["num_layers"], hidden_dim=size["hidden_dim"],
+        num_heads=size["num_heads"], intermediate_dim=size["intermediate_dim"], dropout=0.1,
+        max_length=max(64, length))
+    model = TransformerTranslator(ModelConfig(transformer=sizes, label_smoothing=0.1),
+                                  size["vocab"], size["vocab"])
     rng = np.random.default_rng(seed)
     ids = lambda: rng.integers(4, size["vocab"], size=(batch, length), dtype=np.int32)  # noqa: E731
     batch_data = {"source": ids(), "target_in": ids(), "target_out": ids()}

@@ -17,153 +17,76 @@ from keras import ops
 
 from common.errors import UserError
 from common.layers import Attention, LocalAttention
-from seq2seq.config import LOCAL_MODES
+from seq2seq.config import BahdanauConfig, ModelConfig
 from seq2seq.copying import UNK_ID, embeddable, pointer_generator_log_probs
-from seq2seq.losses import log_prob_loss_terms, token_loss_terms
+from seq2seq.translator_base import Translator
 
 
-@keras.saving.register_keras_serializable(package="seq2seq")
-class BahdanauTranslator(keras.Model):
-    """Bahdanau's attentive encoder-decoder translator.
+class RecurrentTranslator(Translator):
+    """The recurrent encoder-decoder both `BahdanauTranslator` and
+    `seq2seq.encoder_decoder.EncoderDecoderTranslator` are: embeddings, a bidirectional
+    GRU/LSTM encoder whose final states are bridged into the decoder's initial state, a decoder
+    cell reading `[y_{t-1}; c_t]` (plus the previous attentional vector with input feeding), the
+    attentional vector `a_t = tanh(W [s_t; c_t; y_{t-1}])` and the output projection.
 
-    The encoder is a bidirectional GRU or LSTM over the source embeddings; padding (id 0) is
-    masked, so it changes nothing. The decoder's initial state is `tanh(W [h_fwd; h_bwd])`.
-    At step `t` the previous decoder state `s_{t-1}` queries the encoder states with any score
-    of `common.layers.SCORES` (keys are the encoder states projected to `U`, values the encoder
-    states themselves), the cell reads `[y_{t-1}; c_t]` (plus the previous attentional vector
-    with input feeding), and the attentional vector `a_t = tanh(W [s_t; c_t; y_{t-1}])` gives
-    the logits. Training is teacher-forced; `step` runs one decoding step for
-    `common.decoding`.
-
-    With `local` the attention is Luong's local attention (`common.layers.LocalAttention`):
-    a window of `2 * attention_window + 1` source positions around `p_t = t` (`"monotonic"`,
-    local-m) or around a position predicted from `s_{t-1}` (`"predictive"`, local-p, with the
-    Gaussian term); weights outside the window are exactly zero.
-
-    With `copy` the decoder is a pointer-generator (`seq2seq.copying`): `p_gen = sigmoid(w [s_t;
-    c_t; y_{t-1}])` mixes the vocabulary distribution with the attention over the source, and
-    the model returns log-probabilities over the extended vocabulary `V + S` instead of logits
-    over `V` (decoding takes either). The inputs then carry `source_copy (B, S)`.
+    A subclass says what the decoder reads of the source, the context `c_t`: it creates the
+    layers for it (`_create_memory_layers`), keeps what it needs of the encoder in the state
+    (`_memory`) and reads it at each step (`_attend`). Sizes come from `config.bahdanau`.
 
     Args:
+        config: a `ModelConfig` (or its dict, or a `BahdanauConfig`).
         source_vocab_size: source vocabulary size.
         target_vocab_size: target vocabulary size `V`.
-        embedding_dim: embedding size `E`.
-        units: encoder units per direction and decoder units `U`.
-        cell: `"gru"` or `"lstm"`.
-        score: attention score name (`common.layers.SCORES`).
-        attention_units: hidden size of the additive score.
-        input_feeding: feed `a_{t-1}` into the decoder cell.
-        dropout: dropout rate on embeddings and attentional vectors.
-        label_smoothing: label smoothing of the training loss.
-        max_source_length: the longest source, used by the `location` score.
-        local: None (global attention), `"monotonic"` or `"predictive"`.
-        attention_window: the half-width `D` of the local window.
-        copy: the pointer-generator output.
-
-    Call arguments:
-        inputs: a dict with `source` `(B, S)` int and `target_in` `(B, T)` int
-            (`<start>` followed by the target, without `<end>`); with `copy`, optionally
-            `source_copy (B, S)` (`seq2seq.copying.copy_ids`; without it every source token
-            points at `<unk>`).
-        training: whether dropout is on.
-        return_attention: also return the attention weights `(B, T, S)`.
-
-    Returns:
-        logits `(B, T, V)` (log-probabilities `(B, T, V + S)` with `copy`).
-
-    Example:
-    >>> model = BahdanauTranslator(20, 30, embedding_dim=8, units=8)
-    >>> logits = model({"source": ops.ones((2, 5), "int32"),
-    ...                 "target_in": ops.ones((2, 4), "int32")})
-    >>> tuple(logits.shape)
-    (2, 4, 30)
     """
 
-    def __init__(
-        self,
-        source_vocab_size: int,
-        target_vocab_size: int,
-        embedding_dim: int = 128,
-        units: int = 128,
-        cell: str = "gru",
-        score: str = "additive",
-        attention_units: int = 128,
-        input_feeding: bool = False,
-        dropout: float = 0.1,
-        label_smoothing: float = 0.0,
-        max_source_length: int = 128,
-        local: str | None = None,
-        attention_window: int = 5,
-        copy: bool = False,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        if local is not None and local not in LOCAL_MODES:
-            raise UserError(f"unknown local attention {local!r}; choose one of: "
-                            f"{', '.join(LOCAL_MODES)} (or none for global attention)")
-        self.source_vocab_size = source_vocab_size
-        self.target_vocab_size = target_vocab_size
-        self.embedding_dim = embedding_dim
-        self.units = units
-        self.cell_type = cell
-        self.score = score
-        self.attention_units = attention_units
-        self.input_feeding = input_feeding
-        self.dropout = dropout
-        self.label_smoothing = label_smoothing
-        self.max_source_length = max_source_length
-        self.local = local
-        self.attention_window = attention_window
-        self.copy = bool(copy)
+    # The longest source the `location` score has a bias for.
+    max_source_length = 128
 
-        rnn = keras.layers.LSTM if cell == "lstm" else keras.layers.GRU
+    def __init__(self, config: ModelConfig | BahdanauConfig | dict | None,
+                 source_vocab_size: int, target_vocab_size: int, **kwargs):
+        super().__init__(config, source_vocab_size, target_vocab_size, **kwargs)
+        rnn = keras.layers.LSTM if self.cell == "lstm" else keras.layers.GRU
         self.source_embedding = keras.layers.Embedding(
-            source_vocab_size, embedding_dim, name="source_embedding"
+            source_vocab_size, self.embedding_dim, name="source_embedding"
         )
         self.target_embedding = keras.layers.Embedding(
-            target_vocab_size, embedding_dim, name="target_embedding"
+            target_vocab_size, self.embedding_dim, name="target_embedding"
         )
         self.encoder = keras.layers.Bidirectional(
-            rnn(units, return_sequences=True, return_state=True), name="encoder"
+            rnn(self.units, return_sequences=True, return_state=True), name="encoder"
         )
         # One attribute per layer: tf.train.Checkpoint does not follow Keras' tracked lists.
-        self.bridge_h = keras.layers.Dense(units, activation="tanh", name="bridge_h")
-        if cell == "lstm":
-            self.bridge_c = keras.layers.Dense(units, activation="tanh", name="bridge_c")
+        self.bridge_h = keras.layers.Dense(self.units, activation="tanh", name="bridge_h")
+        if self.cell == "lstm":
+            self.bridge_c = keras.layers.Dense(self.units, activation="tanh", name="bridge_c")
         self._create_memory_layers()
-        cell_class = keras.layers.LSTMCell if cell == "lstm" else keras.layers.GRUCell
-        self.decoder_cell = cell_class(units, name="decoder_cell")
-        self.attentional = keras.layers.Dense(units, activation="tanh", name="attentional")
+        cell_class = keras.layers.LSTMCell if self.cell == "lstm" else keras.layers.GRUCell
+        self.decoder_cell = cell_class(self.units, name="decoder_cell")
+        self.attentional = keras.layers.Dense(self.units, activation="tanh", name="attentional")
         self.output_projection = keras.layers.Dense(target_vocab_size, name="output_projection")
-        self.embedding_dropout = keras.layers.Dropout(dropout)
-        self.output_dropout = keras.layers.Dropout(dropout)
+        self.embedding_dropout = keras.layers.Dropout(self.dropout)
+        self.output_dropout = keras.layers.Dropout(self.dropout)
         if self.copy:
             self.generate_gate = keras.layers.Dense(1, activation="sigmoid", name="generate_gate")
 
-    def _create_memory_layers(self) -> None:
-        """The layers that read the encoder states: the key projection and the attention."""
-        self.key_projection = keras.layers.Dense(self.units, use_bias=False,
-                                                 name="key_projection")
-        score_kwargs = {}
-        if self.score == "additive":
-            score_kwargs["units"] = self.attention_units
-        elif self.score == "location":
-            score_kwargs["max_positions"] = self.max_source_length
-        # No `name=`: Attention passes it on to scores without their own __init__ (DotScore).
-        if self.local is None:
-            self.attention = Attention(score=self.score, **score_kwargs)
-        else:
-            self.attention = LocalAttention(score=self.score, mode=self.local,
-                                            window=self.attention_window, **score_kwargs)
-
     @property
     def _num_states(self) -> int:
-        return 2 if self.cell_type == "lstm" else 1
+        return 2 if self.cell == "lstm" else 1
 
     @property
     def _bridges(self) -> list:
-        return [self.bridge_h] + ([self.bridge_c] if self.cell_type == "lstm" else [])
+        return [self.bridge_h] + ([self.bridge_c] if self.cell == "lstm" else [])
+    def _create_memory_layers(self) -> None:
+        """The layers that read the encoder states."""
+        raise NotImplementedError
+
+    def _memory(self, values, forward, backward, mask) -> dict:
+        """What the decoder keeps of the source (entries of the decoding state)."""
+        raise NotImplementedError
+
+    def _attend(self, query, state):
+        """`query (B, U)` -> `(context (B, C), alpha (B, S'))` from the state's memory."""
+        raise NotImplementedError
 
     # -- encoder -------------------------------------------------------------------------
 
@@ -196,36 +119,6 @@ class BahdanauTranslator(keras.Model):
             state["copy_ids"] = ops.cast(source_copy, "int32")
         return state
 
-    def _memory(self, values, forward, backward, mask) -> dict:
-        """What the decoder reads of the source: keys, values and mask for the attention."""
-        memory = {
-            "keys": self.attention.project_keys(self.key_projection(values)),
-            "values": values,
-            "mask": ops.cast(mask, "float32"),
-        }
-        if self.local == "monotonic":
-            memory["position"] = ops.zeros((ops.shape(values)[0],), "float32")
-        return memory
-
-    def _attend(self, query, state):
-        """`query (B, U)` -> `(context (B, 2U), alpha (B, S))` over the state's memory."""
-        options = {}
-        if self.local == "monotonic":
-            options["positions"] = state["position"][:, None]
-        context, alpha = self.attention.attend(
-            query[:, None, :], state["keys"], state["values"],
-            mask=ops.cast(state["mask"], "bool"), **options,
-        )
-        return context[:, 0], alpha[:, 0]
-
-    def aligned_positions(self, query, state):
-        """The local window's centre `p_t (B,)` for `query (B, U)` (local attention only)."""
-        options = {}
-        if self.local == "monotonic":
-            options["positions"] = state["position"]
-        return self.attention.aligned_positions(query, ops.cast(state["mask"], "bool"),
-                                                **options)
-
     def _decoder_step(self, embedded, state, training=False):
         """One step from `embedded (B, E)`.
 
@@ -248,14 +141,6 @@ class BahdanauTranslator(keras.Model):
             updates["position"] = state["position"] + 1.0
         p_gen = self.generate_gate(features)[:, 0] if self.copy else None
         return updates, attentional, alpha, p_gen
-
-    def build(self, input_shape=None):
-        # Sub-layers are built by one tiny forward pass, so that a checkpoint can be restored
-        # into a freshly built model.
-        tokens = ops.ones((1, 2), "int32")
-        self.call({"source": tokens, "target_in": tokens})
-        self.built = True
-
     # -- teacher-forced pass -----------------------------------------------------------------
 
     def _teacher_forced(self, inputs, training=False, positions=False) -> dict:
@@ -311,35 +196,11 @@ class BahdanauTranslator(keras.Model):
         if return_attention:
             return outputs["logits"], outputs["alpha"]
         return outputs["logits"]
-
-    def window_positions(self, inputs):
-        """The local windows' centres `p_t (B, T)` of the teacher-forced pass (float32, in
-        `[0, S' - 1]` for a source of `S'` real tokens). Local attention only."""
-        if self.local is None:
-            raise UserError("window_positions: this model has global attention (no window)")
-        return self._teacher_forced(inputs, positions=True)["positions"]
-
-    def loss_terms(self, batch, training: bool) -> dict:
-        """Masked token cross-entropy terms for `common.training.Trainer`.
-
-        `batch` is a dict of `source (B, S)`, `target_in (B, T)`, `target_out (B, T)` (and
-        `source_copy (B, S)` with `copy`, `target_out` then over the extended vocabulary).
-        """
-        inputs = {"source": batch["source"], "target_in": batch["target_in"]}
-        if self.copy:
-            inputs["source_copy"] = batch.get("source_copy")
-            log_probs = self(inputs, training=training)
-            return log_prob_loss_terms(log_probs, batch["target_out"], self.label_smoothing,
-                                       smoothing_size=self.target_vocab_size)
-        logits = self(inputs, training=training)
-        return token_loss_terms(logits, batch["target_out"], self.label_smoothing)
-
     # -- incremental decoding ------------------------------------------------------------
 
     def initial_state(self, source, source_copy=None):
         """The decoding state for `source (B, S)`: a dict of tensors with leading dim B."""
-        if not self.built:
-            self.build()
+        self.ensure_built()
         return self.encode(source, training=False, source_copy=source_copy)
 
     def step(self, tokens, state, index):
@@ -368,24 +229,108 @@ class BahdanauTranslator(keras.Model):
         """The step function for `common.decoding` (no options for this architecture)."""
         return self.step
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "source_vocab_size": self.source_vocab_size,
-                "target_vocab_size": self.target_vocab_size,
-                "embedding_dim": self.embedding_dim,
-                "units": self.units,
-                "cell": self.cell_type,
-                "score": self.score,
-                "attention_units": self.attention_units,
-                "input_feeding": self.input_feeding,
-                "dropout": self.dropout,
-                "label_smoothing": self.label_smoothing,
-                "max_source_length": self.max_source_length,
-                "local": self.local,
-                "attention_window": self.attention_window,
-                "copy": self.copy,
-            }
+
+@keras.saving.register_keras_serializable(package="seq2seq")
+class BahdanauTranslator(RecurrentTranslator):
+    """Bahdanau's attentive encoder-decoder translator.
+
+    The encoder is a bidirectional GRU or LSTM over the source embeddings; padding (id 0) is
+    masked, so it changes nothing. The decoder's initial state is `tanh(W [h_fwd; h_bwd])`.
+    At step `t` the previous decoder state `s_{t-1}` queries the encoder states with any score
+    of `common.layers.SCORES` (keys are the encoder states projected to `U`, values the encoder
+    states themselves), the cell reads `[y_{t-1}; c_t]` (plus the previous attentional vector
+    with input feeding), and the attentional vector `a_t = tanh(W [s_t; c_t; y_{t-1}])` gives
+    the logits. Training is teacher-forced; `step` runs one decoding step for
+    `common.decoding`.
+
+    With `local` the attention is Luong's local attention (`common.layers.LocalAttention`):
+    a window of `2 * attention_window + 1` source positions around `p_t = t` (`"monotonic"`,
+    local-m) or around a position predicted from `s_{t-1}` (`"predictive"`, local-p, with the
+    Gaussian term); weights outside the window are exactly zero.
+
+    With `copy` the decoder is a pointer-generator (`seq2seq.copying`): `p_gen = sigmoid(w [s_t;
+    c_t; y_{t-1}])` mixes the vocabulary distribution with the attention over the source, and
+    the model returns log-probabilities over the extended vocabulary `V + S` instead of logits
+    over `V` (decoding takes either). The inputs then carry `source_copy (B, S)`.
+
+    Args:
+        config: a `ModelConfig` (its `bahdanau` sizes, `label_smoothing` and `copy`), its
+            dict, or a `BahdanauConfig` alone. The sizes (`embedding_dim`, `units`, `cell`,
+            `score`, `attention_units`, `input_feeding`, `dropout`, `local`,
+            `attention_window`) become attributes of the model.
+        source_vocab_size: source vocabulary size.
+        target_vocab_size: target vocabulary size `V`.
+
+    Call arguments:
+        inputs: a dict with `source` `(B, S)` int and `target_in` `(B, T)` int
+            (`<start>` followed by the target, without `<end>`); with `copy`, optionally
+            `source_copy (B, S)` (`seq2seq.copying.copy_ids`; without it every source token
+            points at `<unk>`).
+        training: whether dropout is on.
+        return_attention: also return the attention weights `(B, T, S)`.
+
+    Returns:
+        logits `(B, T, V)` (log-probabilities `(B, T, V + S)` with `copy`).
+
+    Example:
+    >>> model = BahdanauTranslator(BahdanauConfig(embedding_dim=8, units=8), 20, 30)
+    >>> logits = model({"source": ops.ones((2, 5), "int32"),
+    ...                 "target_in": ops.ones((2, 4), "int32")})
+    >>> tuple(logits.shape)
+    (2, 4, 30)
+    """
+
+    arch = "bahdanau"
+
+    def _create_memory_layers(self) -> None:
+        """The layers that read the encoder states: the key projection and the attention."""
+        self.key_projection = keras.layers.Dense(self.units, use_bias=False,
+                                                 name="key_projection")
+        score_kwargs = {}
+        if self.score == "additive":
+            score_kwargs["units"] = self.attention_units
+        elif self.score == "location":
+            score_kwargs["max_positions"] = self.max_source_length
+        # No `name=`: Attention passes it on to scores without their own __init__ (DotScore).
+        if self.local is None:
+            self.attention = Attention(score=self.score, **score_kwargs)
+        else:
+            self.attention = LocalAttention(score=self.score, mode=self.local,
+                                            window=self.attention_window, **score_kwargs)
+
+    def _memory(self, values, forward, backward, mask) -> dict:
+        """What the decoder reads of the source: keys, values and mask for the attention."""
+        memory = {
+            "keys": self.attention.project_keys(self.key_projection(values)),
+            "values": values,
+            "mask": ops.cast(mask, "float32"),
+        }
+        if self.local == "monotonic":
+            memory["position"] = ops.zeros((ops.shape(values)[0],), "float32")
+        return memory
+
+    def _attend(self, query, state):
+        """`query (B, U)` -> `(context (B, 2U), alpha (B, S))` over the state's memory."""
+        options = {}
+        if self.local == "monotonic":
+            options["positions"] = state["position"][:, None]
+        context, alpha = self.attention.attend(
+            query[:, None, :], state["keys"], state["values"],
+            mask=ops.cast(state["mask"], "bool"), **options,
         )
-        return config
+        return context[:, 0], alpha[:, 0]
+
+    def aligned_positions(self, query, state):
+        """The local window's centre `p_t (B,)` for `query (B, U)` (local attention only)."""
+        options = {}
+        if self.local == "monotonic":
+            options["positions"] = state["position"]
+        return self.attention.aligned_positions(query, ops.cast(state["mask"], "bool"),
+                                                **options)
+
+    def window_positions(self, inputs):
+        """The local windows' centres `p_t (B, T)` of the teacher-forced pass (float32, in
+        `[0, S' - 1]` for a source of `S'` real tokens). Local attention only."""
+        if self.local is None:
+            raise UserError("window_positions: this model has global attention (no window)")
+        return self._teacher_forced(inputs, positions=True)["positions"]

@@ -57,7 +57,11 @@ class BahdanauConfig:
         if self.local is not None and self.local not in LOCAL_MODES:
             raise UserError(f"unknown local attention {self.local!r}; choose one of: "
                             f"{', '.join(LOCAL_MODES)}")
-        _check_positive(self, "embedding_dim", "units", "attention_units", "attention_window")
+        _check_positive(self, "embedding_dim", "units", "attention_units")
+        if not isinstance(self.attention_window, int) or self.attention_window < 0:
+            # 0 is a window of one position, p_t itself.
+            raise UserError(f"attention_window must be a non-negative integer, got "
+                            f"{self.attention_window!r}")
         _check_rate(self.dropout)
 
 

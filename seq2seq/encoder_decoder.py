@@ -15,11 +15,11 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from seq2seq.bahdanau import BahdanauTranslator
+from seq2seq.bahdanau import RecurrentTranslator
 
 
 @keras.saving.register_keras_serializable(package="seq2seq")
-class EncoderDecoderTranslator(BahdanauTranslator):
+class EncoderDecoderTranslator(RecurrentTranslator):
     """Cho et al.'s RNN encoder-decoder: a summary vector instead of attention.
 
     The same bidirectional GRU/LSTM encoder, embeddings, decoder cell and output layer as
@@ -34,46 +34,26 @@ class EncoderDecoderTranslator(BahdanauTranslator):
     gives `(B, T, 0)` weights.
 
     Args:
+        config: a `ModelConfig` (its `bahdanau` sizes and `label_smoothing`), its dict, or a
+            `BahdanauConfig` alone; of the sizes only `embedding_dim`, `units`, `cell` and
+            `dropout` are used.
         source_vocab_size: source vocabulary size.
         target_vocab_size: target vocabulary size `V`.
-        embedding_dim: embedding size `E`.
-        units: encoder units per direction and decoder units `U`.
-        cell: `"gru"` or `"lstm"`.
-        dropout: dropout rate on embeddings and output vectors.
-        label_smoothing: label smoothing of the training loss.
 
-    Call arguments:
-        inputs: a dict with `source` `(B, S)` int and `target_in` `(B, T)` int.
-        training: whether dropout is on.
-        return_attention: also return the (empty) attention `(B, T, 0)`.
-
-    Returns:
-        logits `(B, T, V)`.
+    Call arguments and returns: those of `seq2seq.translator_base.Translator`, without
+    `source_copy`; the attention `return_attention` adds is empty, `(B, T, 0)`.
 
     Example:
-    >>> model = EncoderDecoderTranslator(20, 30, embedding_dim=8, units=8)
-    >>> logits = model({"source": ops.ones((2, 5), "int32"),
-    ...                 "target_in": ops.ones((2, 4), "int32")})
-    >>> tuple(logits.shape)
-    (2, 4, 30)
+    >>> model = EncoderDecoderTranslator(BahdanauConfig(embedding_dim=8, units=8), 20, 30)
+    >>> tokens = ops.ones((2, 5), "int32")
+    >>> logits, alpha = model({"source": tokens, "target_in": tokens[:, :4]},
+    ...                       return_attention=True)
+    >>> tuple(logits.shape), tuple(alpha.shape)
+    ((2, 4, 30), (2, 4, 0))
     """
 
+    arch = "seq2seq-noattn"
     has_attention = False
-
-    def __init__(
-        self,
-        source_vocab_size: int,
-        target_vocab_size: int,
-        embedding_dim: int = 128,
-        units: int = 128,
-        cell: str = "gru",
-        dropout: float = 0.1,
-        label_smoothing: float = 0.0,
-        **kwargs,
-    ):
-        super().__init__(source_vocab_size, target_vocab_size, embedding_dim=embedding_dim,
-                         units=units, cell=cell, dropout=dropout,
-                         label_smoothing=label_smoothing, **kwargs)
 
     def _create_memory_layers(self) -> None:
         self.summary = keras.layers.Dense(self.units, activation="tanh", name="summary")
@@ -86,10 +66,3 @@ class EncoderDecoderTranslator(BahdanauTranslator):
         """The same summary at every step, and no attention weights `(B, 0)`."""
         context = state["context"]
         return context, ops.zeros((ops.shape(context)[0], 0), "float32")
-
-    def get_config(self):
-        config = super().get_config()
-        for name in ("score", "attention_units", "input_feeding", "max_source_length", "local",
-                     "attention_window", "copy"):
-            config.pop(name)
-        return config

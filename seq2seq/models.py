@@ -1,8 +1,9 @@
 """The translator architectures by name, and building one from a `ModelConfig`.
 
-`ARCHS` maps an architecture name to a builder `(ModelConfig, source_vocab_size,
-target_vocab_size) -> keras.Model`. The builders import Keras only when called, so the command
-line can list the names without loading TensorFlow.
+`ARCHS` maps an architecture name to the `module:class` path of its translator, a
+`seq2seq.translator_base.Translator` built as `Translator(config, source_vocab_size,
+target_vocab_size)`. The class is imported only when a model is built, so the command line can
+list the names without loading TensorFlow.
 
 Every model built here has the same translator interface:
 - `model({"source": (B, S), "target_in": (B, T)}, training=...) -> logits (B, T, V)`;
@@ -19,86 +20,31 @@ extended vocabulary `V + S` where the others give logits (`seq2seq.copying`).
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from common.registry import Registry
 from seq2seq.config import ModelConfig
 
 ARCHS = Registry("architecture")
+# The architecture name -> "module:class" of its translator, which takes the `ModelConfig`.
+for _name, _path in (("bahdanau", "seq2seq.bahdanau:BahdanauTranslator"),
+                     ("seq2seq-noattn", "seq2seq.encoder_decoder:EncoderDecoderTranslator"),
+                     ("transformer", "seq2seq.transformer:TransformerTranslator")):
+    ARCHS.add(_name, _path)
 
 
-@ARCHS.register("bahdanau")
-def build_bahdanau(config: ModelConfig, source_vocab_size: int, target_vocab_size: int) -> Any:
-    """A `BahdanauTranslator` with the sizes of `config.bahdanau`."""
-    from seq2seq.bahdanau import BahdanauTranslator
-
-    sizes = config.bahdanau
-    return BahdanauTranslator(
-        source_vocab_size,
-        target_vocab_size,
-        embedding_dim=sizes.embedding_dim,
-        units=sizes.units,
-        cell=sizes.cell,
-        score=sizes.score,
-        attention_units=sizes.attention_units,
-        input_feeding=sizes.input_feeding,
-        dropout=sizes.dropout,
-        label_smoothing=config.label_smoothing,
-        local=sizes.local,
-        attention_window=sizes.attention_window,
-        copy=config.copy,
-        name="bahdanau",
-    )
-
-
-@ARCHS.register("seq2seq-noattn")
-def build_encoder_decoder(config: ModelConfig, source_vocab_size: int,
-                          target_vocab_size: int) -> Any:
-    """An `EncoderDecoderTranslator` (no attention) with the recurrent sizes of
-    `config.bahdanau`."""
-    from seq2seq.encoder_decoder import EncoderDecoderTranslator
-
-    sizes = config.bahdanau
-    return EncoderDecoderTranslator(
-        source_vocab_size,
-        target_vocab_size,
-        embedding_dim=sizes.embedding_dim,
-        units=sizes.units,
-        cell=sizes.cell,
-        dropout=sizes.dropout,
-        label_smoothing=config.label_smoothing,
-        name="seq2seq_noattn",
-    )
-
-
-@ARCHS.register("transformer")
-def build_transformer(config: ModelConfig, source_vocab_size: int, target_vocab_size: int) -> Any:
-    """A `TransformerTranslator` with the sizes of `config.transformer`."""
-    from seq2seq.transformer import TransformerTranslator
-
-    sizes = config.transformer
-    return TransformerTranslator(
-        source_vocab_size,
-        target_vocab_size,
-        num_layers=sizes.num_layers,
-        hidden_dim=sizes.hidden_dim,
-        num_heads=sizes.num_heads,
-        intermediate_dim=sizes.intermediate_dim,
-        dropout=sizes.dropout,
-        positions=sizes.positions,
-        max_length=sizes.max_length,
-        norm_first=sizes.norm_first,
-        tie_embeddings=sizes.tie_embeddings,
-        label_smoothing=config.label_smoothing,
-        copy=config.copy,
-        head_dim=sizes.head_dim,
-        name="transformer",
-    )
+def translator_class(arch: str) -> type:
+    """The translator class of architecture `arch`, imported on first use (an
+    `UnknownNameError` for an unknown name)."""
+    module, name = ARCHS.get(arch).split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def build_model(config: ModelConfig, source_vocab_size: int, target_vocab_size: int) -> Any:
     """Builds the architecture `config.arch` (an `UnknownNameError` for an unknown one)."""
-    return ARCHS.get(config.arch)(config, source_vocab_size, target_vocab_size)
+    return translator_class(config.arch)(config, source_vocab_size, target_vocab_size,
+                                         name=config.arch.replace("-", "_"))
 
 
 def learning_rate(config: ModelConfig, peak_learning_rate: float) -> Any:

@@ -17,13 +17,18 @@ import keras_hub
 from keras import ops
 
 from common.errors import UserError
+from seq2seq.config import ModelConfig, TransformerConfig
 from seq2seq.copying import UNK_ID, embeddable, pointer_generator_log_probs
-from seq2seq.losses import log_prob_loss_terms, token_loss_terms
-from seq2seq.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
+from seq2seq.transformer_layers import (
+    BLOCK_SIZES,
+    TransformerDecoderLayer,
+    TransformerEncoderLayer,
+)
+from seq2seq.translator_base import Translator
 
 
 @keras.saving.register_keras_serializable(package="seq2seq")
-class TransformerTranslator(keras.Model):
+class TransformerTranslator(Translator):
     """An encoder-decoder Transformer for translation.
 
     Token embeddings are scaled by `sqrt(D)` and added to sinusoidal
@@ -44,22 +49,13 @@ class TransformerTranslator(keras.Model):
     instead of logits, and takes `source_copy (B, S)` in its inputs and `initial_state`.
 
     Args:
+        config: a `ModelConfig` (its `transformer` sizes, `label_smoothing` and `copy`), its
+            dict, or a `TransformerConfig` alone. The sizes (`num_layers` `N`, `hidden_dim`
+            `D`, `num_heads` `H`, `intermediate_dim`, `dropout`, `positions`, `max_length` (the
+            longest sequence: learned positions, cache size), `norm_first`, `tie_embeddings`,
+            `head_dim` `K`, None for `D / H`) become attributes of the model.
         source_vocab_size: source vocabulary size.
         target_vocab_size: target vocabulary size `V`.
-        num_layers: encoder and decoder layers `N`.
-        hidden_dim: width `D`.
-        num_heads: heads `H`.
-        intermediate_dim: feed-forward width.
-        dropout: dropout rate.
-        positions: `"sine"` or `"learned"`.
-        max_length: the longest source or target sequence (learned positions, cache size).
-        norm_first: pre-layer-norm (True) or post-layer-norm (False).
-        tie_embeddings: share the target embedding with the output projection.
-        label_smoothing: label smoothing of the training loss.
-        copy: the pointer-generator output.
-        head_dim: each head's query/key/value size `K`; None gives `D / H`. Larger heads
-            (the keras-io example's `key_dim=256` with `D = 256`) widen the attention's
-            projections to `D × H·K`.
 
     Call arguments:
         inputs: a dict with `source` `(B, S)` int and `target_in` `(B, T)` int (and, with
@@ -72,57 +68,29 @@ class TransformerTranslator(keras.Model):
         logits `(B, T, V)` (log-probabilities `(B, T, V + S)` with `copy`).
 
     Example:
-    >>> model = TransformerTranslator(20, 30, num_layers=1, hidden_dim=8, num_heads=2,
-    ...                               intermediate_dim=16)
+    >>> sizes = TransformerConfig(num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16)
+    >>> model = TransformerTranslator(sizes, 20, 30)
     >>> logits = model({"source": ops.ones((2, 5), "int32"),
     ...                 "target_in": ops.ones((2, 4), "int32")})
     >>> tuple(logits.shape)
     (2, 4, 30)
     """
 
-    def __init__(
-        self,
-        source_vocab_size: int,
-        target_vocab_size: int,
-        num_layers: int = 2,
-        hidden_dim: int = 128,
-        num_heads: int = 4,
-        intermediate_dim: int = 512,
-        dropout: float = 0.1,
-        positions: str = "sine",
-        max_length: int = 64,
-        norm_first: bool = True,
-        tie_embeddings: bool = False,
-        label_smoothing: float = 0.0,
-        copy: bool = False,
-        head_dim: int | None = None,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.source_vocab_size = source_vocab_size
-        self.target_vocab_size = target_vocab_size
-        self.num_layers = num_layers
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.positions = positions
-        self.max_length = max_length
-        self.norm_first = norm_first
-        self.tie_embeddings = tie_embeddings
-        self.label_smoothing = label_smoothing
-        self.copy = bool(copy)
-        self.head_dim = head_dim
+    arch = "transformer"
 
+    def __init__(self, config: ModelConfig | TransformerConfig | dict | None,
+                 source_vocab_size: int, target_vocab_size: int, **kwargs):
+        super().__init__(config, source_vocab_size, target_vocab_size, **kwargs)
+        hidden_dim, max_length = self.hidden_dim, self.max_length
         init = keras.initializers.RandomNormal(stddev=hidden_dim**-0.5)
         self.source_embedding = keras.layers.Embedding(
             source_vocab_size, hidden_dim, embeddings_initializer=init, name="source_embedding"
         )
         self.target_embedding = keras_hub.layers.ReversibleEmbedding(
-            target_vocab_size, hidden_dim, tie_weights=tie_embeddings,
+            target_vocab_size, hidden_dim, tie_weights=self.tie_embeddings,
             embeddings_initializer=init, name="target_embedding",
         )
-        if positions == "learned":
+        if self.positions == "learned":
             self.source_positions = keras_hub.layers.PositionEmbedding(
                 max_length, name="source_positions"
             )
@@ -132,25 +100,17 @@ class TransformerTranslator(keras.Model):
         else:
             self.source_positions = keras_hub.layers.SinePositionEncoding(name="source_positions")
             self.target_positions = keras_hub.layers.SinePositionEncoding(name="target_positions")
-        block = dict(hidden_dim=hidden_dim, num_heads=num_heads, intermediate_dim=intermediate_dim,
-                     dropout=dropout, norm_first=norm_first, head_dim=head_dim)
+        block = {name: getattr(self, name) for name in BLOCK_SIZES}
         # One attribute per layer: tf.train.Checkpoint does not follow Keras' tracked lists.
-        for i in range(num_layers):
+        for i in range(self.num_layers):
             setattr(self, f"encoder_{i}", TransformerEncoderLayer(**block, name=f"encoder_{i}"))
             setattr(self, f"decoder_{i}", TransformerDecoderLayer(**block, name=f"decoder_{i}"))
         self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="encoder_norm")
         self.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="decoder_norm")
-        self.drop = keras.layers.Dropout(dropout)
+        self.drop = keras.layers.Dropout(self.dropout)
         self._scale = math.sqrt(hidden_dim)
         if self.copy:
             self.generate_gate = keras.layers.Dense(1, activation="sigmoid", name="generate_gate")
-
-    def build(self, input_shape=None):
-        # Sub-layers are built by one tiny forward pass, so that a checkpoint can be restored
-        # into a freshly built model.
-        tokens = ops.ones((1, 2), "int32")
-        self.call({"source": tokens, "target_in": tokens})
-        self.built = True
 
     @property
     def encoder_layers(self) -> list[TransformerEncoderLayer]:
@@ -215,21 +175,6 @@ class TransformerTranslator(keras.Model):
             return logits, weights
         return logits
 
-    def loss_terms(self, batch, training: bool) -> dict:
-        """Masked (label-smoothed) token cross-entropy terms for `common.training.Trainer`.
-
-        `batch` is a dict of `source (B, S)`, `target_in (B, T)`, `target_out (B, T)` (and
-        `source_copy (B, S)` with `copy`, `target_out` then over the extended vocabulary).
-        """
-        inputs = {"source": batch["source"], "target_in": batch["target_in"]}
-        if self.copy:
-            inputs["source_copy"] = batch.get("source_copy")
-            log_probs = self(inputs, training=training)
-            return log_prob_loss_terms(log_probs, batch["target_out"], self.label_smoothing,
-                                       smoothing_size=self.target_vocab_size)
-        logits = self(inputs, training=training)
-        return token_loss_terms(logits, batch["target_out"], self.label_smoothing)
-
     # -- incremental decoding ------------------------------------------------------------
 
     def initial_state(self, source, max_length: int | None = None, source_copy=None):
@@ -246,8 +191,7 @@ class TransformerTranslator(keras.Model):
             tensor per decoder layer; `cross_cache`, one `(B, 2, S, H, K)` per layer;
             `source_mask (B, S)` float; with `copy`, `copy_ids (B, S)` int32.
         """
-        if not self.built:
-            self.build()
+        self.ensure_built()
         max_length = max_length or self.max_length
         memory, source_mask = self.encode(source, training=False)
         batch = ops.shape(source)[0]
@@ -315,25 +259,3 @@ class TransformerTranslator(keras.Model):
             return logits, new_state, alpha
 
         return step
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "source_vocab_size": self.source_vocab_size,
-                "target_vocab_size": self.target_vocab_size,
-                "num_layers": self.num_layers,
-                "hidden_dim": self.hidden_dim,
-                "num_heads": self.num_heads,
-                "intermediate_dim": self.intermediate_dim,
-                "dropout": self.dropout,
-                "positions": self.positions,
-                "max_length": self.max_length,
-                "norm_first": self.norm_first,
-                "tie_embeddings": self.tie_embeddings,
-                "label_smoothing": self.label_smoothing,
-                "copy": self.copy,
-                "head_dim": self.head_dim,
-            }
-        )
-        return config

@@ -19,9 +19,16 @@ from keras import ops
 
 from common.layers.multi_head_attention import MultiHeadAttention
 
+# The `__init__` arguments of both layers (and the fields of `TransformerConfig` they take).
+BLOCK_SIZES = ("hidden_dim", "num_heads", "intermediate_dim", "dropout", "norm_first", "head_dim")
+
 
 class _Block(keras.layers.Layer):
-    """What the encoder and decoder layers share: sizes, norms, feed-forward block."""
+    """What the encoder and decoder layers share: sizes, the attention sub-layers and their
+    norms (one of each per name in `attentions`), the feed-forward block."""
+
+    # The attention sub-layers, each `NAME` with its `NAME_norm`, created in this order.
+    attentions: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -41,15 +48,18 @@ class _Block(keras.layers.Layer):
         self.norm_first = norm_first
         self.head_dim = head_dim
         self.key_dim = head_dim or hidden_dim // num_heads
-        self.ffn_inner = keras.layers.Dense(intermediate_dim, activation="relu", name="ffn_inner")
-        self.ffn_outer = keras.layers.Dense(hidden_dim, name="ffn_outer")
-        self.ffn_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="ffn_norm")
-        self.drop = keras.layers.Dropout(dropout)
-
-    def _attention(self, name: str) -> MultiHeadAttention:
-        return MultiHeadAttention(
-            num_heads=self.num_heads, key_dim=self.key_dim, dropout=self.dropout, name=name
-        )
+        # Sub-layers compute in this layer's dtype policy (mixed precision included).
+        policy = {"dtype": self.dtype_policy}
+        self.ffn_inner = keras.layers.Dense(intermediate_dim, activation="relu", name="ffn_inner",
+                                            **policy)
+        self.ffn_outer = keras.layers.Dense(hidden_dim, name="ffn_outer", **policy)
+        self.ffn_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="ffn_norm", **policy)
+        self.drop = keras.layers.Dropout(dropout, **policy)
+        for name in self.attentions:
+            setattr(self, name, MultiHeadAttention(num_heads=num_heads, key_dim=self.key_dim,
+                                                   dropout=dropout, name=name, **policy))
+            setattr(self, f"{name}_norm", keras.layers.LayerNormalization(
+                epsilon=1e-5, name=f"{name}_norm", **policy))
 
     def _residual(self, x, norm, fn, training):
         """`x + f(norm(x))` (pre-norm) or `norm(x + f(x))` (post-norm); returns (x, extras)."""
@@ -70,16 +80,7 @@ class _Block(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "hidden_dim": self.hidden_dim,
-                "num_heads": self.num_heads,
-                "intermediate_dim": self.intermediate_dim,
-                "dropout": self.dropout,
-                "norm_first": self.norm_first,
-                "head_dim": self.head_dim,
-            }
-        )
+        config.update({name: getattr(self, name) for name in BLOCK_SIZES})
         return config
 
 
@@ -109,14 +110,7 @@ class TransformerEncoderLayer(_Block):
     (2, 5, 8)
     """
 
-    def __init__(self, hidden_dim, num_heads, intermediate_dim, dropout=0.1, norm_first=True,
-                 head_dim=None, **kwargs):
-        super().__init__(hidden_dim, num_heads, intermediate_dim, dropout, norm_first, head_dim,
-                         **kwargs)
-        self.self_attention = self._attention("self_attention")
-        self.self_attention_norm = keras.layers.LayerNormalization(
-            epsilon=1e-5, name="self_attention_norm"
-        )
+    attentions = ("self_attention",)
 
     def call(self, x, padding_mask=None, training=None):
         x, _ = self._residual(
@@ -160,18 +154,7 @@ class TransformerDecoderLayer(_Block):
     (2, 2, 3, 5)
     """
 
-    def __init__(self, hidden_dim, num_heads, intermediate_dim, dropout=0.1, norm_first=True,
-                 head_dim=None, **kwargs):
-        super().__init__(hidden_dim, num_heads, intermediate_dim, dropout, norm_first, head_dim,
-                         **kwargs)
-        self.self_attention = self._attention("self_attention")
-        self.self_attention_norm = keras.layers.LayerNormalization(
-            epsilon=1e-5, name="self_attention_norm"
-        )
-        self.cross_attention = self._attention("cross_attention")
-        self.cross_attention_norm = keras.layers.LayerNormalization(
-            epsilon=1e-5, name="cross_attention_norm"
-        )
+    attentions = ("self_attention", "cross_attention")
 
     def call(self, x, memory, target_mask=None, source_mask=None, training=None):
         x, _ = self._residual(

@@ -28,12 +28,7 @@ class AdditiveScore(Score):
         units: `U`, the size of the hidden layer inside the tanh.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
-    Call arguments:
-        query: `(B, T, Dq)` queries.
-        keys: `(B, S, Dk)` keys.
-
-    Returns:
-        logits: `(B, T, S)`.
+    Call arguments and returns: those of `common.layers.score.Score`.
 
     Example:
     >>> score = AdditiveScore(units=16)

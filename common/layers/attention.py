@@ -58,7 +58,15 @@ def split_score_kwargs(score: str, kwargs: dict) -> tuple[type[Score], dict, dic
 
 
 class BaseAttention(keras.layers.Layer):
-    """What soft and hard attention share: the score sub-layer, key projection, masking."""
+    """What soft and hard attention share: the score sub-layer, key projection, masking.
+
+    Call arguments (of every subclass, which may add its own):
+        query: `(B, T, Dq)` queries, or `(B, Dq)` for a single step.
+        value: `(B, S, Dv)` values.
+        key: `(B, S, Dk)` keys; defaults to `value`.
+        mask: `(B, S)` bool, true for real keys, false for padding; None means no padding.
+            Implicit Keras masks (`_keras_mask`) are not read: pass `mask` explicitly.
+    """
 
     def __init__(self, score: str = "additive", **kwargs):
         score_class, score_kwargs, layer_kwargs = split_score_kwargs(score, kwargs)
@@ -97,6 +105,13 @@ class BaseAttention(keras.layers.Layer):
         return config
 
 
+def soft_output_shape(query_shape, value_shape) -> tuple:
+    """The shapes of soft attention's `(context, weights)`, for a `(B, T, Dq)` or a
+    single-step `(B, Dq)` query."""
+    steps = tuple(query_shape[1:-1])  # (T,) or ()
+    return (query_shape[0], *steps, value_shape[-1]), (query_shape[0], *steps, value_shape[1])
+
+
 def _as_sequence(query):
     """A `(B, Dq)` single-step query becomes `(B, 1, Dq)`; returns it and whether it was."""
     single_step = len(query.shape) == 2
@@ -123,11 +138,7 @@ class Attention(BaseAttention):
             `location`, ...) and base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
-        query: `(B, T, Dq)` queries, or `(B, Dq)` for a single step.
-        value: `(B, S, Dv)` values.
-        key: `(B, S, Dk)` keys; defaults to `value`.
-        mask: `(B, S)` bool, true for real keys, false for padding; None means no padding.
-            Implicit Keras masks (`_keras_mask`) are not read: pass `mask` explicitly.
+        query, value, key, mask: as `BaseAttention`.
 
     Returns:
         context: `(B, T, Dv)` (`(B, Dv)` for a single-step query).
@@ -155,9 +166,4 @@ class Attention(BaseAttention):
         return context, weights
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
-        if len(query_shape) == 2:
-            return (query_shape[0], value_shape[-1]), (query_shape[0], value_shape[1])
-        return (
-            (query_shape[0], query_shape[1], value_shape[-1]),
-            (query_shape[0], query_shape[1], value_shape[1]),
-        )
+        return soft_output_shape(query_shape, value_shape)

@@ -25,12 +25,7 @@ class GeneralScore(Score):
         kernel_initializer: initializer of `W`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
-    Call arguments:
-        query: `(B, T, Dq)` queries.
-        keys: `(B, S, Dk)` keys.
-
-    Returns:
-        logits: `(B, T, S)`.
+    Call arguments and returns: those of `common.layers.score.Score`.
 
     Example:
     >>> GeneralScore()(np.ones((2, 3, 8)), np.ones((2, 5, 4))).shape

@@ -33,10 +33,7 @@ class HardAttention(BaseAttention):
             arguments (`name`, `dtype`, ...).
 
     Call arguments:
-        query: `(B, T, Dq)` queries, or `(B, Dq)` for a single step.
-        value: `(B, S, Dv)` values.
-        key: `(B, S, Dk)` keys; defaults to `value`.
-        mask: `(B, S)` bool, true for real keys; None means no padding.
+        query, value, key, mask: as `common.layers.attention.BaseAttention`.
         training: Keras training flag; the default for `sample`.
         sample: sample the location (true) or take the argmax (false); a bool or a scalar
             bool tensor. Defaults to `training`.

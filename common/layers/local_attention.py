@@ -12,7 +12,7 @@ import keras
 from keras import ops
 
 from common.errors import UserError
-from common.layers.attention import BaseAttention, _as_sequence
+from common.layers.attention import BaseAttention, _as_sequence, soft_output_shape
 from common.layers.masking import expand_key_mask, masked_softmax
 
 MODES = ("monotonic", "predictive")
@@ -52,10 +52,7 @@ class LocalAttention(BaseAttention):
             arguments (`name`, `dtype`, ...).
 
     Call arguments:
-        query: `(B, T, Dq)` queries, or `(B, Dq)` for a single step.
-        value: `(B, S, Dv)` values.
-        key: `(B, S, Dk)` keys; defaults to `value`.
-        mask: `(B, S)` bool, true for real keys; None means no padding.
+        query, value, key, mask: as `common.layers.attention.BaseAttention`.
         positions: `"monotonic"` only: the aligned positions, `(B, T)` (or `(B,)` / a scalar
             step index for a single-step query); None means `0, 1, ..., T - 1`.
 
@@ -193,12 +190,7 @@ class LocalAttention(BaseAttention):
         return ops.minimum(ops.maximum(positions, 0.0), last)
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
-        if len(query_shape) == 2:
-            return (query_shape[0], value_shape[-1]), (query_shape[0], value_shape[1])
-        return (
-            (query_shape[0], query_shape[1], value_shape[-1]),
-            (query_shape[0], query_shape[1], value_shape[1]),
-        )
+        return soft_output_shape(query_shape, value_shape)
 
     def get_config(self):
         config = super().get_config()

@@ -6,6 +6,7 @@ Dimensions: `B` batch, `T` target (query) steps, `S` source (key) steps, `S_max`
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import keras
@@ -204,18 +205,10 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                 combined = part if combined is None else ops.logical_and(combined, part)
         return combined
 
-    def compute_output_spec(
-        self,
-        query,
-        value,
-        key=None,
-        mask=None,
-        attention_mask=None,
-        use_causal_mask=False,
-        cache=None,
-        cache_update_index=None,
-        training=None,
-    ):
+    def compute_output_spec(self, *args, **kwargs):
+        # The arguments of `call`, bound by name.
+        arguments = inspect.signature(self.call).bind(*args, **kwargs).arguments
+        query, value, cache = arguments["query"], arguments["value"], arguments.get("cache")
         output_dim = self._output_dim if self._output_dim else query.shape[-1]
         if isinstance(output_dim, int):
             output_dim = (output_dim,)

@@ -20,15 +20,7 @@ class ScaledDotScore(DotScore):
     From "Attention Is All You Need" (Vaswani et al., 2017): scaling by `1/√D` keeps the
     logits' variance near 1 whatever the key size.
 
-    Args:
-        **kwargs: base layer arguments (`name`, `dtype`, ...).
-
-    Call arguments:
-        query: `(B, T, D)` queries.
-        keys: `(B, S, D)` keys, the same size `D` as the queries.
-
-    Returns:
-        logits: `(B, T, S)`.
+    Arguments, call arguments and returns: those of `common.layers.dot_score.DotScore`.
 
     Example:
     >>> ScaledDotScore()(np.ones((2, 3, 4)), np.ones((2, 5, 4))).shape

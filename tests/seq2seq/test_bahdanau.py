@@ -5,15 +5,17 @@ import pytest
 import tensorflow as tf
 
 from seq2seq.bahdanau import BahdanauTranslator
+from seq2seq.config import BahdanauConfig, ModelConfig
 
 SOURCE = np.array([[4, 5, 6, 2, 0, 0], [7, 8, 2, 0, 0, 0]], np.int32)
 TARGET_IN = np.array([[1, 9, 10, 11], [1, 12, 13, 0]], np.int32)
 
 
-def tiny(**kwargs):
+def tiny(label_smoothing=0.0, **kwargs):
     options = dict(embedding_dim=8, units=8, attention_units=8, dropout=0.0)
     options.update(kwargs)
-    return BahdanauTranslator(20, 30, **options)
+    config = ModelConfig(bahdanau=BahdanauConfig(**options), label_smoothing=label_smoothing)
+    return BahdanauTranslator(config, 20, 30)
 
 
 def test_shapes_and_attention_rows_sum_to_one_over_real_tokens():

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 from keras import ops
 
+from seq2seq.config import TransformerConfig
 from seq2seq.transformer import TransformerTranslator
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "benchmark_transformer_jax.py"
@@ -22,9 +23,10 @@ def test_weight_macs_match_the_kernels_each_token_meets():
     bench = _script()
     size = dict(num_layers=2, hidden_dim=16, num_heads=2, intermediate_dim=24, vocab=40)
     source_len, target_len = 7, 5
-    model = TransformerTranslator(size["vocab"], size["vocab"], num_layers=size["num_layers"],
-                                  hidden_dim=size["hidden_dim"], num_heads=size["num_heads"],
-                                  intermediate_dim=size["intermediate_dim"])
+    sizes = TransformerConfig(num_layers=size["num_layers"], hidden_dim=size["hidden_dim"],
+                              num_heads=size["num_heads"],
+                              intermediate_dim=size["intermediate_dim"])
+    model = TransformerTranslator(sizes, size["vocab"], size["vocab"])
     model({"source": ops.ones((1, source_len), "int32"),
            "target_in": ops.ones((1, target_len), "int32")})
     macs = 0

@@ -18,6 +18,7 @@ from keras import ops
 
 from common.training.benchmark import load_peer
 from common.training.flops import transformer_training_flops
+from seq2seq.config import TransformerConfig
 from seq2seq.transformer import TransformerTranslator
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,8 +94,9 @@ def test_flops_count_every_kernel_with_wide_heads():
     """`transformer_training_flops` against the kernels of a model whose heads are wider
     than `D / H` (each weight x the tokens it meets, x 2 x 3, plus the attention terms)."""
     d, heads, head_dim, ff, vocab, s, t, batch = 8, 2, 6, 12, 30, 7, 5, 3
-    model = TransformerTranslator(vocab, vocab, num_layers=1, hidden_dim=d, num_heads=heads,
-                                  intermediate_dim=ff, head_dim=head_dim)
+    sizes = TransformerConfig(num_layers=1, hidden_dim=d, num_heads=heads, intermediate_dim=ff,
+                              head_dim=head_dim)
+    model = TransformerTranslator(sizes, vocab, vocab)
     model({"source": ops.ones((1, s), "int32"), "target_in": ops.ones((1, t), "int32")})
     macs = 0
     for variable in model.trainable_variables:
@@ -123,8 +125,9 @@ def test_keras_io_flops_per_step_at_batch_64():
 
 
 def test_wide_heads_decode_with_the_cache_as_the_full_pass():
-    model = TransformerTranslator(20, 25, num_layers=2, hidden_dim=8, num_heads=2,
-                                  intermediate_dim=16, dropout=0.0, head_dim=6, max_length=8)
+    model = TransformerTranslator(
+        TransformerConfig(num_layers=2, hidden_dim=8, num_heads=2, intermediate_dim=16,
+                          dropout=0.0, head_dim=6, max_length=8), 20, 25)
     rng = np.random.default_rng(0)
     source = ops.convert_to_tensor(rng.integers(3, 20, (2, 5)), "int32")
     target = ops.convert_to_tensor(rng.integers(3, 25, (2, 4)), "int32")

@@ -10,6 +10,7 @@ import tensorflow as tf
 from common.text import Vocabulary
 from seq2seq.bahdanau import BahdanauTranslator
 from seq2seq.cli import main
+from seq2seq.config import BahdanauConfig, ModelConfig, TransformerConfig
 from seq2seq.copying import (
     TINY,
     copy_ids,
@@ -75,13 +76,14 @@ def test_loss_matches_a_numpy_reference():
 
 
 def bahdanau(**kwargs):
-    return BahdanauTranslator(12, 10, embedding_dim=8, units=8, attention_units=8, dropout=0.0,
-                              copy=True, **kwargs)
+    sizes = BahdanauConfig(embedding_dim=8, units=8, attention_units=8, dropout=0.0, **kwargs)
+    return BahdanauTranslator(ModelConfig(bahdanau=sizes, copy=True), 12, 10)
 
 
 def transformer():
-    return TransformerTranslator(12, 10, num_layers=1, hidden_dim=8, num_heads=2,
-                                 intermediate_dim=16, dropout=0.0, max_length=16, copy=True)
+    sizes = TransformerConfig(num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16,
+                              dropout=0.0, max_length=16)
+    return TransformerTranslator(ModelConfig(transformer=sizes, copy=True), 12, 10)
 
 
 SOURCE = np.array([[4, 5, 3, 3, 2], [7, 3, 2, 0, 0]], np.int32)

@@ -5,7 +5,7 @@ import pytest
 
 from common.text import Vocabulary
 from seq2seq.bahdanau import BahdanauTranslator
-from seq2seq.config import RunConfig
+from seq2seq.config import BahdanauConfig, RunConfig, TransformerConfig
 from seq2seq.inference import Translator, decode_batch, pad_batch
 from seq2seq.transformer import TransformerTranslator
 
@@ -14,10 +14,11 @@ SOURCE = np.array([[4, 5, 6, 7, 0, 0], [7, 8, 9, 0, 0, 0], [5, 0, 0, 0, 0, 0]], 
 
 def models():
     return {
-        "bahdanau": BahdanauTranslator(12, 10, embedding_dim=8, units=8, attention_units=8,
-                                       dropout=0.0),
-        "transformer": TransformerTranslator(12, 10, num_layers=1, hidden_dim=8, num_heads=2,
-                                             intermediate_dim=16, dropout=0.0, max_length=16),
+        "bahdanau": BahdanauTranslator(
+            BahdanauConfig(embedding_dim=8, units=8, attention_units=8, dropout=0.0), 12, 10),
+        "transformer": TransformerTranslator(
+            TransformerConfig(num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16,
+                              dropout=0.0, max_length=16), 12, 10),
     }
 
 

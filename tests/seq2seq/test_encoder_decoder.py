@@ -9,6 +9,7 @@ import tensorflow as tf
 from common.errors import UserError
 from seq2seq.bahdanau import BahdanauTranslator
 from seq2seq.cli import main
+from seq2seq.config import BahdanauConfig, ModelConfig
 from seq2seq.encoder_decoder import EncoderDecoderTranslator
 from seq2seq.export import ExportedTranslator
 from seq2seq.inference import Translator, decode_batch
@@ -18,8 +19,10 @@ SOURCE = np.array([[4, 5, 6, 2, 0, 0], [7, 8, 2, 0, 0, 0]], np.int32)
 TARGET_IN = np.array([[1, 9, 10, 11], [1, 12, 13, 0]], np.int32)
 
 
-def tiny(**kwargs):
-    return EncoderDecoderTranslator(20, 30, embedding_dim=8, units=8, dropout=0.0, **kwargs)
+def tiny(label_smoothing=0.0, **kwargs):
+    sizes = BahdanauConfig(embedding_dim=8, units=8, dropout=0.0, **kwargs)
+    return EncoderDecoderTranslator(ModelConfig(bahdanau=sizes, label_smoothing=label_smoothing),
+                                    20, 30)
 
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
@@ -47,7 +50,7 @@ def test_source_padding_changes_nothing_and_the_source_matters():
 
 
 def test_it_is_bahdanau_without_the_attention_layers():
-    model, attentive = tiny(), BahdanauTranslator(20, 30, embedding_dim=8, units=8)
+    model, attentive = tiny(), BahdanauTranslator(BahdanauConfig(embedding_dim=8, units=8), 20, 30)
     model.build()
     attentive.build()
     names = lambda m: {layer.name for layer in m.layers}  # noqa: E731

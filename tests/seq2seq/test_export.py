@@ -14,7 +14,7 @@ from common.export import savedmodel
 from common.text import Vocabulary
 from seq2seq.bahdanau import BahdanauTranslator
 from seq2seq.cli import main
-from seq2seq.config import RunConfig
+from seq2seq.config import BahdanauConfig, ModelConfig, RunConfig, TransformerConfig
 from seq2seq.encoder_decoder import EncoderDecoderTranslator
 from seq2seq.export import KIND, ExportedTranslator, TranslatorModule
 from seq2seq.inference import Translator, decode_batch, pad_batch
@@ -263,8 +263,8 @@ def test_unknown_words_are_copied_from_the_most_attended_source_token():
     source_vocab = Vocabulary.build([["a", "b", "c", "d", "e"]])
     target_vocab = Vocabulary.build([["x", "y"]])
     keras.utils.set_random_seed(3)
-    model = BahdanauTranslator(len(source_vocab), len(target_vocab), embedding_dim=8, units=8,
-                               attention_units=8)
+    model = BahdanauTranslator(BahdanauConfig(embedding_dim=8, units=8, attention_units=8),
+                               len(source_vocab), len(target_vocab))
     model({"source": np.ones((1, 2), np.int32), "target_in": np.ones((1, 2), np.int32)})
     for weight in model.weights:  # sharper, more varied attention
         weight.assign(weight * 4.0)
@@ -298,16 +298,19 @@ def test_unknown_words_are_copied_from_the_most_attended_source_token():
                                   "bahdanau-local-copy", "transformer-copy"])
 def test_keras_file_round_trip_in_safe_mode(tmp_path, arch):
     if arch.startswith("transformer"):
-        model = TransformerTranslator(11, 9, num_layers=1, hidden_dim=8, num_heads=2,
-                                      intermediate_dim=16, max_length=16, tie_embeddings=True,
-                                      label_smoothing=0.1, copy=arch.endswith("copy"))
+        sizes = TransformerConfig(num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16,
+                                  max_length=16, tie_embeddings=True)
+        model = TransformerTranslator(ModelConfig(transformer=sizes, label_smoothing=0.1,
+                                                  copy=arch.endswith("copy")), 11, 9)
     elif arch == "seq2seq-noattn":
-        model = EncoderDecoderTranslator(11, 9, embedding_dim=8, units=8, cell="lstm")
+        model = EncoderDecoderTranslator(BahdanauConfig(embedding_dim=8, units=8, cell="lstm"),
+                                         11, 9)
     else:
-        local = {"local": "predictive", "attention_window": 1, "copy": True}
-        model = BahdanauTranslator(11, 9, embedding_dim=8, units=8, cell="lstm", score="general",
-                                   attention_units=8, input_feeding=True,
-                                   **(local if arch.endswith("copy") else {}))
+        local = {"local": "predictive", "attention_window": 1} if arch.endswith("copy") else {}
+        sizes = BahdanauConfig(embedding_dim=8, units=8, cell="lstm", score="general",
+                               attention_units=8, input_feeding=True, **local)
+        model = BahdanauTranslator(ModelConfig(bahdanau=sizes, copy=arch.endswith("copy")),
+                                   11, 9)
     inputs = {"source": np.array([[4, 5, 6, 0], [7, 8, 0, 0]], np.int32),
               "target_in": np.array([[1, 4, 5], [1, 6, 0]], np.int32)}
     logits = np.asarray(model(inputs))
@@ -326,11 +329,12 @@ def test_n_best_outputs_of_the_module_match_the_translator(arch):
     target_vocab = Vocabulary.build([["x", "y", "z", "w", "a"]])
     keras.utils.set_random_seed(5)
     if arch == "seq2seq-noattn":
-        model = EncoderDecoderTranslator(len(source_vocab), len(target_vocab), embedding_dim=8,
-                                         units=8)
+        model = EncoderDecoderTranslator(BahdanauConfig(embedding_dim=8, units=8),
+                                         len(source_vocab), len(target_vocab))
     else:
-        model = BahdanauTranslator(len(source_vocab), len(target_vocab), embedding_dim=8,
-                                   units=8, attention_units=8, copy=True)
+        sizes = BahdanauConfig(embedding_dim=8, units=8, attention_units=8)
+        model = BahdanauTranslator(ModelConfig(bahdanau=sizes, copy=True), len(source_vocab),
+                                   len(target_vocab))
     inputs = {"source": np.ones((1, 2), np.int32), "target_in": np.ones((1, 2), np.int32)}
     if arch == "bahdanau-copy":
         inputs["source_copy"] = np.ones((1, 2), np.int32)

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from common.errors import UserError
 from seq2seq.bahdanau import BahdanauTranslator
+from seq2seq.config import BahdanauConfig
 from seq2seq.models import build_model
 from seq2seq.train import make_run_config
 
@@ -16,8 +17,8 @@ REAL = (SOURCE != 0).sum(1)  # S' per example
 
 
 def tiny(**kwargs):
-    return BahdanauTranslator(20, 30, embedding_dim=8, units=8, attention_units=8, dropout=0.0,
-                              **kwargs)
+    sizes = BahdanauConfig(embedding_dim=8, units=8, attention_units=8, dropout=0.0, **kwargs)
+    return BahdanauTranslator(sizes, 20, 30)
 
 
 def outside(centres, window):
@@ -92,7 +93,7 @@ def test_options_reach_the_model_and_bad_ones_are_user_errors():
                              overrides={"local": "predictive", "attention_window": 3})
     model = build_model(config.model, 10, 12)
     assert model.local == "predictive" and model.attention.window == 3
-    assert model.get_config()["attention_window"] == 3
+    assert model.get_config()["config"]["bahdanau"]["attention_window"] == 3
     with pytest.raises(UserError, match="monotonic, predictive"):
         make_run_config("bahdanau", "dates", overrides={"local": "sideways"})
     with pytest.raises(UserError, match="global attention"):

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from seq2seq.config import ModelConfig, TransformerConfig
 from seq2seq.transformer import TransformerTranslator
 from seq2seq.transformer_layers import InverseSqrtSchedule
 
@@ -11,11 +12,13 @@ SOURCE = np.array([[4, 5, 6, 2, 0, 0], [7, 8, 2, 0, 0, 0]], np.int32)
 TARGET_IN = np.array([[1, 9, 10, 11, 12], [1, 12, 13, 14, 15]], np.int32)
 
 
-def tiny(**kwargs):
+def tiny(label_smoothing=0.0, **kwargs):
     options = dict(num_layers=2, hidden_dim=8, num_heads=2, intermediate_dim=16, dropout=0.0,
                    max_length=16)
     options.update(kwargs)
-    return TransformerTranslator(20, 30, **options)
+    config = ModelConfig(transformer=TransformerConfig(**options),
+                         label_smoothing=label_smoothing)
+    return TransformerTranslator(config, 20, 30)
 
 
 def test_shapes_and_cross_attention_per_head():
