@@ -12,9 +12,8 @@ Importing this package does not import TensorFlow (the command lines read
 
 from __future__ import annotations
 
-from typing import Any
-
 from common.decoding.methods import DECODING_METHODS, default_method, make_strategy
+from common.lazy import lazy_getattr
 
 _LAZY = {
     "BeamSearch": "common.decoding.beam",
@@ -34,9 +33,4 @@ __all__ = [  # noqa: RUF022 (the Keras-free names, then the lazy ones)
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(_LAZY[name]), name)
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -13,7 +13,7 @@ use.
 
 from __future__ import annotations
 
-from typing import Any
+from common.lazy import lazy_getattr
 
 _LAZY = {
     "Batcher": "common.serving.batching",
@@ -31,9 +31,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(_LAZY[name]), name)
+__getattr__ = lazy_getattr(__name__, _LAZY)

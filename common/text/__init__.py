@@ -13,7 +13,7 @@ Names are imported on first use (PEP 562), so `from common.text.specials import 
 friends do not pull TensorFlow into backend-agnostic model code.
 """
 
-import importlib
+from common.lazy import lazy_getattr
 
 _HOMES = {
     "detokenize": "detokenizer", "detokenize_tf": "detokenizer",
@@ -23,14 +23,7 @@ _HOMES = {
     "UNK": "specials",
 }
 
-
-def __getattr__(name: str):
-    if name not in _HOMES:
-        raise AttributeError(f"module 'common.text' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"common.text.{_HOMES[name]}"), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_getattr(__name__, {name: f"common.text.{home}" for name, home in _HOMES.items()})
 
 __all__ = [
     "END",

@@ -5,7 +5,7 @@ Names are imported on first use (PEP 562), so that `common.training.run_dir`,
 without pulling TensorFlow in through this package.
 """
 
-import importlib
+from common.lazy import lazy_getattr
 
 _HOMES = {
     "CheckpointKeeper": "checkpoints", "TrainingState": "checkpoints",
@@ -16,13 +16,6 @@ _HOMES = {
     "Trainer": "trainer", "TrainingDiverged": "trainer",
 }
 
-
-def __getattr__(name: str):
-    if name not in _HOMES:
-        raise AttributeError(f"module 'common.training' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"common.training.{_HOMES[name]}"), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_getattr(__name__, {name: f"common.training.{home}" for name, home in _HOMES.items()})
 
 __all__ = sorted(_HOMES)

@@ -20,7 +20,11 @@ from captioner.config import DecoderConfig, EncoderConfig
 from captioner.decoder import ShowAttendTellDecoder
 from captioner.encoders import ImageEncoder
 from captioner.model import MovingAverage, ShowAttendTell
-from tests.helpers.layers import check_config_round_trip, check_serialization_round_trip, run_layer_test
+from tests.helpers.layers import (
+    check_config_round_trip,
+    check_serialization_round_trip,
+    run_layer_test,
+)
 
 B, T, L, D, V = 2, 4, 6, 5, 11
 RNG = np.random.default_rng(0)

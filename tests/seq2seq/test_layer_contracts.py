@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 import seq2seq
-from tests.helpers.layers import run_layer_test
 from seq2seq.bahdanau import BahdanauTranslator
 from seq2seq.config import BahdanauConfig, ModelConfig, TransformerConfig
 from seq2seq.encoder_decoder import EncoderDecoderTranslator
 from seq2seq.transformer import TransformerTranslator
 from seq2seq.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
+from tests.helpers.layers import run_layer_test
 
 B, S, T, D, V = 2, 5, 4, 8, 9
 SOURCE = np.array([[4, 5, 6, 7, 2], [8, 3, 2, 0, 0]], np.int32)
