@@ -144,6 +144,7 @@ def subcommands() -> list[Subcommand]:
     shared = family_subcommands(FAMILY)
     return [
         shared["train"],
+        shared["average"],
         shared["evaluate"],
         Subcommand("caption", "caption images with a run directory or a SavedModel",
                    _caption_arguments, _caption),

@@ -475,8 +475,26 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
         module = importlib.import_module(family.export_module)
         return serve_savedmodel(args, module.KIND, module.WHAT, **family.serve_options(args))
 
+    def average_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("run_dir", metavar="RUN_DIR")
+        p.add_argument("--last", type=positive_int, required=True, metavar="N",
+                       help="average the last N checkpoints (the run keeps --keep-checkpoints "
+                            "of them)")
+        p.add_argument("--out", required=True, metavar="NEW_RUN_DIR",
+                       help="the run directory to write: the same config and vocabularies, one "
+                            "checkpoint of the averaged weights (every command reads it)")
+
+    def average(args: argparse.Namespace) -> int:
+        from common.runner import Runner
+
+        out = Runner(family, args.run_dir).average(args.out, args.last)
+        print(f"Averaged the last {args.last} checkpoints of {args.run_dir} into {out}")
+        return EXIT_OK
+
     commands = [
         Subcommand("train", family.train_help, train_arguments, train),
+        Subcommand("average", "average a run's last checkpoints into a new run directory",
+                   average_arguments, average),
         Subcommand("evaluate", family.evaluate_help, family.add_evaluate_arguments, evaluate),
         Subcommand("export", "export a run as a self-contained SavedModel", export_arguments,
                    export),

@@ -93,6 +93,45 @@ class Runner:
         """Predict with the run directory (or a SavedModel at its path)."""
         return self.family.predict(self.family.open_model(self.run.path), inputs, **options)
 
+    def average(self, out_dir: str | os.PathLike, last: int) -> Path:
+        """Average the weights of the run's last `last` checkpoints into a new run directory.
+
+        The new run holds the config and vocabularies of this one and one checkpoint,
+        `checkpoints/ckpt-1`, of the averaged weights (model entries only: it evaluates,
+        decodes, exports and warm-starts, it does not resume); its `status.json` says which
+        checkpoints went in.
+
+        Raises:
+            UserError: fewer than `last` complete checkpoints, or `out_dir` holds a run.
+        """
+        import shutil
+
+        from common.errors import UserError
+        from common.training.checkpoints import (
+            average_checkpoints,
+            complete_checkpoints,
+            write_model_checkpoint,
+        )
+
+        found = complete_checkpoints(self.run.checkpoints)
+        if last < 1 or len(found) < last:
+            raise UserError(f"--last {last}: {self.run.checkpoints} has {len(found)} complete "
+                            f"checkpoint(s); expected at least {max(last, 1)} (train with "
+                            "--keep-checkpoints N to keep more)")
+        paths = found[:last]
+        model = self.family.open_model(self.run.path).model
+        average_checkpoints(model, paths)
+        out = RunDir(out_dir)
+        if out.path.resolve() == self.run.path.resolve():
+            raise UserError(f"{out_dir}: the averaged run needs a directory of its own")
+        out.claim(resume=False)
+        for name in (RunDir.config, *self.family.vocabularies):
+            shutil.copyfile(self.run.path / name, out.path / name)
+        write_model_checkpoint(model, out.checkpoints / "ckpt-1")
+        out.write_status("finished", averaged=[str(Path(p)) for p in paths],
+                         source=str(self.run.path))
+        return out.path
+
     def export(self, out_dir: str | os.PathLike, **options: Any) -> Path:
         """Write a self-contained SavedModel of the run (`export_run` of the family)."""
         import importlib

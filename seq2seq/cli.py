@@ -138,6 +138,7 @@ def subcommands() -> list[Subcommand]:
     shared = family_subcommands(FAMILY)
     return [
         shared["train"],
+        shared["average"],
         shared["evaluate"],
         Subcommand("translate", "translate sentences with a run directory or a SavedModel",
                    _translate_arguments, _translate),

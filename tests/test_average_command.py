@@ -1,0 +1,51 @@
+"""`PROG average RUN_DIR --last N --out NEW_RUN_DIR` against a NumPy mean of the checkpoints."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from seq2seq.cli import main
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "source"
+    assert main(["train", "--dataset", "dates", "--arch", "bahdanau", "--preset", "tiny",
+                 "--epochs", "3", "--keep-checkpoints", "5", "--validation-examples", "0",
+                 "--out", str(out), "--verbose", "0"]) == 0
+    return out
+
+
+def _model_tensors(prefix):
+    """`{key: array}` of a checkpoint's model variables, read without the package."""
+    reader = tf.train.load_checkpoint(str(prefix))
+    return {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
+            if key.startswith("model_variables/") and key.endswith("VARIABLE_VALUE")}
+
+
+@pytest.mark.slow
+def test_the_averaged_run_holds_the_mean_of_the_last_checkpoints(run_dir, tmp_path, capsys):
+    out = tmp_path / "averaged"
+    assert main(["average", str(run_dir), "--last", "2", "--out", str(out)]) == 0
+    assert "Averaged the last 2 checkpoints" in capsys.readouterr().out
+    second, third = (_model_tensors(run_dir / "checkpoints" / f"ckpt-{n}") for n in (2, 3))
+    averaged = _model_tensors(out / "checkpoints" / "ckpt-1")
+    floats = [k for k in third if third[k].dtype.kind == "f"]
+    assert floats and set(averaged) == set(third)
+    for key in floats:
+        np.testing.assert_allclose(averaged[key], (second[key] + third[key]) / 2, rtol=1e-6,
+                                   atol=1e-7)
+    assert json.loads((out / "status.json").read_text())["averaged"][0].endswith("ckpt-3")
+    # Every command reads it.
+    assert main(["evaluate", str(out), "--dataset", "dates", "--limit", "8"]) == 0
+    assert main(["translate", str(out), "Nov 3, 1999"]) == 0
+
+
+@pytest.mark.slow
+def test_too_few_checkpoints_or_a_taken_directory_is_one_line(run_dir, tmp_path, capsys):
+    assert main(["average", str(run_dir), "--last", "9", "--out", str(tmp_path / "a")]) == 2
+    assert "has 3 complete checkpoint(s); expected at least 9" in capsys.readouterr().err
+    assert main(["average", str(run_dir), "--last", "2", "--out", str(run_dir)]) == 2
+    assert "needs a directory of its own" in capsys.readouterr().err
