@@ -70,6 +70,7 @@ def warn_unfinished(run) -> dict[str, Any]:
 class CaptionerFamily(Family):
     name = "captioner"
     vocabularies = (RunDir.vocab,)
+    resume_fields = ("encoder.fine_tune",)
     description = """\
 Show, Attend and Tell image captioning (Xu et al. 2015) with soft or hard attention.
 

@@ -97,6 +97,13 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
             vocab.save(vocab_path)
     if init_from is not None:
         init_from.check_vocabulary(RunDir.vocab, vocab.tokens)
+    # `--resume --fine-tune N` unfreezes encoder layers from here on: the optimizer, whose
+    # variables follow the trainable ones, starts afresh; everything else resumes.
+    reset_optimizer = (resume and run.config.is_file()
+                       and load_run_config(run.path).encoder.fine_tune != config.encoder.fine_tune)
+    if reset_optimizer and verbose:
+        print(f"Fine-tuning the encoder's top {config.encoder.fine_tune} layers from here on "
+              "(a new optimizer)", flush=True)
     config_dict = to_dict(config)
     config_dict["training"] = to_dict(training)
     if chief:
@@ -144,6 +151,7 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     validate = _make_validate(config, training, vocab)
     try:
         return trainer.fit(make_epoch_dataset, resume=resume, verbose=verbose, validate=validate,
+                           reset_optimizer=reset_optimizer,
                            init_from=init_from.checkpoint if init_from else None)
     finally:
         if private is not None:

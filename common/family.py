@@ -26,6 +26,8 @@ class Family(ABC):
         name: the family written as `config.json`'s "family" (and the command's name).
         description: the command line's description (`PROG --help`).
         vocabularies: the `RunDir` names of its vocabulary files (`--init-from` compares them).
+        resume_fields: config paths besides `training` that `--resume` may change
+            (the captioner's `encoder.fine_tune`).
         config_class: the frozen dataclass of a run (`RUN_DIR/config.json`); it has a
             `training` dict of `common.training.TrainingConfig` fields.
         presets: the registry of `train --preset` (nested overrides of `config_class`).
@@ -41,6 +43,7 @@ class Family(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
     vocabularies: ClassVar[tuple[str, ...]] = ()
+    resume_fields: ClassVar[tuple[str, ...]] = ()
     config_class: ClassVar[type]
     presets: ClassVar[Registry]
     datasets: ClassVar[Registry]

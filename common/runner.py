@@ -21,6 +21,7 @@ from common.config import (
     from_dict,
     load_config_file,
     merge_config,
+    nested,
     to_dict,
 )
 from common.family import Family
@@ -50,7 +51,7 @@ class Runner:
         `options` is the parsed command line (its `add_config_option` declarations come with
         it) or a mapping of option names to values for a family's declarations. With `resume`
         and a `config.json` in the run directory, that config is kept and only the training
-        settings of the file and the options apply.
+        settings of the file and the options apply (and the family's `resume_fields`).
         """
         family = self.family
         file = load_config_file(config_file, family.config_class) if config_file else {}
@@ -60,8 +61,12 @@ class Runner:
                                                      deep_merge(defaults, file)))
         if resume and self.run.config.is_file():
             saved = family.load_config(self.run.path)
-            config = merge_config(family.config_class, to_dict(saved),
-                                  {"training": explicit.get("training", {})})
+            changes = {"training": explicit.get("training", {})}
+            for path in family.resume_fields:  # what a resumed run may change besides
+                value = _get_path(explicit, path)
+                if value is not _MISSING:
+                    changes = deep_merge(changes, nested(path, value))
+            config = merge_config(family.config_class, to_dict(saved), changes)
         else:
             layer = family.preset(preset, explicit)
             base = deep_merge(deep_merge(defaults, layer), file)
@@ -185,6 +190,18 @@ class WarmStart:
             f"{len(tokens)} tokens; first difference at id {where}: {_token(tokens, where)} "
             f"here, {_token(theirs, where)} there); expected the same vocabulary (same data "
             "and vocabulary options)")
+
+
+_MISSING = object()
+
+
+def _get_path(data: Mapping[str, Any], path: str) -> Any:
+    """`data["a"]["b"]` for "a.b", or `_MISSING`."""
+    for key in path.split("."):
+        if not isinstance(data, Mapping) or key not in data:
+            return _MISSING
+        data = data[key]
+    return data
 
 
 def _lines(path: Path) -> list[str]:

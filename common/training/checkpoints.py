@@ -110,17 +110,15 @@ def model_entries(model: keras.Model) -> dict:
 
 
 def make_checkpoint(
-    model: keras.Model, optimizer: keras.optimizers.Optimizer, state: TrainingState
+    model: keras.Model, optimizer: keras.optimizers.Optimizer | None, state: TrainingState
 ) -> tf.train.Checkpoint:
-    """The `tf.train.Checkpoint` of a training run (see the module docstring)."""
-    return tf.train.Checkpoint(
-        **model_entries(model),
-        optimizer=optimizer,
-        rng=seed_generator_states(model),
-        step=state.step,
-        epoch=state.epoch,
-        step_in_epoch=state.step_in_epoch,
-    )
+    """The `tf.train.Checkpoint` of a training run (see the module docstring); without
+    `optimizer`, what a run resumed with a new optimizer restores (everything else)."""
+    entries = dict(model_entries(model), rng=seed_generator_states(model), step=state.step,
+                   epoch=state.epoch, step_in_epoch=state.step_in_epoch)
+    if optimizer is not None:
+        entries["optimizer"] = optimizer
+    return tf.train.Checkpoint(**entries)
 
 
 _NUMBER = re.compile(r"-(\d+)$")
@@ -217,12 +215,14 @@ class CheckpointKeeper:
             return None
         return path
 
-    def restore(self, path: str | None = None) -> str | None:
+    def restore(self, path: str | None = None,
+                checkpoint: tf.train.Checkpoint | None = None) -> str | None:
         """Restore `path` (default: the newest readable checkpoint); returns it, or None.
 
         Without `path`, a checkpoint that cannot be read (cut short by a kill during its save)
         is reported on stderr and the one before it is tried. The model and optimizer
-        variables must already exist.
+        variables must already exist. `checkpoint`: restore into this part of the run's
+        checkpoint instead (`make_checkpoint` without the optimizer), the rest left unread.
 
         Raises:
             UserError: the checkpoint does not match the model (another architecture), or
@@ -231,7 +231,10 @@ class CheckpointKeeper:
         candidates = [path] if path else complete_checkpoints(self.directory)
         for candidate in candidates:
             try:
-                status = self.checkpoint.restore(candidate)
+                if checkpoint is None:
+                    status = self.checkpoint.restore(candidate)
+                else:
+                    status = checkpoint.restore(candidate).expect_partial()
             except UNREADABLE as exc:
                 if path:
                     raise UserError(f"checkpoint {path} cannot be read: {_reason(exc)}") from None

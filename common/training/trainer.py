@@ -221,6 +221,7 @@ class Trainer:
         validate: ValidateFn | None = None,
         verbose: int = 1,
         init_from: str | os.PathLike | None = None,
+        reset_optimizer: bool = False,
     ) -> list[dict[str, Any]]:
         """Train up to `config.epochs` epochs; returns one record per epoch run.
 
@@ -236,6 +237,9 @@ class Trainer:
             init_from: a checkpoint (of another run, or averaged) whose model weights start
                 this run (a warm start: the optimizer and the position start afresh). Used
                 only when the run starts; a resumed run continues from its own checkpoint.
+            reset_optimizer: on resume, restore everything but the optimizer, which starts
+                afresh (its variables no longer match: more of the model became trainable,
+                as when `captioner train --resume --fine-tune N` unfreezes encoder layers).
 
         Returns:
             The epoch records (also written to `history.jsonl`).
@@ -259,7 +263,15 @@ class Trainer:
         if self.chief:
             self.run_dir.claim(resume)
         self.build(make_dataset)
-        if resume and self._keeper.restore():
+        if resume and reset_optimizer and self._keeper.latest:
+            partial = make_checkpoint(self.model, None, self.state)
+            restored = self._keeper.restore(checkpoint=partial)
+            # The numbering goes on from the restored checkpoint's (ckpt-N+1, not ckpt-1).
+            self._keeper.checkpoint.save_counter.assign(partial.save_counter)
+            if verbose:
+                print(f"Resuming from {restored} at {self.state.as_dict()} with a new "
+                      "optimizer")
+        elif resume and self._keeper.restore():
             if verbose:
                 print(f"Resuming from {self._keeper.latest} at {self.state.as_dict()}")
         else:
