@@ -100,7 +100,8 @@ def initialize_processes(coordinator: str, num_processes: int, process_id: int,
 def transformer_layout(device_mesh: Any, model_axis: str = "model") -> Any:
     """The `keras.distribution.LayoutMap` that splits the Transformer's large matrices.
 
-    Embeddings `(V, D)` and the output projection `(D, V)` along `V`; query/key/value kernels
+    Embeddings `(V, D)` and the output projection `(D, V)` along `D` (vocabularies seldom
+    divide by the device count; widths do); query/key/value kernels
     `(D, H, K)` along the heads; the attention output `(H, K, D)` along the heads; the
     feed-forward's inner kernel `(D, F)` along `F` and its outer `(F, D)` along `F` (Megatron's
     column- then row-parallel split). Other variables are replicated.
@@ -108,8 +109,8 @@ def transformer_layout(device_mesh: Any, model_axis: str = "model") -> Any:
     import keras
 
     layout = keras.distribution.LayoutMap(device_mesh)
-    layout[r".*embedding/embeddings"] = (model_axis, None)
-    layout[r".*reverse_embeddings"] = (None, model_axis)
+    layout[r".*embedding/embeddings"] = (None, model_axis)
+    layout[r".*reverse_embeddings"] = (model_axis, None)
     layout[r".*(query|key|value)/kernel"] = (None, model_axis, None)
     layout[r".*attention_output/kernel"] = (model_axis, None, None)
     layout[r".*ffn_inner/kernel"] = (None, model_axis)
@@ -442,7 +443,9 @@ class JaxTrainer:
             for variable, value in zip(group, values):
                 variable.assign(value)
 
-    def _host_state(self) -> dict[str, np.ndarray]:
+    def host_state(self) -> dict[str, np.ndarray]:
+        """Every value of the state as NumPy on this host: `tNNNNN` trainable, `nNNNNN`
+        non-trainable, `oNNNNN` optimizer variables (a collective under several processes)."""
         from jax.experimental import multihost_utils
 
         out = {}
@@ -459,7 +462,7 @@ class JaxTrainer:
         os.replace(tmp, path)
 
     def _save(self) -> None:
-        host = self._host_state()  # a collective under several processes: every one calls it
+        host = self.host_state()  # a collective under several processes: every one calls it
         for value in host.values():
             if np.issubdtype(value.dtype, np.floating) and not np.all(np.isfinite(value)):
                 raise UserError(f"training diverged: a weight became NaN or infinite at step "
