@@ -336,6 +336,21 @@ class JaxTrainer:
                                                     lambda index, v=value: v[index])
         return out
 
+    def step(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        """One optimizer step on a host batch (every process passes the same global batch).
+
+        Returns the step's metrics as device scalars: reading one (`float`) waits for the
+        step, so a timing loop can queue several steps before it reads.
+        """
+        self.state, metrics = self._train_step(self.state, self._global(batch))
+        return metrics
+
+    def save_weights(self, path: str | os.PathLike) -> None:
+        """Write the current weights as a Keras `.weights.h5` (on process 0 only)."""
+        self._sync_variables()
+        if self.chief:
+            self._write_weights(Path(path))
+
     # -- training ------------------------------------------------------------------------------
 
     def fit(self, resume: bool = False, verbose: int = 1) -> list[dict[str, Any]]:
@@ -363,9 +378,7 @@ class JaxTrainer:
             except UserError:
                 pass
             raise
-        self._sync_variables()
-        if self.chief:
-            self._write_weights(self.run_dir.path / WEIGHTS_FILE)
+        self.save_weights(self.run_dir.path / WEIGHTS_FILE)
         self._write_status("finished", checkpoint=self._latest())
         return records
 
@@ -381,8 +394,7 @@ class JaxTrainer:
                 break
             if index < skip:
                 continue
-            self.state, metrics = self._train_step(self.state, self._global(batch))
-            metrics = {k: float(v) for k, v in metrics.items()}
+            metrics = {k: float(v) for k, v in self.step(batch).items()}
             if not math.isfinite(metrics["loss"]):
                 raise UserError(f"training diverged: the loss was {metrics['loss']} at step "
                                 f"{step + 1} (epoch {epoch}); stopped without saving. Last "
