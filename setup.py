@@ -39,7 +39,11 @@ setup(
     extras_require={
         # Kept so that `pip install -e .[tensorboard]` still works; tensorboard is now required.
         "tensorboard": ["tensorboard>=2.20.0,<3"],
+        # Keras's JAX backend on CPU: the JAX trainer's tests (a GPU machine installs its own
+        # jax[cuda*] wheel instead; docs/jax.md).
+        "jax": ["jax[cpu]>=0.10.2,<1"],
         "dev": [
+            "jax[cpu]>=0.10.2,<1",
             "pytest>=8.0.0,<10",
             "ruff>=0.5.0",
             "playwright>=1.41.0,<2",  # drives the system Chromium in the HTML viewer's browser test

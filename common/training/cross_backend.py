@@ -1,0 +1,67 @@
+"""Weights that cross backends: a run trained on JAX, made readable by the TensorFlow side.
+
+`common.training.jax_trainer` leaves `RUN_DIR/model.weights.h5` (Keras's backend-neutral
+weights file) beside the run's `config.json` and vocabularies. `import_jax_weights(run_dir)`
+builds the same model with TensorFlow through the family's public builder, loads that file
+and writes it as `RUN_DIR/checkpoints/ckpt-N` with `write_model_checkpoint`, the checkpoint
+every TensorFlow command reads (`evaluate`, `translate`/`caption`, `export`):
+
+    KERAS_BACKEND=jax seq2seq train --data PREPARED --out RUN ...   # on the GPU machine
+    python -c "from common.training.cross_backend import import_jax_weights as i; i('RUN')"
+    seq2seq export RUN export/RUN                                   # TensorFlow, as ever
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from common.config import load_json
+from common.errors import UserError
+from common.training.jax_trainer import WEIGHTS_FILE, build_family_model
+from common.training.prepare import vocab_files
+
+
+def import_jax_weights(run_dir: str | os.PathLike,
+                       weights: str | os.PathLike | None = None) -> str:
+    """Write the JAX run's weights as the run's next TensorFlow checkpoint; returns its path.
+
+    Args:
+        run_dir: a run directory written by the JAX trainer.
+        weights: the `.weights.h5` to import (default `RUN_DIR/model.weights.h5`; a
+            checkpoint's `RUN_DIR/jax/ckpt-STEP/model.weights.h5` works too).
+
+    Raises:
+        UserError: not a run directory, or no weights file.
+    """
+    from common.training.checkpoints import write_model_checkpoint
+
+    run_dir = Path(run_dir)
+    config = load_json(run_dir / "config.json") if run_dir.is_dir() else None
+    if not isinstance(config, dict) or "family" not in config:
+        raise UserError(f"{run_dir}: not a run directory (no config.json with a family)")
+    weights = Path(weights) if weights is not None else run_dir / WEIGHTS_FILE
+    if not weights.is_file():
+        raise UserError(f"{weights}: no such weights file; expected the JAX trainer's "
+                        f"{WEIGHTS_FILE}")
+    family = config["family"]
+    sizes = {}
+    for name, file in vocab_files(family).items():
+        if not (run_dir / file).is_file():
+            raise UserError(f"{run_dir / file}: missing; expected the run's vocabulary")
+        sizes[name] = len((run_dir / file).read_text(encoding="utf-8").splitlines())
+    model, _ = build_family_model(family, config, sizes)
+    if family == "seq2seq":  # variables are created on the first call
+        inputs = {"source": np.ones((1, 2), np.int32), "target_in": np.ones((1, 2), np.int32)}
+        if config["model"].get("copy"):
+            inputs["source_copy"] = np.ones((1, 2), np.int32)
+        model(inputs, training=False)
+    model.load_weights(weights)
+    checkpoints = run_dir / "checkpoints"
+    numbers = [int(m.group(1)) for p in checkpoints.glob("ckpt-*.index")
+               if (m := re.fullmatch(r"ckpt-(\d+)\.index", p.name))]
+    prefix = checkpoints / f"ckpt-{max(numbers, default=0) + 1}"
+    return write_model_checkpoint(model, prefix)

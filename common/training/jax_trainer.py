@@ -1,0 +1,582 @@
+"""Training on Keras's JAX backend from a prepared folder, over every visible device.
+
+`train_jax(prepared_dir, run_dir, training)` is the JAX counterpart of the families' `train`:
+it reads only the folder `common.training.prepare` wrote (NumPy; no TensorFlow is imported),
+builds the family's model through its public builder, and trains it with the model's own
+`loss_terms(batch, training=True)`, as `common.training.Trainer` does:
+
+    loss = loss_sum / count + sum(model.losses)       over the global batch
+    reported: loss, count, examples, and every other term / count
+
+The step is one `jax.jit`-compiled function: `loss_terms` runs under `keras.StatelessScope`
+on the current variable values (so dropout seeds and hard attention's moving-average baseline
+come out as new values, not side effects), `jax.value_and_grad` gives the gradients and
+`optimizer.stateless_apply` the update. Clipping is the optimizer's `global_clipnorm`: the
+gradient is already the global one.
+
+Devices (`distribute`):
+- `"none"`: the default device;
+- `"data-parallel"`: `keras.distribution.DataParallel` over all devices of all processes:
+  the variables are replicated, each global batch is split over the devices along its first
+  axis and XLA (GSPMD) inserts the gradient all-reduce;
+- `"model-parallel"`: `keras.distribution.ModelParallel` on a `(data, model)` mesh with
+  `model_parallel` devices on the model axis; the Transformer's large matrices (embeddings,
+  attention projections, feed-forward) are split along their wide axis (`transformer_layout`),
+  everything else replicated.
+Several processes (hosts) join with `initialize_processes` (`jax.distributed.initialize`)
+before `train_jax`; each builds the same global batch from the same seed and hands the
+devices their rows.
+
+Run directory (as the TensorFlow trainer's, with its checkpoints in `jax/`):
+
+```
+RUN_DIR/config.json, vocab*.txt   copied from the prepared folder
+RUN_DIR/history.jsonl             step and epoch records, as the TensorFlow trainer's
+RUN_DIR/status.json               training | finished | failed, step, epoch, checkpoint
+RUN_DIR/jax/ckpt-STEP/            model.weights.h5 + state.npz (every variable's value, the
+                                  optimizer's and the position) + position.json
+RUN_DIR/model.weights.h5          the final weights, for `import_jax_weights` (TensorFlow)
+```
+
+A checkpoint is written into `jax/.ckpt-STEP.tmp/` and renamed when complete, so a kill never
+leaves a partial `ckpt-STEP`. `resume=True` restores the newest one (the position, the
+weights, the optimizer and the random state) and skips the batches of the epoch already
+trained on: a resumed run ends with the weights of an uninterrupted one. Only process 0 writes.
+
+Dimensions: `B` global batch, `P` processes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from common.config import from_dict, save_json
+from common.errors import UserError
+from common.training.config import TrainingConfig
+from common.training.prepare import Prepared, load_prepared
+from common.training.progress import RunningMeans
+from common.training.run_dir import RunDir, write_failure
+
+DISTRIBUTIONS = ("none", "data-parallel", "model-parallel")
+CHECKPOINTS = "jax"
+WEIGHTS_FILE = "model.weights.h5"
+STATE_FILE = "state.npz"
+POSITION_FILE = "position.json"
+
+
+def initialize_processes(coordinator: str, num_processes: int, process_id: int,
+                         cpu_collectives: bool | None = None) -> None:
+    """Join this process to a multi-process JAX run (`keras.distribution.initialize`).
+
+    Args:
+        coordinator: `host:port` of process 0.
+        num_processes: `P`.
+        process_id: this process, `0 <= process_id < P`.
+        cpu_collectives: use gloo for cross-process collectives between CPU devices (needed
+            when the devices are CPUs); default: when no accelerator is expected
+            (`JAX_PLATFORMS` is `cpu`).
+    """
+    import jax
+
+    if cpu_collectives is None:
+        cpu_collectives = os.environ.get("JAX_PLATFORMS", "") == "cpu"
+    if cpu_collectives:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    import keras
+
+    keras.distribution.initialize(coordinator, num_processes, process_id)
+
+
+def transformer_layout(device_mesh: Any, model_axis: str = "model") -> Any:
+    """The `keras.distribution.LayoutMap` that splits the Transformer's large matrices.
+
+    Embeddings `(V, D)` and the output projection `(D, V)` along `D` (vocabularies seldom
+    divide by the device count; widths do); query/key/value kernels
+    `(D, H, K)` along the heads; the attention output `(H, K, D)` along the heads; the
+    feed-forward's inner kernel `(D, F)` along `F` and its outer `(F, D)` along `F` (Megatron's
+    column- then row-parallel split). Other variables are replicated.
+    """
+    import keras
+
+    layout = keras.distribution.LayoutMap(device_mesh)
+    layout[r".*embedding/embeddings"] = (None, model_axis)
+    layout[r".*reverse_embeddings"] = (model_axis, None)
+    layout[r".*(query|key|value)/kernel"] = (None, model_axis, None)
+    layout[r".*attention_output/kernel"] = (model_axis, None, None)
+    layout[r".*ffn_inner/kernel"] = (None, model_axis)
+    layout[r".*ffn_outer/kernel"] = (model_axis, None)
+    return layout
+
+
+def make_distribution(distribute: str, model_parallel: int = 1) -> Any:
+    """The `keras.distribution.Distribution` for `distribute` (None for `"none"`)."""
+    import keras
+
+    if distribute not in DISTRIBUTIONS:
+        raise UserError(f"Unknown distribute {distribute!r} on JAX; choose one of: "
+                        f"{', '.join(DISTRIBUTIONS)}")
+    if distribute == "none":
+        return None
+    devices = keras.distribution.list_devices()
+    if distribute == "data-parallel":
+        return keras.distribution.DataParallel(devices=devices)
+    if model_parallel < 1 or len(devices) % model_parallel:
+        raise UserError(f"model_parallel {model_parallel} does not divide the {len(devices)} "
+                        "devices; expected a divisor")
+    mesh = keras.distribution.DeviceMesh((len(devices) // model_parallel, model_parallel),
+                                         ("batch", "model"), devices)
+    return keras.distribution.ModelParallel(layout_map=transformer_layout(mesh),
+                                            batch_dim_name="batch")
+
+
+def build_family_model(family: str, config: dict[str, Any], vocab_sizes: dict[str, int]
+                       ) -> tuple[Any, Callable[[TrainingConfig, int], Any]]:
+    """The family's model (through its public builder) and `(training, steps per epoch) ->
+    optimizer`, as the family's `train` makes them.
+
+    Args:
+        family: `"seq2seq"` or `"captioner"`.
+        config: the run config as a dict (`config.json`).
+        vocab_sizes: seq2seq `source`, `target`; captioner `words`.
+    """
+    import keras
+
+    if family == "seq2seq":
+        from seq2seq.config import RunConfig
+        from seq2seq.models import build_model, learning_rate
+
+        config = from_dict(RunConfig, config)
+        model = build_model(config.model, vocab_sizes["source"], vocab_sizes["target"])
+
+        def schedule(training, steps):
+            return learning_rate(config.model, training.learning_rate)
+    elif family == "captioner":
+        from captioner.config import CaptionerRunConfig
+        from captioner.train import build_model
+
+        config = from_dict(CaptionerRunConfig, config)
+        model = build_model(config, vocab_sizes["words"])
+
+        def schedule(training, steps):
+            if not config.cosine_decay:
+                return training.learning_rate
+            return keras.optimizers.schedules.CosineDecay(
+                training.learning_rate, decay_steps=steps * training.epochs)
+    else:
+        raise UserError(f"unknown family {family!r}; expected seq2seq or captioner")
+
+    def build_optimizer(training: TrainingConfig, steps: int):
+        return keras.optimizers.Adam(schedule(training, steps), global_clipnorm=training.clip_norm)
+
+    return model, build_optimizer
+
+
+def resolve_precision(precision: str) -> str:
+    """`"auto"`: mixed_bfloat16 on GPUs and TPUs, float32 on CPUs; float16 needs loss
+    scaling, which this trainer does not do."""
+    import jax
+
+    if precision == "mixed_float16":
+        raise UserError("precision mixed_float16 needs loss scaling, which the JAX trainer "
+                        "does not do; expected mixed_bfloat16 or float32")
+    if precision == "auto":
+        return "float32" if jax.default_backend() == "cpu" else "mixed_bfloat16"
+    return precision
+
+
+class JaxTrainer:
+    """Trains the model of a prepared folder on JAX (see the module docstring).
+
+    Args:
+        prepared: a `Prepared` folder (`load_prepared`).
+        run_dir: the run directory.
+        config: a `TrainingConfig` (`distribute`, `logical_cpus`, `jit_compile` and
+            `deterministic` are the TensorFlow trainer's; here `distribute` is given apart).
+        distribute: one of `DISTRIBUTIONS`.
+        model_parallel: devices on the model axis for `"model-parallel"`.
+    """
+
+    def __init__(self, prepared: Prepared, run_dir: str | os.PathLike, config: TrainingConfig,
+                 distribute: str = "data-parallel", model_parallel: int = 1):
+        import jax
+        import keras
+
+        if keras.backend.backend() != "jax":
+            raise UserError(f"the JAX trainer needs KERAS_BACKEND=jax; got "
+                            f"{keras.backend.backend()!r}")
+        self.prepared = prepared
+        self.run_dir = RunDir(run_dir)
+        self.config = config = replace(config, precision=resolve_precision(config.precision))
+        self.chief = jax.process_index() == 0
+        self.distribution = make_distribution(distribute, model_parallel)
+        replicas = (self.distribution.device_mesh.shape[0] if self.distribution is not None
+                    else 1)
+        if config.batch_size % replicas:
+            raise UserError(f"batch_size {config.batch_size} does not split over {replicas} "
+                            f"devices; expected a multiple of {replicas}")
+        keras.config.set_dtype_policy(config.precision)
+        keras.utils.set_random_seed(config.seed)
+        with self._scope():
+            self.model, build_optimizer = build_family_model(
+                prepared.family, prepared.config,
+                {name: len(tokens) for name, tokens in prepared.vocabularies.items()})
+            batch = next(self._batches("train", 0), None)
+            if batch is None:
+                raise UserError(f"{prepared.path}: fewer training examples per bucket than "
+                                f"batch_size {config.batch_size}; expected at least one batch")
+            self.model.loss_terms(batch, training=False)  # creates the variables
+            steps = config.steps_per_epoch or max(1, self._pass_steps())
+            self.optimizer = build_optimizer(config, steps)
+            self.optimizer.build(self.model.trainable_variables)
+        self._train_step = self._compile(training=True)
+        self._eval_step = self._compile(training=False)
+        self.state = self._variables_state()
+        self.position = {"step": 0, "epoch": 0, "step_in_epoch": 0}
+
+    # -- the step ------------------------------------------------------------------------------
+
+    def _scope(self):
+        import contextlib
+
+        return self.distribution.scope() if self.distribution else contextlib.nullcontext()
+
+    def _variables_state(self) -> tuple[list, list, list]:
+        return ([v.value for v in self.model.trainable_variables],
+                [v.value for v in self.model.non_trainable_variables],
+                [v.value for v in self.optimizer.variables])
+
+    def _compile(self, training: bool):
+        import jax
+        import keras
+        from keras import ops
+
+        model, optimizer = self.model, self.optimizer
+        trainable_vars, other_vars = model.trainable_variables, model.non_trainable_variables
+        shardings = None
+        if self.distribution is not None:
+            shardings = jax.tree.map(lambda x: x.sharding, self._variables_state())
+
+        def objective(trainable, non_trainable, batch):
+            mapping = list(zip(trainable_vars, trainable)) + list(zip(other_vars, non_trainable))
+            with keras.StatelessScope(state_mapping=mapping) as scope:
+                terms = model.loss_terms(batch, training=training)
+                losses = model.losses
+            updated = [scope.get_current_value(v) for v in other_vars]
+            updated = [old if new is None else new for old, new in zip(non_trainable, updated)]
+            if not isinstance(terms, dict) or not {"loss_sum", "count"} <= set(terms):
+                raise TypeError("loss_terms must return a dict with 'loss_sum' and 'count'")
+            sums = {k: ops.reshape(ops.cast(v, "float32"), ()) for k, v in terms.items()}
+            loss = sums["loss_sum"] / ops.maximum(sums["count"], 1.0)
+            for extra in losses:
+                loss = loss + ops.cast(extra, "float32")
+            return loss, (sums, updated)
+
+        def report(loss, sums, batch):
+            count = sums["count"]
+            extras = {k: v / ops.maximum(count, 1.0) for k, v in sums.items()
+                      if k not in ("loss_sum", "count")}
+            examples = jax.tree.leaves(batch)[0].shape[0]
+            return {**extras, "loss": loss, "count": count,
+                    "examples": ops.convert_to_tensor(float(examples))}
+
+        def constrain(state):
+            if shardings is None:
+                return state
+            return jax.tree.map(jax.lax.with_sharding_constraint, state, shardings)
+
+        if not training:
+            def eval_step(state, batch):
+                loss, (sums, _) = objective(state[0], state[1], batch)
+                return report(loss, sums, batch)
+
+            return jax.jit(eval_step)
+
+        gradient = jax.value_and_grad(objective, has_aux=True)
+
+        def train_step(state, batch):
+            trainable, non_trainable, optimizer_vars = state
+            (loss, (sums, non_trainable)), grads = gradient(trainable, non_trainable, batch)
+            trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads,
+                                                                  trainable)
+            state = constrain((trainable, non_trainable, optimizer_vars))
+            return state, report(loss, sums, batch)
+
+        return jax.jit(train_step, donate_argnums=0)
+
+    # -- data ------------------------------------------------------------------------------
+
+    def _batches(self, split: str, epoch: int, repeat: bool = False):
+        return self.prepared.batches(split, self.config.batch_size, self.config.seed, epoch,
+                                     repeat=repeat)
+
+    def _pass_steps(self) -> int:
+        return sum(1 for _ in self._batches("train", 0))
+
+    def _global(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        """The global batch laid out over the devices (each process holds the same `batch`
+        and gives its devices their rows)."""
+        if self.distribution is None:
+            return batch
+        import jax
+
+        out = {}
+        for key, value in batch.items():
+            sharding = self.distribution.get_data_layout(value.shape).backend_layout
+            out[key] = jax.make_array_from_callback(value.shape, sharding,
+                                                    lambda index, v=value: v[index])
+        return out
+
+    def step(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        """One optimizer step on a host batch (every process passes the same global batch).
+
+        Returns the step's metrics as device scalars: reading one (`float`) waits for the
+        step, so a timing loop can queue several steps before it reads.
+        """
+        self.state, metrics = self._train_step(self.state, self._global(batch))
+        return metrics
+
+    def save_weights(self, path: str | os.PathLike) -> None:
+        """Write the current weights as a Keras `.weights.h5` (on process 0 only)."""
+        self._sync_variables()
+        if self.chief:
+            self._write_weights(Path(path))
+
+    # -- training ------------------------------------------------------------------------------
+
+    def fit(self, resume: bool = False, verbose: int = 1) -> list[dict[str, Any]]:
+        """Train up to `config.epochs` epochs; returns one record per epoch run (as the
+        TensorFlow trainer's, with `val_loss` when the folder has a `valid` split)."""
+        if self.chief:
+            self.run_dir.claim(resume)
+            self._copy_run_files()
+        restored = self._restore() if resume else None
+        if verbose and restored:
+            print(f"Resuming from {restored} at {self.position}", flush=True)
+        if self.chief:
+            self.run_dir.truncate_history(self.position["step"])
+        records = []
+        self._write_status("training")
+        try:
+            skip = self.position["step_in_epoch"]
+            for epoch in range(self.position["epoch"], self.config.epochs):
+                records.append(self._run_epoch(epoch, skip, verbose))
+                skip = 0
+        except BaseException as exc:
+            reason = " ".join(str(exc).split())[:500] or type(exc).__name__
+            try:
+                self._write_status("failed", error=f"{type(exc).__name__}: {reason}")
+            except UserError:
+                pass
+            raise
+        self.save_weights(self.run_dir.path / WEIGHTS_FILE)
+        self._write_status("finished", checkpoint=self._latest())
+        return records
+
+    def _run_epoch(self, epoch: int, skip: int, verbose: int) -> dict[str, Any]:
+        steps = self.config.steps_per_epoch
+        batches = self._batches("train", epoch, repeat=steps is not None)
+        means, window = RunningMeans(), RunningMeans()
+        step, step_in_epoch = self.position["step"], skip
+        started = time.perf_counter()
+        examples = 0.0
+        for index, batch in enumerate(batches):
+            if steps is not None and step_in_epoch >= steps:
+                break
+            if index < skip:
+                continue
+            metrics = {k: float(v) for k, v in self.step(batch).items()}
+            if not math.isfinite(metrics["loss"]):
+                raise UserError(f"training diverged: the loss was {metrics['loss']} at step "
+                                f"{step + 1} (epoch {epoch}); stopped without saving. Last "
+                                f"good checkpoint: {self._latest() or 'none yet'}; expected a "
+                                "finite loss, try a lower learning_rate or set clip_norm")
+            step += 1
+            step_in_epoch += 1
+            examples += metrics["examples"]
+            self.position = {"step": step, "epoch": epoch, "step_in_epoch": step_in_epoch}
+            means.add(metrics)
+            window.add(metrics)
+            if step % self.config.log_every == 0:
+                self._log({"kind": "step", "epoch": epoch, "step": step, **window.result()})
+                window.reset()
+            every = self.config.checkpoint_every
+            if every and step % every == 0 and not (steps is not None and step_in_epoch >= steps):
+                self._save()
+        if step_in_epoch == 0:
+            raise UserError(f"epoch {epoch} gave no batches; expected at least one")
+        elapsed = time.perf_counter() - started
+        self.position = {"step": step, "epoch": epoch + 1, "step_in_epoch": 0}
+        self._save()
+        record = {"kind": "epoch", "epoch": epoch, "step": step, **means.result(),
+                  "examples_per_s": examples / max(elapsed, 1e-9), "time_s": elapsed}
+        if "valid" in self.prepared.splits:
+            record.update({f"val_{k}": v for k, v in self.evaluate("valid").items()})
+        if verbose:
+            shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items()
+                              if k in ("loss", "val_loss"))
+            print(f"Epoch {epoch + 1}/{self.config.epochs}: step {step}, {shown}", flush=True)
+        self._log(record)
+        return record
+
+    def evaluate(self, split: str = "valid") -> dict[str, float]:
+        """Count-weighted mean `loss` and extra terms over `split`'s full batches (no update;
+        dropout off)."""
+        means = RunningMeans()
+        for batch in self._batches(split, 0):
+            means.add({k: float(v) for k, v in self._eval_step(self.state,
+                                                                self._global(batch)).items()})
+        return means.result()
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.run_dir.path / CHECKPOINTS
+
+    def _latest(self) -> str | None:
+        found = complete_jax_checkpoints(self.checkpoints)
+        return str(found[0]) if found else None
+
+    def _sync_variables(self) -> None:
+        """Put the state's values into the Keras variables (for saving)."""
+        variables = (self.model.trainable_variables, self.model.non_trainable_variables,
+                     self.optimizer.variables)
+        for group, values in zip(variables, self.state):
+            for variable, value in zip(group, values):
+                variable.assign(value)
+
+    def host_state(self) -> dict[str, np.ndarray]:
+        """Every value of the state as NumPy on this host: `tNNNNN` trainable, `nNNNNN`
+        non-trainable, `oNNNNN` optimizer variables (a collective under several processes)."""
+        from jax.experimental import multihost_utils
+
+        out = {}
+        for prefix, values in zip("tno", self.state):
+            for i, value in enumerate(values):
+                if not value.is_fully_addressable:
+                    value = multihost_utils.process_allgather(value, tiled=True)
+                out[f"{prefix}{i:05d}"] = np.asarray(value)
+        return out
+
+    def _write_weights(self, path: Path) -> None:
+        tmp = path.with_name(f".{path.name}.tmp.weights.h5")
+        self.model.save_weights(tmp)
+        os.replace(tmp, path)
+
+    def _save(self) -> None:
+        host = self.host_state()  # a collective under several processes: every one calls it
+        for value in host.values():
+            if np.issubdtype(value.dtype, np.floating) and not np.all(np.isfinite(value)):
+                raise UserError(f"training diverged: a weight became NaN or infinite at step "
+                                f"{self.position['step']}; stopped without saving")
+        if not self.chief:
+            return
+        self._sync_variables()
+        final = self.checkpoints / f"ckpt-{self.position['step']}"
+        tmp = self.checkpoints / f".ckpt-{self.position['step']}.tmp"
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            self._write_weights(tmp / WEIGHTS_FILE)
+            with open(tmp / STATE_FILE, "wb") as f:
+                np.savez(f, **host)
+            save_json(tmp / POSITION_FILE, self.position)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+        except OSError as exc:
+            raise write_failure(self.checkpoints, exc) from None
+        for old in complete_jax_checkpoints(self.checkpoints)[self.config.keep_checkpoints:]:
+            shutil.rmtree(old, ignore_errors=True)
+        self._write_status("training", checkpoint=str(final))
+
+    def _restore(self) -> str | None:
+        import jax
+
+        found = complete_jax_checkpoints(self.checkpoints)
+        if not found:
+            return None
+        with np.load(found[0] / STATE_FILE) as npz:
+            host = {k: npz[k] for k in npz.files}
+        state = []
+        for prefix, values in zip("tno", self.state):
+            if sum(k[0] == prefix for k in host) != len(values):
+                raise UserError(f"{found[0]} holds another model's state; expected "
+                                f"{len(values)} '{prefix}' arrays")
+            state.append([jax.device_put(host[f"{prefix}{i:05d}"].astype(v.dtype), v.sharding)
+                          for i, v in enumerate(values)])
+        self.state = tuple(state)
+        self.position = json.loads((found[0] / POSITION_FILE).read_text(encoding="utf-8"))
+        return str(found[0])
+
+    # -- run directory -------------------------------------------------------------------------
+
+    def _copy_run_files(self) -> None:
+        """`config.json` (with this run's training settings) and the vocabularies."""
+        from common.config import to_dict
+
+        config = dict(self.prepared.config)
+        config["training"] = to_dict(self.config)
+        save_json(self.run_dir.path / "config.json", config)
+        for file in self.prepared.vocab_files.values():
+            shutil.copyfile(self.prepared.path / file, self.run_dir.path / file)
+
+    def _log(self, record: dict[str, Any]) -> None:
+        if self.chief:
+            try:
+                self.run_dir.append_history(record)
+            except OSError as exc:
+                raise write_failure(self.run_dir.history, exc) from None
+
+    def _write_status(self, state: str, **fields: Any) -> None:
+        if self.chief:
+            try:
+                self.run_dir.write_status(state, **self.position, epochs=self.config.epochs,
+                                          backend="jax", **fields)
+            except OSError as exc:
+                raise write_failure(self.run_dir.status, exc) from None
+
+
+def complete_jax_checkpoints(directory: str | os.PathLike) -> list[Path]:
+    """The complete `ckpt-STEP` folders of `directory` (all three files), newest first."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    found = [p for p in directory.glob("ckpt-*") if p.name[5:].isdigit()
+             and all((p / f).is_file() for f in (WEIGHTS_FILE, STATE_FILE, POSITION_FILE))]
+    return sorted(found, key=lambda p: int(p.name[5:]), reverse=True)
+
+
+def train_jax(prepared_dir: str | os.PathLike, run_dir: str | os.PathLike,
+              training: TrainingConfig | dict[str, Any] | None = None,
+              distribute: str = "data-parallel", model_parallel: int = 1,
+              resume: bool = False, verbose: int = 1) -> list[dict[str, Any]]:
+    """`KERAS_BACKEND=jax ... train --data PREPARED_DIR`: train the prepared folder's model
+    into `run_dir`; returns the epoch records.
+
+    Args:
+        prepared_dir: a folder written by `prepare_translation` / `prepare_captions`.
+        run_dir: the run directory.
+        training: the training settings (a `TrainingConfig` or its dict); default: the
+            prepared folder's `config.json` ones.
+        distribute: one of `DISTRIBUTIONS`.
+        model_parallel: devices on the model axis for `"model-parallel"`.
+        resume: continue from the run's newest JAX checkpoint.
+        verbose: 0 silent, 1 one line per epoch.
+    """
+    prepared = load_prepared(prepared_dir)
+    if training is None:
+        training = prepared.config.get("training", {})
+    if isinstance(training, dict):
+        training = from_dict(TrainingConfig, training)
+    trainer = JaxTrainer(prepared, run_dir, training, distribute, model_parallel)
+    return trainer.fit(resume=resume, verbose=verbose)

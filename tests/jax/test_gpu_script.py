@@ -1,0 +1,37 @@
+"""`scripts/gpu_train_jax.py --quick`: the GPU check runs end to end on CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.jax.conftest import REPO, requires_jax, worker_env
+
+pytestmark = [requires_jax, pytest.mark.slow]
+
+
+def test_quick_run_writes_the_report_and_split_weights(translation_folder, tmp_path):
+    from common.training.flops import transformer_training_flops
+
+    script = REPO / "scripts" / "gpu_train_jax.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--quick", "--prepared", str(translation_folder),
+         "--out", str(tmp_path), "--peak-tflops", "1e-3"],
+        env=worker_env(), capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((tmp_path / "gpu_train_jax.json").read_text())
+    assert report["steps"] == 6 and report["timed_steps"] == 5  # one bucket: 1 compile
+    assert report["platform"] == "cpu"
+    # MFU = FLOPs per step (the tiny Transformer, batch 8 x 8 tokens) x steps/s / peak.
+    flops = transformer_training_flops(1, 16, 32, len(
+        (translation_folder / "vocab.target.txt").read_text().splitlines()), 8, 8, 8, 16)
+    assert report["mfu"] == pytest.approx(
+        flops * report["examples_per_s"] / 8 / 1e9, rel=1e-6)
+    parts = sorted((tmp_path / "run").glob("model.weights.h5.part-*"))
+    assert [p.name for p in parts] == report["weights"] and parts
+    assert all(p.stat().st_size <= 15 * 2**20 for p in parts)
+    for name in ("config.json", "vocab.source.txt", "vocab.target.txt"):
+        assert (tmp_path / "run" / name).is_file()

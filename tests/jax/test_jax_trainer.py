@@ -1,0 +1,55 @@
+"""The JAX trainer: the loss falls for both families, the run directory is laid out as the
+TensorFlow trainer's, and a resumed run ends with the weights of an uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.jax.conftest import load_state, requires_jax, run_worker
+
+pytestmark = [requires_jax, pytest.mark.slow]
+
+
+def test_transformer_loss_falls_without_tensorflow(single_device_run):
+    from common.training.run_dir import RunDir
+
+    result = single_device_run["result"]
+    assert result["tensorflow"] is False  # the worker blocks it: nothing asked for it
+    first, last = result["records"][0], result["records"][-1]
+    assert last["loss"] < first["loss"] - 0.3
+    run = RunDir(single_device_run["run_dir"])
+    assert run.read_status()["state"] == "finished"
+    history = run.read_history()
+    assert [r["step"] for r in history if r["kind"] == "epoch"] == [r["step"] for r in
+                                                                   result["records"]]
+    for name in ("config.json", "vocab.source.txt", "vocab.target.txt", "model.weights.h5"):
+        assert (run.path / name).is_file(), name
+    assert json.loads((run.path / "config.json").read_text())["family"] == "seq2seq"
+
+
+def test_captioner_loss_falls(caption_folder, tmp_path):
+    result = run_worker("train", {"prepared": str(caption_folder), "run_dir": str(tmp_path / "run"),
+                                  "state": str(tmp_path / "state.npz"), "training": {}})
+    losses = [r["loss"] for r in result["records"]]
+    assert losses[-1] < losses[0]
+    assert all(np.isfinite(r["val_loss"]) for r in result["records"])  # shapes has a valid split
+    assert result["tensorflow"] is False
+
+
+def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(
+        translation_folder, single_device_run, tmp_path):
+    """One epoch, a new trainer (as after a kill), then `resume` to the second epoch: the same
+    batches, random numbers and updates as the uninterrupted two epochs, bit for bit."""
+    result = run_worker("train", {
+        "prepared": str(translation_folder), "run_dir": str(tmp_path / "run"),
+        "state": str(tmp_path / "state.npz"), "training": {},
+        "stages": [[1, False], [2, True]]})
+    reference = load_state(single_device_run["state"])
+    resumed = load_state(tmp_path / "state.npz")
+    assert sorted(resumed) == sorted(reference)
+    for key, value in reference.items():
+        np.testing.assert_array_equal(resumed[key], value, err_msg=key)
+    assert result["records"][-1]["step"] == single_device_run["result"]["records"][-1]["step"]

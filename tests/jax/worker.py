@@ -1,0 +1,146 @@
+"""Subprocess side of the JAX tests: `python tests/jax/worker.py TASK ARGS_JSON`.
+
+Each task runs on the backend of `KERAS_BACKEND` and prints one JSON line (the last line of
+stdout). Unless `TF_ALLOWED=1`, importing TensorFlow raises (a meta-path finder, as in
+`common.export.savedmodel`), so every JAX task also proves that it needs no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import json
+import os
+import sys
+from pathlib import Path
+
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "tensorflow":
+            raise ImportError(f"this process may not import TensorFlow ({name})")
+        return None
+
+
+if os.environ.get("TF_ALLOWED") != "1":
+    sys.meta_path.insert(0, Block())
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import numpy as np  # noqa: E402
+
+# The models of the backend comparison: tiny, with dropout (off in `loss_terms(training=False)`).
+TRANSLATORS = {
+    "transformer": {"arch": "transformer", "transformer": {
+        "num_layers": 1, "hidden_dim": 16, "num_heads": 2, "intermediate_dim": 32}},
+    "bahdanau": {"arch": "bahdanau", "bahdanau": {
+        "embedding_dim": 8, "units": 8, "attention_units": 8}},
+}
+CAPTIONERS = {
+    "captioner-soft": "soft",
+    "captioner-hard": "hard",
+}
+
+
+def comparison_models():
+    from captioner.config import CaptionerRunConfig, DecoderConfig, EncoderConfig
+    from captioner.train import build_model as build_captioner
+    from common.config import from_dict
+    from seq2seq.config import ModelConfig
+    from seq2seq.models import build_model
+
+    rng = np.random.default_rng(0)
+    ids = lambda shape, high: rng.integers(1, high, shape).astype(np.int32)  # noqa: E731
+    translation = {"source": ids((3, 7), 30), "target_in": ids((3, 5), 30),
+                   "target_out": ids((3, 5), 30)}
+    translation["source"][0, 5:] = 0  # padding
+    translation["target_out"][1, 3:] = 0
+    captions = {"image": rng.uniform(0, 255, (3, 32, 32, 3)).astype(np.float32),
+                "caption_in": ids((3, 6), 20), "caption_out": ids((3, 6), 20)}
+    captions["caption_out"][2, 4:] = 0
+    for name, config in TRANSLATORS.items():
+        model = build_model(from_dict(ModelConfig, config), 30, 30)
+        model(translation)
+        yield name, model, translation
+    for name, attention in CAPTIONERS.items():
+        config = CaptionerRunConfig(
+            encoder=EncoderConfig(image_size=(32, 32), weights="none", filters=(4, 8)),
+            decoder=DecoderConfig(embedding_dim=8, units=8, attention_units=8,
+                                  attention=attention))
+        yield name, build_captioner(config, 20), captions
+
+
+def task_losses(args):
+    """Save (`args["save"]`) or load each comparison model's weights; its `loss_terms`."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    out = {}
+    for name, model, batch in comparison_models():
+        path = Path(args["dir"]) / f"{name}.weights.h5"
+        if args["save"]:
+            model.save_weights(path)
+        else:
+            model.load_weights(path)
+        terms = model.loss_terms(batch, training=False)
+        out[name] = {k: float(keras.ops.convert_to_numpy(v)) for k, v in terms.items()}
+    return out
+
+
+def task_train(args):
+    """Train a prepared folder with `JaxTrainer` (optionally in two goes, resuming), save the
+    final state as `args["state"]`."""
+    from common.config import from_dict
+    from common.training.config import TrainingConfig
+    from common.training.jax_trainer import JaxTrainer, initialize_processes
+    from common.training.prepare import load_prepared
+
+    if "coordinator" in args:
+        initialize_processes(args["coordinator"], args["num_processes"], args["process_id"])
+    prepared = load_prepared(args["prepared"])
+    training = from_dict(TrainingConfig, {**prepared.config["training"], **args["training"]})
+    records = []
+    for epochs, resume in args.get("stages", [[training.epochs, False]]):
+        trainer = JaxTrainer(prepared, args["run_dir"], from_dict(
+            TrainingConfig, {**prepared.config["training"], **args["training"], "epochs": epochs}),
+            args.get("distribute", "none"), args.get("model_parallel", 1))
+        records += trainer.fit(resume=resume, verbose=0)
+    np.savez(args["state"], **trainer.host_state())
+    import jax
+
+    return {"records": records, "devices": jax.device_count(),
+            "trainable": [v.path for v in trainer.model.trainable_variables],
+            "processes": jax.process_count(), "tensorflow": "tensorflow" in sys.modules}
+
+
+def task_greedy(args):
+    """The JAX model of a run directory decodes `args["sources"]` greedily, step by step
+    through its public `initial_state` / `make_step`, up to `<end>` or `max_length` tokens."""
+    import keras
+
+    from common.training.jax_trainer import WEIGHTS_FILE, build_family_model
+    from common.training.prepare import load_prepared
+
+    prepared = load_prepared(args["prepared"])
+    sizes = {name: len(tokens) for name, tokens in prepared.vocabularies.items()}
+    model, _ = build_family_model("seq2seq", prepared.config, sizes)
+    model({"source": np.ones((1, 2), np.int32), "target_in": np.ones((1, 2), np.int32)})
+    model.load_weights(Path(args["run_dir"]) / WEIGHTS_FILE)
+    outputs = []
+    for row in args["sources"]:
+        source = np.asarray([row], np.int32)
+        state = model.initial_state(source, max_length=args["max_length"])
+        step = model.make_step()
+        token, ids = np.asarray([1], np.int32), []  # <start>
+        for index in range(args["max_length"]):
+            logits, state, _ = step(token, state, index)
+            token = np.asarray(keras.ops.argmax(logits, axis=-1), np.int32)
+            if int(token[0]) == 2:  # <end>
+                break
+            ids.append(int(token[0]))
+        outputs.append(ids)
+    return {"ids": outputs}
+
+
+if __name__ == "__main__":
+    task, arguments = sys.argv[1], json.loads(sys.argv[2])
+    result = globals()[f"task_{task}"](arguments)
+    print(json.dumps(result))
