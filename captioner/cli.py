@@ -145,6 +145,7 @@ def subcommands() -> list[Subcommand]:
     return [
         shared["train"],
         shared["average"],
+        shared["prepare"],
         shared["evaluate"],
         Subcommand("caption", "caption images with a run directory or a SavedModel",
                    _caption_arguments, _caption),

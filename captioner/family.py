@@ -146,6 +146,11 @@ Typical use:
             return {}
         return get_preset(name, dataset)
 
+    def prepare(self, config, out_dir: Path) -> Path:
+        from common.training.prepare import prepare_captions
+
+        return prepare_captions(config, out_dir)
+
     def train(self, config, run_dir: Path, resume: bool, verbose: int, init_from=None):
         from captioner.train import train
 

@@ -421,6 +421,10 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
                             "and data are kept; training options may change)")
         p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1,
                        help="0 silent, 1 a progress bar, 2 one line per epoch")
+        p.add_argument("--prepared", metavar="DIR",
+                       help=f"train on Keras's JAX backend (KERAS_BACKEND=jax) from a folder of "
+                            f"`{prog} prepare`; --distribute then takes none, data-parallel "
+                            "(the default: every visible device) or model-parallel")
         p.add_argument("--init-from", metavar="RUN_DIR[:CHECKPOINT]",
                        help="start from another run's weights (its best checkpoint, else its "
                             "last; CHECKPOINT: best, last or a number); the vocabularies must "
@@ -431,6 +435,21 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
         from common.runner import Runner
 
         runner = Runner(family, args.out)
+        on_jax = os.environ.get("KERAS_BACKEND") == "jax"
+        if args.prepared or on_jax:
+            if not (args.prepared and on_jax):
+                raise UserError("training on JAX reads a prepared folder: run `"
+                                f"{prog} prepare ... --out DIR`, then `KERAS_BACKEND=jax {prog} "
+                                "train --prepared DIR ...`")
+            if args.preset or args.config or args.init_from:
+                raise UserError("--prepared: the prepared folder holds the config; --preset, "
+                                "--config and --init-from apply to `prepare`/TensorFlow runs")
+            records = runner.train_jax(args.prepared, args, resume=args.resume,
+                                       verbose=args.verbose)
+            summary = family.train_summary(records, args.out)
+            if summary:
+                print(summary)
+            return EXIT_OK
         config = runner.make_config(args.preset, args.config, args, resume=args.resume)
         records = runner.train(config, resume=args.resume, verbose=args.verbose,
                                init_from=args.init_from)
@@ -475,6 +494,23 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
         module = importlib.import_module(family.export_module)
         return serve_savedmodel(args, module.KIND, module.WHAT, **family.serve_options(args))
 
+    def prepare_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--preset", **choose(family.presets, "named settings, one of: {names}; "
+                                                   "options override it"))
+        p.add_argument("--config", metavar="FILE",
+                       help="a JSON file nested like RUN_DIR/config.json (any part of it)")
+        p.add_argument("--out", required=True, metavar="DIR", help="the folder to write")
+        add_config_options(p, family)
+
+    def prepare(args: argparse.Namespace) -> int:
+        from common.runner import Runner
+
+        runner = Runner(family, args.out)
+        out = runner.prepare(runner.make_config(args.preset, args.config, args))
+        print(f"Prepared {out}: train on JAX with `KERAS_BACKEND=jax {prog} train --prepared "
+              f"{out} --out RUN_DIR`")
+        return EXIT_OK
+
     def average_arguments(p: argparse.ArgumentParser) -> None:
         p.add_argument("run_dir", metavar="RUN_DIR")
         p.add_argument("--last", type=positive_int, required=True, metavar="N",
@@ -495,6 +531,8 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
         Subcommand("train", family.train_help, train_arguments, train),
         Subcommand("average", "average a run's last checkpoints into a new run directory",
                    average_arguments, average),
+        Subcommand("prepare", "write the tokenized training data as NumPy arrays for the JAX "
+                   "trainer (train --prepared)", prepare_arguments, prepare),
         Subcommand("evaluate", family.evaluate_help, family.add_evaluate_arguments, evaluate),
         Subcommand("export", "export a run as a self-contained SavedModel", export_arguments,
                    export),

@@ -104,6 +104,10 @@ class Family(ABC):
         """A line for the user once training ends (None: nothing)."""
         return None
 
+    def prepare(self, config: Any, out_dir: Path) -> Path:
+        """Write the TensorFlow-free training folder of `config` (`common.training.prepare`)."""
+        raise NotImplementedError(f"{self.name} has no prepared-data path")
+
     @abstractmethod
     def add_evaluate_arguments(self, parser: argparse.ArgumentParser) -> None:
         """The options of `evaluate RUN_DIR`."""

@@ -98,6 +98,40 @@ class Runner:
         """Predict with the run directory (or a SavedModel at its path)."""
         return self.family.predict(self.family.open_model(self.run.path), inputs, **options)
 
+    def prepare(self, config: Any) -> Path:
+        """Write the run directory's path as a prepared folder of `config` (tokenized,
+        bucketed data as NumPy arrays, vocabularies, config), what the JAX trainer reads."""
+        return self.family.prepare(config, self.run.path)
+
+    def train_jax(self, prepared: str | os.PathLike, options: argparse.Namespace | None = None,
+                  resume: bool = False, verbose: int = 1) -> list[dict[str, Any]]:
+        """Train the prepared folder's model into the run directory on Keras's JAX backend
+        (`common.training.jax_trainer`), over every visible device by default.
+
+        The model and data come from the folder; of `options` only the training settings
+        apply, `distribute` being the JAX one (none, data-parallel, model-parallel).
+        """
+        from common.config import load_json
+        from common.errors import UserError
+        from common.training.jax_trainer import train_jax
+
+        folder = Path(prepared)
+        saved = load_json(folder / RunDir.config) if (folder / RunDir.config).is_file() else None
+        if not isinstance(saved, dict) or saved.get("family") != self.family.name:
+            raise UserError(f"--prepared {prepared}: not a folder of `{self.family.name} "
+                            "prepare` (no config.json of this family)")
+        flags = config_overrides(options, None, saved) if options is not None else {}
+        others = sorted(key for key in flags if key != "training")
+        if others:
+            raise UserError(f"--prepared {prepared}: the model and data come from the prepared "
+                            f"folder; options of {', '.join(others)} apply to `prepare`")
+        training = deep_merge(saved.get("training", {}), flags.get("training", {}))
+        distribute = flags.get("training", {}).get("distribute", "data-parallel")
+        training["distribute"] = "none"  # TrainingConfig names TensorFlow's strategies
+        return train_jax(folder, self.run.path, training=training,
+                         distribute="data-parallel" if distribute == "auto" else distribute,
+                         resume=resume, verbose=verbose)
+
     def average(self, out_dir: str | os.PathLike, last: int) -> Path:
         """Average the weights of the run's last `last` checkpoints into a new run directory.
 

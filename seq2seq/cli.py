@@ -139,6 +139,7 @@ def subcommands() -> list[Subcommand]:
     return [
         shared["train"],
         shared["average"],
+        shared["prepare"],
         shared["evaluate"],
         Subcommand("translate", "translate sentences with a run directory or a SavedModel",
                    _translate_arguments, _translate),

@@ -13,6 +13,7 @@ from typing import Any
 from common.catalog import SCORES
 from common.cli import add_checkpoint_argument, choose, non_negative_float, positive_int
 from common.config import add_config_option
+from common.errors import UserError
 from common.family import Family
 from common.training.run_dir import RunDir
 from seq2seq.catalog import DATASETS
@@ -73,8 +74,8 @@ Typical use:
 
     def add_train_arguments(self, p: argparse.ArgumentParser) -> None:
         add = add_config_option
-        add(p, "--dataset", path="data.dataset", required=True, **choose(DATASETS,
-            "one of: {names}"))
+        add(p, "--dataset", path="data.dataset", **choose(DATASETS,
+            "one of: {names} (a new run needs it, here or in --config)"))
         add(p, "--data", path="data.data", help="training TSV (source<TAB>target), for "
             "--dataset tsv")
         add(p, "--reverse", path="data.reverse", action="store_true",
@@ -83,8 +84,8 @@ Typical use:
             help="the fewest occurrences that put a token in a vocabulary")
         add(p, "--max-vocab", path="data.max_vocab", type=positive_int,
             help="the largest vocabulary per side")
-        add(p, "--arch", path="model.arch", required=True, **choose(ARCHS,
-            "one of: {names}"))
+        add(p, "--arch", path="model.arch", **choose(ARCHS,
+            "one of: {names} (a new run needs it, here or in --config)"))
 
         g = p.add_argument_group("model sizes (override the preset)")
         add(g, "--embedding-dim", path="model.bahdanau.embedding_dim", type=positive_int,
@@ -129,7 +130,13 @@ Typical use:
         add(g, "--max-decode-length", path="model.max_decode_length", type=positive_int)
 
     def preset(self, name: str | None, explicit: dict[str, Any]) -> dict[str, Any]:
-        """The preset's values for the architecture chosen, and its name (`preset`)."""
+        """The preset's values for the architecture chosen, and its name (`preset`); a new run
+        names its dataset and architecture (options or config file)."""
+        for section, key, flag, names in (("data", "dataset", "--dataset", DATASETS),
+                                          ("model", "arch", "--arch", ARCHS)):
+            if key not in explicit.get(section, {}):
+                raise UserError(f"{flag} is required for a new run (one of: "
+                                f"{', '.join(names.names())}), as an option or in --config")
         if name is None:
             return {}
         arch = explicit.get("model", {}).get("arch", RunConfig().model.arch)
@@ -138,6 +145,11 @@ Typical use:
     def check_config(self, config: RunConfig) -> None:
         ARCHS.get(config.model.arch)
         SCORES.get(config.model.bahdanau.score)
+
+    def prepare(self, config, out_dir: Path) -> Path:
+        from common.training.prepare import prepare_translation
+
+        return prepare_translation(config, out_dir)
 
     def train(self, config, run_dir: Path, resume: bool, verbose: int, init_from=None):
         from seq2seq.train import train

@@ -432,9 +432,16 @@ def restore_run_checkpoint(model: keras.Model, run_dir: str | os.PathLike,
 
     The last checkpoint (`which` "last", or None when the run keeps no best) is read as
     `restore_model` reads a directory: one cut short by a kill is skipped for the one before.
+    A run trained on JAX (`common.training.jax_trainer`), which has no TensorFlow checkpoint,
+    is read from its `model.weights.h5`.
     """
     from common.training.best import best_checkpoint
 
+    jax_weights = Path(run_dir) / "model.weights.h5"  # `common.training.jax_trainer`'s
+    if which in (None, "last") and not complete_checkpoints(Path(run_dir) / "checkpoints") \
+            and jax_weights.is_file():
+        model.load_weights(jax_weights)  # a run trained on JAX: its backend-neutral weights
+        return str(jax_weights)
     if which == "last" or (which is None and best_checkpoint(run_dir) is None):
         return restore_model(model, Path(run_dir) / "checkpoints")
     return restore_model(model, resolve_checkpoint(run_dir, which))
