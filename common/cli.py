@@ -36,6 +36,7 @@ class Subcommand:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int | None]
     description: str | None = None
+    uses_tensorflow: bool = True  # False: skip the quiet TensorFlow import before `run`
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -43,7 +44,9 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if action.default in (None, False, argparse.SUPPRESS) or "%(default)" in text:
+        default = action.default  # `is`: a default of 0 is shown (0 == False)
+        if default is None or default is False or default is argparse.SUPPRESS or (
+                "%(default)" in text):
             return text
         if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
             return f"{text} (default: %(default)s)" if text else "default: %(default)s"
@@ -98,7 +101,7 @@ def build_parser(prog: str, description: str, subcommands: Sequence[Subcommand])
             formatter_class=HelpFormatter,
         )
         command.add_arguments(p)
-        p.set_defaults(_run=command.run)
+        p.set_defaults(_run=command.run, _uses_tensorflow=command.uses_tensorflow)
     return parser
 
 
@@ -119,7 +122,8 @@ def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) 
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or a one-line usage error (see `Parser`)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    _import_tensorflow_quietly()
+    if getattr(args, "_uses_tensorflow", True):
+        _import_tensorflow_quietly()
     try:
         status = args._run(args)
     except UserError as exc:

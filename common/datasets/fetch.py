@@ -194,7 +194,7 @@ def fetch_subcommand(names: Sequence[str]) -> cli.Subcommand:
 
     return cli.Subcommand(
         "fetch", "download a public dataset, check its checksum and prepare it for train",
-        add_arguments, run)
+        add_arguments, run, uses_tensorflow=False)
 
 
 def _counts(record: dict) -> dict:
