@@ -1,7 +1,7 @@
 """Exporting a translator run as a self-contained SavedModel, and translating with one.
 
 `export_run(RUN_DIR, OUT_DIR)` writes a SavedModel that stock TensorFlow (or TensorFlow
-Serving) runs without this project, Keras, keras-hub or tensorflow_text: tokenization
+Serving) runs without this project, Keras, keras-hub or (for words) tensorflow_text: tokenization
 (`common.text.tokenize`), vocabulary lookup (the `Vocabulary` tables), decoding
 (`common.decoding`'s `tf.while_loop`s), `<unk>` copying from the attention (as
 `seq2seq.inference` does) and detokenization (`detokenize_tf`) are all in the graph.
@@ -40,6 +40,14 @@ A pointer-generator (`--copy`) computes its copy ids from the source strings in 
 `V + s` to the source token at `s`. A model without attention (`seq2seq-noattn`) returns an
 empty `attention (B, T, 0)` and copies no `<unk>`; `export_info.json` records `attention` and
 `copy`.
+
+A subword run (`--vocab sentencepiece`, `seq2seq.vocabularies`) has SentencePiece in the graph
+instead of the word tokenizer and detokenizer: sentences -> ids by `SubwordVocabulary.encode_tf`
+(its source tokens are the pieces of those ids), the kept output ids -> text by `decode_tf`
+(`TranslatorModule.join`); no `<unk>` copying. Those are tensorflow-text ops: such an export
+loads after `import tensorflow_text` (`export_info.json` lists it under `op_libraries`, and
+`common.export.savedmodel.load` imports it), and keeps its source model in `assets.extra/`
+for the client's length check.
 
 Not in the graph: Unicode NFKC normalization (core TensorFlow has no op for it). Clients
 should send NFKC text; `seq2seq translate` normalizes before calling the SavedModel. Empty

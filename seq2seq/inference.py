@@ -11,7 +11,9 @@ hold this gives the right token more often than not; it never emits `<unk>` unle
 source token is itself padding. `Translation.copied` lists the output positions replaced.
 A pointer-generator (`--copy`, `seq2seq.copying`) copies by itself: its extended ids `>= V` are
 mapped back to the source tokens they point to, and a `<unk>` it still emits is replaced as
-above. A model without attention (`seq2seq-noattn`) cannot copy: its `<unk>`s stay.
+above. A model without attention (`seq2seq-noattn`) cannot copy: its `<unk>`s stay. Neither
+applies to a subword run (`seq2seq.vocabularies`): its tokens are SentencePiece pieces, and
+its text is SentencePiece's decoding of the ids.
 
 Dimensions: `B` batch, `K` hypotheses, `S` source steps, `T` target steps.
 """
