@@ -11,3 +11,6 @@ from common.registry import Registry
 SCORES = Registry("attention score")
 for _name in ("additive", "cosine", "dot", "general", "location", "scaled_dot"):
     SCORES.declare(_name, "common.layers")
+
+#: The SentencePiece model types of `common.text.subwords` (`--sentencepiece-type`).
+SENTENCEPIECE_TYPES = ("unigram", "bpe")

@@ -25,7 +25,8 @@ class Family(ABC):
     Class attributes:
         name: the family written as `config.json`'s "family" (and the command's name).
         description: the command line's description (`PROG --help`).
-        vocabularies: the `RunDir` names of its vocabulary files (`--init-from` compares them).
+        vocabularies: the `RunDir` names of its vocabulary files (`--init-from` compares them,
+            `average` copies them); `vocabulary_files(config)` when they depend on the config.
         resume_fields: config paths besides `training` that `--resume` may change
             (the captioner's `encoder.fine_tune`).
         config_class: the frozen dataclass of a run (`RUN_DIR/config.json`); it has a
@@ -71,6 +72,10 @@ class Family(ABC):
     def check_config(self, config: Any) -> None:
         """Raise `UserError` for names not registered and settings that do not fit."""
         return None
+
+    def vocabulary_files(self, config: Any) -> tuple[str, ...]:
+        """The `RunDir` names of the vocabulary files of a run made with `config`."""
+        return self.vocabularies
 
     def load_config(self, run_dir: str | Path) -> Any:
         """The config of a run directory of this family (`UserError` if it is not one)."""

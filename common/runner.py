@@ -164,7 +164,8 @@ class Runner:
         if out.path.resolve() == self.run.path.resolve():
             raise UserError(f"{out_dir}: the averaged run needs a directory of its own")
         out.claim(resume=False)
-        for name in (RunDir.config, *self.family.vocabularies):
+        files = self.family.vocabulary_files(self.family.load_config(self.run.path))
+        for name in (RunDir.config, *files):
             shutil.copyfile(self.run.path / name, out.path / name)
         write_model_checkpoint(model, out.checkpoints / "ckpt-1")
         out.write_status("finished", averaged=[str(Path(p)) for p in paths],
@@ -206,15 +207,21 @@ class WarmStart:
         if not run.config.is_file():
             raise UserError(f"--init-from {spec}: {path} is not a run directory (no "
                             f"{RunDir.config})")
-        family.load_config(run.path)  # the same family, readable
-        return cls(run.path, resolve_checkpoint(run.path, which), family.vocabularies)
+        config = family.load_config(run.path)  # the same family, readable
+        return cls(run.path, resolve_checkpoint(run.path, which),
+                   family.vocabulary_files(config))
 
     def check_vocabulary(self, name: str, tokens: list[str]) -> None:
         """Raise a one-line `UserError` unless the new run's vocabulary `name` (one of
         `vocabularies`) holds the same `tokens` as the run the weights come from."""
         from common.errors import UserError
 
-        theirs = _lines(self.run_dir / name)
+        if name not in self.vocabularies:
+            raise UserError(
+                f"--init-from {self.run_dir}: it has no {name} (its vocabularies: "
+                f"{', '.join(self.vocabularies)}); expected the same kind of vocabulary "
+                "(same --vocab and --shared-vocab)")
+        theirs = _tokens(self.run_dir / name)
         if tokens == theirs:
             return
         where = next((i for i, (a, b) in enumerate(zip(tokens, theirs)) if a != b),
@@ -238,8 +245,15 @@ def _get_path(data: Mapping[str, Any], path: str) -> Any:
     return data
 
 
-def _lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+def _tokens(path: Path) -> list[str]:
+    """The tokens of a vocabulary file: a word list, or a SentencePiece model's pieces."""
+    if not path.is_file():
+        return []
+    if path.suffix == ".model":
+        from common.text.subwords import SubwordVocabulary
+
+        return SubwordVocabulary.load(path).tokens
+    return path.read_text(encoding="utf-8").splitlines()
 
 
 def _token(tokens: list[str], index: int) -> str:

@@ -12,11 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.catalog import SENTENCEPIECE_TYPES
 from common.errors import UserError
 
 CELLS = ("gru", "lstm")
 POSITIONS = ("sine", "learned")
 LOCAL_MODES = ("monotonic", "predictive")
+VOCABS = ("word", "sentencepiece")  # `DataConfig.vocab` (`seq2seq.vocabularies`)
 # The architecture -> the section of `ModelConfig` holding its sizes.
 SIZES_SECTION = {"bahdanau": "bahdanau", "seq2seq-noattn": "bahdanau",
                  "transformer": "transformer"}
@@ -78,7 +80,8 @@ class TransformerConfig:
         positions: `"sine"` (fixed sinusoids) or `"learned"` position embeddings.
         max_length: the longest source or target sequence, in tokens (with `<start>`/`<end>`).
         norm_first: pre-layer-norm (True) or post-layer-norm (False, as in the paper).
-        tie_embeddings: share the target embedding with the output projection.
+        tie_embeddings: share the target embedding with the output projection (and with
+            the source embedding too when the run has one vocabulary, `DataConfig.shared_vocab`).
         warmup_steps: warm-up of the inverse-square-root learning-rate schedule.
         head_dim: each head's query/key/value size (None: `hidden_dim / num_heads`).
     """
@@ -153,7 +156,15 @@ class DataConfig:
         lowercase: lowercase before tokenizing (off: the vocabulary keeps case).
         max_vocab: the largest vocabulary per side (None: every token seen `min_count` times).
         min_count: the fewest occurrences that put a token in the vocabulary.
-        max_length: drop training pairs with more tokens than this on either side.
+        max_length: drop training pairs with more tokens than this on either side (words, or
+            subword ids with `vocab="sentencepiece"`).
+        vocab: `"word"` (a `Vocabulary` per side from the tokenized text: `max_vocab`,
+            `min_count`) or `"sentencepiece"` (subwords: a SentencePiece model trained on the
+            training split's raw text, `seq2seq.vocabularies`).
+        vocab_size: sentencepiece: the pieces per vocabulary, the four special ones included.
+        sentencepiece_type: sentencepiece: `"unigram"` (Kudo 2018) or `"bpe"`.
+        shared_vocab: sentencepiece: one vocabulary for both sides, trained on both (with the
+            Transformer's `tie_embeddings`, one embedding for source, target and output).
     """
 
     dataset: str = "dates"
@@ -163,6 +174,21 @@ class DataConfig:
     max_vocab: int | None = None
     min_count: int = 1
     max_length: int = 50
+    vocab: str = "word"
+    vocab_size: int = 8000
+    sentencepiece_type: str = "unigram"
+    shared_vocab: bool = False
+
+    def __post_init__(self) -> None:
+        _check_choice("vocab", self.vocab, VOCABS)
+        _check_choice("sentencepiece_type", self.sentencepiece_type, SENTENCEPIECE_TYPES)
+        _check_positive(self, "vocab_size")
+        if self.vocab == "word" and self.shared_vocab:
+            raise UserError("--shared-vocab: one vocabulary for both sides is a SentencePiece "
+                            "one; add --vocab sentencepiece")
+        if self.vocab == "sentencepiece" and self.lowercase:
+            raise UserError("lowercase applies to word vocabularies; SentencePiece keeps the "
+                            "text as it is (use --vocab word)")
 
 
 @dataclass(frozen=True)
@@ -183,12 +209,22 @@ class RunConfig:
     preset: str | None = None
     family: str = "seq2seq"
 
+    def __post_init__(self) -> None:
+        if self.model.copy and self.data.vocab != "word":
+            raise UserError("--copy copies source words: it applies to word vocabularies "
+                            "(--vocab word), not to --vocab sentencepiece")
+
 
 def _check_positive(config: Any, *names: str) -> None:
     for name in names:
         value = getattr(config, name)
         if not isinstance(value, int) or value < 1:
             raise UserError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise UserError(f"unknown {name} {value!r}; choose one of: {', '.join(choices)}")
 
 
 def _check_rate(rate: float) -> None:

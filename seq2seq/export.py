@@ -1,7 +1,7 @@
 """Exporting a translator run as a self-contained SavedModel, and translating with one.
 
 `export_run(RUN_DIR, OUT_DIR)` writes a SavedModel that stock TensorFlow (or TensorFlow
-Serving) runs without this project, Keras, keras-hub or tensorflow_text: tokenization
+Serving) runs without this project, Keras, keras-hub or (for words) tensorflow_text: tokenization
 (`common.text.tokenize`), vocabulary lookup (the `Vocabulary` tables), decoding
 (`common.decoding`'s `tf.while_loop`s), `<unk>` copying from the attention (as
 `seq2seq.inference` does) and detokenization (`detokenize_tf`) are all in the graph.
@@ -41,6 +41,14 @@ A pointer-generator (`--copy`) computes its copy ids from the source strings in 
 empty `attention (B, T, 0)` and copies no `<unk>`; `export_info.json` records `attention` and
 `copy`.
 
+A subword run (`--vocab sentencepiece`, `seq2seq.vocabularies`) has SentencePiece in the graph
+instead of the word tokenizer and detokenizer: sentences -> ids by `SubwordVocabulary.encode_tf`
+(its source tokens are the pieces of those ids), the kept output ids -> text by `decode_tf`
+(`TranslatorModule.join`); no `<unk>` copying. Those are tensorflow-text ops: such an export
+loads after `import tensorflow_text` (`export_info.json` lists it under `op_libraries`, and
+`common.export.savedmodel.load` imports it), and keeps its source model in `assets.extra/`
+for the client's length check.
+
 Not in the graph: Unicode NFKC normalization (core TensorFlow has no op for it). Clients
 should send NFKC text; `seq2seq translate` normalizes before calling the SavedModel. Empty
 sentences and sentences longer than the model accepts fail the whole call with an
@@ -51,6 +59,7 @@ Dimensions: `B` batch, `T` target steps, `S` source steps.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -67,10 +76,12 @@ from seq2seq.inference import (
     screen_lines,
     translation_from_outputs,
 )
+from seq2seq.vocabularies import Vocabularies
 
 KIND = "seq2seq.translator"
 WHAT = "an exported translator (make one with `seq2seq export RUN_DIR OUT_DIR`)"
 OPTIONS_SIGNATURE = "translate_with_options"
+SOURCE_SUBWORDS = "vocab.source.model"  # in `assets.extra/` of a subword export
 
 
 class TranslatorModule(DecodingModule):
@@ -93,7 +104,11 @@ class TranslatorModule(DecodingModule):
         attention_layer: Transformer: the decoder layer whose cross-attention is returned.
         attention_head: Transformer: that head, or None for the average of the heads.
         copy_unknown: replace an output `<unk>` by the most attended source token (always in
-            an export; `Translator.translate_tokens(copy_unknown=False)` turns it off).
+            an export; `Translator.translate_tokens(copy_unknown=False)` turns it off). Words
+            only: subwords have no `<unk>` to replace in practice.
+        source_subwords: a subword run's source `SubwordVocabulary` (None: words): sentences
+            -> ids in the graph, and `source_vocab` holds its pieces.
+        target_subwords: its target `SubwordVocabulary`: ids -> text in the graph.
 
     Example:
     >>> module = TranslatorModule.from_translator(Translator.from_run_dir("runs/dates"))  # doctest: +SKIP
@@ -125,6 +140,8 @@ class TranslatorModule(DecodingModule):
         attention_layer: int = -1,
         attention_head: int | None = None,
         copy_unknown: bool = True,
+        source_subwords: Any = None,
+        target_subwords: Any = None,
     ):
         self.model = model
         self.source_vocab = source_vocab
@@ -133,7 +150,11 @@ class TranslatorModule(DecodingModule):
         self.max_source_tokens = int(max_source_tokens)
         self.attention_layer = attention_layer
         self.attention_head = attention_head
-        self.copy_unknown = bool(copy_unknown)
+        self.copy_unknown = bool(copy_unknown) and target_subwords is None
+        self.source_subwords = source_subwords
+        self.target_subwords = target_subwords
+        for subwords in {id(v): v for v in (source_subwords, target_subwords) if v}.values():
+            subwords.tokenizer  # noqa: B018 - made now, so the SavedModel tracks it
         super().__init__("translator", target_vocab, max_decode_length, max_length_limit,
                          beam_sizes, default_beam_size, length_penalty)
         model.make_step(attention_layer=attention_layer, attention_head=attention_head)  # checks
@@ -143,9 +164,12 @@ class TranslatorModule(DecodingModule):
         """The module for an in-process `Translator` (same model, vocabularies and limits)."""
         config = translator.config
         kwargs.setdefault("max_decode_length", config.model.max_decode_length)
-        return cls(translator.model, translator.source_vocab, translator.target_vocab,
+        vocabs = translator.vocabularies
+        return cls(translator.model, vocabs.source, vocabs.target,
                    lowercase=config.data.lowercase, max_source_tokens=translator.max_source_tokens,
-                   max_length_limit=translator.max_decode_limit, **kwargs)
+                   max_length_limit=translator.max_decode_limit,
+                   source_subwords=vocabs.source_subwords,
+                   target_subwords=vocabs.target_subwords, **kwargs)
 
     @classmethod
     def from_run_dir(cls, run_dir: str | os.PathLike, checkpoint: str | None = None,
@@ -153,9 +177,13 @@ class TranslatorModule(DecodingModule):
         return cls.from_translator(Translator.from_run_dir(run_dir, checkpoint), **kwargs)
 
     def read_inputs(self, sentences) -> tf.RaggedTensor:
-        """`(B,)` text -> `(B, None)` tokens, failing the call for an empty sentence or one
-        longer than the model accepts."""
-        words = tokenize(sentences, lowercase=self.lowercase)
+        """`(B,)` text -> `(B, None)` tokens (words, or the pieces of the SentencePiece ids),
+        failing the call for an empty sentence or one longer than the model accepts."""
+        if self.source_subwords is None:
+            words = tokenize(sentences, lowercase=self.lowercase)
+        else:
+            ids = self.source_subwords.encode_tf(sentences)
+            words = tf.gather(tf.constant(self.source_vocab.tokens, tf.string), ids)
         n_source = tf.cast(words.row_lengths(), tf.int32)
         checks = [
             tf.debugging.assert_positive(
@@ -208,6 +236,12 @@ class TranslatorModule(DecodingModule):
         best = tf.argmax(attention, axis=-1, output_type=tf.int32)
         return tf.where(copied, tf.gather(source_tokens, best, batch_dims=1), words), copied
 
+    def join(self, kept, ids, keep):
+        """Subwords: the SentencePiece text of the kept ids; words: joined (`detokenize_tf`)."""
+        if self.target_subwords is None:
+            return super().join(kept, ids, keep)
+        return self.target_subwords.decode_tf(tf.where(keep, ids, self.target_vocab.pad_id))
+
     def extra_outputs(self, decoded, within, copied, rows):
         attention = decoded.attention
         return {"attention": attention * tf.cast(within, attention.dtype)[:, :, None],
@@ -222,7 +256,17 @@ class TranslatorModule(DecodingModule):
             "copy": bool(getattr(self.model, "copy", False)),
             "source_vocab_size": len(self.source_vocab),
             "target_vocab_size": len(self.target_vocab),
+            "vocab": "word" if self.source_subwords is None else "sentencepiece",
+            # The SentencePiece ops are tensorflow-text's: a loader imports it first.
+            "op_libraries": [] if self.source_subwords is None else ["tensorflow_text"],
         }
+
+    def extra_files(self) -> dict[str, bytes]:
+        """A subword export keeps its source SentencePiece model, so that a client counts the
+        pieces of a sentence as the graph does."""
+        if self.source_subwords is None:
+            return {}
+        return {SOURCE_SUBWORDS: self.source_subwords.proto}
 
 
 OUTPUTS = TranslatorModule.OUTPUTS
@@ -254,6 +298,23 @@ class ExportedTranslator(ExportedModel):
     def max_source_tokens(self) -> int:
         return int(self.info["max_source_tokens"])
 
+    @functools.cached_property
+    def _subwords(self) -> Vocabularies | None:
+        """A subword export's source vocabulary (None: words)."""
+        if self.info.get("vocab", "word") == "word":
+            return None
+        from common.export.savedmodel import EXTRA_DIR
+        from common.text.subwords import SubwordVocabulary
+
+        subwords = SubwordVocabulary.load(self.export_dir / EXTRA_DIR / SOURCE_SUBWORDS)
+        return Vocabularies.of_subwords(subwords, subwords)
+
+    def _tokenize(self, texts: list[str]) -> list[list[str]]:
+        """The tokens the graph makes of `texts` (to screen them as `Translator` does)."""
+        if self._subwords is None:
+            return tokenize_texts(texts, lowercase=bool(self.info["lowercase"]))
+        return self._subwords.tokenize(texts)
+
     def translate(
         self,
         texts: Sequence[str],
@@ -267,7 +328,7 @@ class ExportedTranslator(ExportedModel):
         Text is NFKC-normalized here (the graph cannot), then sent in batches.
         """
         beam_size, max_length = self._options(beam_size, max_length, n_best)
-        token_lists = tokenize_texts(list(texts), lowercase=bool(self.info["lowercase"]))
+        token_lists = self._tokenize(list(texts))
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)
         for start in range(0, len(good), batch_size):
             chunk = good[start : start + batch_size]

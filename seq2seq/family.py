@@ -10,14 +10,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from common.catalog import SCORES
+from common.catalog import SCORES, SENTENCEPIECE_TYPES
 from common.cli import add_checkpoint_argument, choose, non_negative_float, positive_int
 from common.config import add_config_option
 from common.errors import UserError
 from common.family import Family
 from common.training.run_dir import RunDir
 from seq2seq.catalog import DATASETS
-from seq2seq.config import CELLS, LOCAL_MODES, POSITIONS, SIZES_SECTION, RunConfig
+from seq2seq.config import CELLS, LOCAL_MODES, POSITIONS, SIZES_SECTION, VOCABS, RunConfig
 from seq2seq.models import ARCHS
 from seq2seq.presets import PRESETS, get_preset
 
@@ -47,7 +47,7 @@ def add_attention_arguments(p: argparse.ArgumentParser) -> None:
 
 class TranslatorFamily(Family):
     name = "seq2seq"
-    vocabularies = (RunDir.source_vocab, RunDir.target_vocab)
+    vocabularies = (RunDir.source_vocab, RunDir.target_vocab)  # of a word run
     description = """\
 Attention translators: Bahdanau (RNNsearch) and the Transformer, and the encoder-decoder
 without attention (seq2seq-noattn) to compare them with.
@@ -84,6 +84,16 @@ Typical use:
             help="the fewest occurrences that put a token in a vocabulary")
         add(p, "--max-vocab", path="data.max_vocab", type=positive_int,
             help="the largest vocabulary per side")
+        add(p, "--vocab", path="data.vocab", choices=VOCABS,
+            help="word vocabularies, or SentencePiece subwords trained on the training split "
+                 "(default word)")
+        add(p, "--vocab-size", path="data.vocab_size", type=positive_int, metavar="N",
+            help="sentencepiece: pieces per vocabulary (default 8000)")
+        add(p, "--sentencepiece-type", path="data.sentencepiece_type",
+            choices=SENTENCEPIECE_TYPES, help="sentencepiece: the model (default unigram)")
+        add(p, "--shared-vocab", path="data.shared_vocab", action="store_true",
+            help="sentencepiece: one vocabulary for source and target (with "
+                 "--tie-embeddings: one embedding for source, target and output)")
         add(p, "--arch", path="model.arch", **choose(ARCHS,
             "one of: {names} (a new run needs it, here or in --config)"))
 
@@ -141,6 +151,11 @@ Typical use:
             return {}
         arch = explicit.get("model", {}).get("arch", RunConfig().model.arch)
         return {**get_preset(name).for_arch(arch), "preset": name}
+
+    def vocabulary_files(self, config: RunConfig) -> tuple[str, ...]:
+        from seq2seq.vocabularies import vocabulary_files
+
+        return vocabulary_files(config.data)
 
     def check_config(self, config: RunConfig) -> None:
         ARCHS.get(config.model.arch)

@@ -11,7 +11,9 @@ hold this gives the right token more often than not; it never emits `<unk>` unle
 source token is itself padding. `Translation.copied` lists the output positions replaced.
 A pointer-generator (`--copy`, `seq2seq.copying`) copies by itself: its extended ids `>= V` are
 mapped back to the source tokens they point to, and a `<unk>` it still emits is replaced as
-above. A model without attention (`seq2seq-noattn`) cannot copy: its `<unk>`s stay.
+above. A model without attention (`seq2seq-noattn`) cannot copy: its `<unk>`s stay. Neither
+applies to a subword run (`seq2seq.vocabularies`): its tokens are SentencePiece pieces, and
+its text is SentencePiece's decoding of the ids.
 
 Dimensions: `B` batch, `K` hypotheses, `S` source steps, `T` target steps.
 """
@@ -31,12 +33,10 @@ from common.config import from_dict, load_json
 from common.decoding import Decoded, default_method, make_strategy
 from common.decoding.hypothesis import Hypothesis
 from common.errors import UserError
-from common.text import Vocabulary, detokenize, tokenize_texts
+from common.text import Vocabulary, detokenize
 from seq2seq.config import RunConfig
 from seq2seq.models import build_model
-
-SOURCE_VOCAB = "vocab.source.txt"
-TARGET_VOCAB = "vocab.target.txt"
+from seq2seq.vocabularies import Vocabularies
 
 
 class TranslationHypothesis(Hypothesis):
@@ -221,9 +221,11 @@ class Translator:
 
     Args:
         model: a built translator (`seq2seq.models.build_model`) with its weights.
-        source_vocab: the source `Vocabulary`.
+        source_vocab: the source `Vocabulary` (of a subword run: its pieces).
         target_vocab: the target `Vocabulary`.
         config: the run's `RunConfig`.
+        source_subwords: a subword run's source `SubwordVocabulary` (None: words).
+        target_subwords: its target `SubwordVocabulary` (the same object when shared).
 
     Example:
     >>> translator = Translator.from_run_dir("runs/dates")      # doctest: +SKIP
@@ -234,10 +236,12 @@ class Translator:
     checkpoint: str | None = None  # the checkpoint `from_run_dir` restored
 
     def __init__(self, model: Any, source_vocab: Vocabulary, target_vocab: Vocabulary,
-                 config: RunConfig):
+                 config: RunConfig, source_subwords: Any = None, target_subwords: Any = None):
         self.model = model
         self.source_vocab = source_vocab
         self.target_vocab = target_vocab
+        self.vocabularies = Vocabularies(source_vocab, target_vocab, source_subwords,
+                                         target_subwords)
         self.config = config
         self._modules: dict[tuple, Any] = {}
 
@@ -277,15 +281,13 @@ class Translator:
             family = data.get("family") if isinstance(data, dict) else None
             raise UserError(f"{run_dir} holds a {family!r} run; expected a 'seq2seq' run")
         config = from_dict(RunConfig, data)
-        vocabs = []
-        for name in (SOURCE_VOCAB, TARGET_VOCAB):
-            if not (run_dir / name).is_file():
-                raise UserError(f"{run_dir / name}: missing; expected the run's vocabulary")
-            vocabs.append(Vocabulary.load(run_dir / name))
-        model = build_model(config.model, len(vocabs[0]), len(vocabs[1]))
+        vocabs = Vocabularies.load(run_dir, config.data)
+        model = build_model(config.model, len(vocabs.source), len(vocabs.target),
+                            shared_vocab=config.data.shared_vocab)
         dummy = {"source": np.ones((1, 2), np.int32), "target_in": np.ones((1, 2), np.int32)}
         model(dummy, training=False)
-        translator = cls(model, vocabs[0], vocabs[1], config)
+        translator = cls(model, vocabs.source, vocabs.target, config, vocabs.source_subwords,
+                         vocabs.target_subwords)
         translator.checkpoint = restore_run_checkpoint(model, run_dir, checkpoint)
         return translator
 
@@ -344,7 +346,7 @@ class Translator:
                             "for this model")
         check_n_best(options.get("n_best"), options.get("beam_size", 1))
         lowercase = self.config.data.lowercase
-        token_lists = tokenize_texts(list(texts), lowercase=lowercase) if texts else []
+        token_lists = self.vocabularies.tokenize(list(texts), lowercase) if texts else []
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)
         bar = None
         if progress:

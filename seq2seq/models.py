@@ -41,9 +41,12 @@ def translator_class(arch: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
-def build_model(config: ModelConfig, source_vocab_size: int, target_vocab_size: int) -> Any:
-    """Builds the architecture `config.arch` (an `UnknownNameError` for an unknown one)."""
+def build_model(config: ModelConfig, source_vocab_size: int, target_vocab_size: int,
+                shared_vocab: bool = False) -> Any:
+    """Builds the architecture `config.arch` (an `UnknownNameError` for an unknown one);
+    `shared_vocab`: one vocabulary for both sides (`DataConfig.shared_vocab`)."""
     return translator_class(config.arch)(config, source_vocab_size, target_vocab_size,
+                                         shared_vocab=shared_vocab,
                                          name=config.arch.replace("-", "_"))
 
 

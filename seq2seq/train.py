@@ -2,7 +2,7 @@
 
 `make_run_config` makes a `RunConfig` as `seq2seq train` does (defaults, then the preset,
 then every option given explicitly); `train(config, run_dir)` builds the vocabularies,
-writes `config.json` and `vocab.*.txt`, and trains with `common.training.Trainer`, reporting the
+writes `config.json` and the vocabularies (`seq2seq.vocabularies`), and trains with `common.training.Trainer`, reporting the
 held-out exact match after each epoch when the dataset has a validation split.
 """
 
@@ -69,11 +69,11 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
     """
     import tensorflow as tf
 
-    from common.text import Vocabulary
     from common.training import RunDir, Trainer, TrainingConfig, make_strategy
     from common.training.distribute import is_chief
-    from seq2seq.datasets import build_vocabularies, make_dataset
+    from seq2seq.datasets import make_dataset
     from seq2seq.models import build_model, learning_rate
+    from seq2seq.vocabularies import Vocabularies, vocabulary_files
 
     run = RunDir(run_dir)
     if resume and run.config.is_file():
@@ -87,28 +87,31 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
     if chief:
         run.claim(resume)  # refuses a directory holding another run before anything is written
 
-    pairs = load_split(config, "train", max_length=config.data.max_length)
+    # Subwords are counted once the SentencePiece models exist: they train on every pair.
+    subwords = config.data.vocab != "word"
+    pairs = load_split(config, "train", max_length=None if subwords else config.data.max_length)
     if not pairs.sources:
         raise DataError(f"no training pairs in {config.data.data or config.data.dataset}")
-    if resume and run.source_vocab.is_file():
-        source_vocab = Vocabulary.load(run.source_vocab)
-        target_vocab = Vocabulary.load(run.target_vocab)
+    if resume and all((run.path / name).is_file() for name in vocabulary_files(config.data)):
+        vocabs = Vocabularies.load(run.path, config.data)
     else:
-        source_vocab, target_vocab = build_vocabularies(
-            pairs, min_count=config.data.min_count, max_size=config.data.max_vocab
-        )
+        vocabs = Vocabularies.build(pairs, config.data)
         if chief:
-            source_vocab.save(run.source_vocab)
-            target_vocab.save(run.target_vocab)
+            vocabs.save(run.path)
+    pairs = vocabs.tokenize_pairs(pairs, config.data.max_length)
+    if not pairs.sources:
+        raise DataError(f"no training pairs of at most {config.data.max_length} subwords in "
+                        f"{config.data.data or config.data.dataset}")
+    source_vocab, target_vocab = vocabs.source, vocabs.target
     if init_from is not None:
-        init_from.check_vocabulary(RunDir.source_vocab, source_vocab.tokens)
-        init_from.check_vocabulary(RunDir.target_vocab, target_vocab.tokens)
+        vocabs.check_warm_start(init_from)
     if chief:
         save_json(run.config, config)
     if verbose:
+        unit = "subwords" if subwords else "tokens"
         print(f"{len(pairs.sources)} training pairs ({pairs.dropped} longer than "
-              f"{config.data.max_length} tokens dropped); vocabularies: "
-              f"{len(source_vocab)} source, {len(target_vocab)} target tokens", flush=True)
+              f"{config.data.max_length} {unit} dropped); vocabularies: "
+              f"{len(source_vocab)} source, {len(target_vocab)} target {unit}", flush=True)
 
     def make(epoch: int, context: tf.distribute.InputContext) -> tf.data.Dataset:
         batch = context.get_per_replica_batch_size(training.batch_size)
@@ -126,15 +129,16 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
 
     trainer = Trainer(
         run.path, training,
-        lambda: build_model(config.model, len(source_vocab), len(target_vocab)),
+        lambda: build_model(config.model, len(source_vocab), len(target_vocab),
+                            shared_vocab=config.data.shared_vocab),
         build_optimizer=build_optimizer, strategy=strategy,
     )
-    validate = _make_validate(config, training, source_vocab, target_vocab)
+    validate = _make_validate(config, training, vocabs)
     return trainer.fit(make, resume=resume, validate=validate, verbose=verbose,
                        init_from=init_from.checkpoint if init_from else None)
 
 
-def _make_validate(config: RunConfig, training: Any, source_vocab: Any, target_vocab: Any):
+def _make_validate(config: RunConfig, training: Any, vocabs: Any):
     """BLEU, chrF and exact match of the first `training.validation_examples` validation pairs,
     decoded with beam size `training.validation_beam_size`, plus three sample translations
     for TensorBoard (None when the dataset has no validation split or validation is off)."""
@@ -151,12 +155,13 @@ def _make_validate(config: RunConfig, training: Any, source_vocab: Any, target_v
         return None
     if not valid.sources:
         return None
-    sources, references = valid.source_tokens, valid.targets
+    sources, references = vocabs.tokenize_pairs(valid, None).source_tokens, valid.targets
     translators: dict[int, Translator] = {}  # one per model, so its decoder is traced once
 
     def validate(model, epoch: int) -> dict[str, Any]:
         if id(model) not in translators:
-            translators[id(model)] = Translator(model, source_vocab, target_vocab, config)
+            translators[id(model)] = Translator(model, vocabs.source, vocabs.target, config,
+                                                vocabs.source_subwords, vocabs.target_subwords)
         outputs = translators[id(model)].translate_tokens(
             sources, beam_size=training.validation_beam_size)
         texts = [o.text for o in outputs]

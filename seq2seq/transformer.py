@@ -35,7 +35,8 @@ class TransformerTranslator(Translator):
     (`keras_hub.layers.SinePositionEncoding`) or learned (`keras_hub.layers.PositionEmbedding`)
     positions. Source padding (id 0) is masked in every attention over the source; the decoder
     self-attention is causal. The output projection is a `keras_hub.layers.ReversibleEmbedding`,
-    tied to the target embedding when `tie_embeddings`.
+    tied to the target embedding when `tie_embeddings`; with a shared vocabulary
+    (`shared_vocab`) the source embedding is that same layer too (Press and Wolf 2017).
 
     Decoding is incremental: `initial_state` encodes the source once and computes each decoder
     layer's cross-attention keys/values; `step` runs one token through the decoder, writing its
@@ -83,13 +84,16 @@ class TransformerTranslator(Translator):
         super().__init__(config, source_vocab_size, target_vocab_size, **kwargs)
         hidden_dim, max_length = self.hidden_dim, self.max_length
         init = keras.initializers.RandomNormal(stddev=hidden_dim**-0.5)
-        self.source_embedding = keras.layers.Embedding(
-            source_vocab_size, hidden_dim, embeddings_initializer=init, name="source_embedding"
-        )
         self.target_embedding = keras_hub.layers.ReversibleEmbedding(
             target_vocab_size, hidden_dim, tie_weights=self.tie_embeddings,
             embeddings_initializer=init, name="target_embedding",
         )
+        if self.tie_embeddings and self.shared_vocab:  # tied three ways: one weight
+            self.source_embedding = self.target_embedding
+        else:
+            self.source_embedding = keras.layers.Embedding(
+                source_vocab_size, hidden_dim, embeddings_initializer=init,
+                name="source_embedding")
         if self.positions == "learned":
             self.source_positions = keras_hub.layers.PositionEmbedding(
                 max_length, name="source_positions"

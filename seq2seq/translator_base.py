@@ -51,6 +51,8 @@ class Translator(keras.Model):
         config: a `ModelConfig` (or its dict, or the architecture's sizes dataclass alone).
         source_vocab_size: source vocabulary size.
         target_vocab_size: target vocabulary size `V`.
+        shared_vocab: source and target share one vocabulary (the same ids): the
+            Transformer's `tie_embeddings` then ties its source embedding too.
 
     Call arguments:
         inputs: a dict with `source` `(B, S)` int and `target_in` `(B, T)` int (`<start>`
@@ -67,7 +69,8 @@ class Translator(keras.Model):
     arch: str = ""
 
     def __init__(self, config: ModelConfig | BahdanauConfig | TransformerConfig | dict | None,
-                 source_vocab_size: int, target_vocab_size: int, **kwargs):
+                 source_vocab_size: int, target_vocab_size: int, shared_vocab: bool = False,
+                 **kwargs):
         super().__init__(**kwargs)
         self.model_config = model_config(config, self.arch)
         self.sizes = getattr(self.model_config, SIZES_SECTION[self.arch])
@@ -75,6 +78,10 @@ class Translator(keras.Model):
             setattr(self, field.name, getattr(self.sizes, field.name))
         self.source_vocab_size = int(source_vocab_size)
         self.target_vocab_size = int(target_vocab_size)
+        self.shared_vocab = bool(shared_vocab)
+        if self.shared_vocab and self.source_vocab_size != self.target_vocab_size:
+            raise ValueError(f"a shared vocabulary has one size; got {self.source_vocab_size} "
+                             f"source, {self.target_vocab_size} target ids")
         self.label_smoothing = self.model_config.label_smoothing
         self.copy = self.model_config.copy
 
@@ -109,5 +116,6 @@ class Translator(keras.Model):
         config = super().get_config()
         config.update(config=to_dict(self.model_config),
                       source_vocab_size=self.source_vocab_size,
-                      target_vocab_size=self.target_vocab_size)
+                      target_vocab_size=self.target_vocab_size,
+                      shared_vocab=self.shared_vocab)
         return config

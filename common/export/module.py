@@ -137,13 +137,23 @@ class DecodingModule(tf.Module):
         words = tf.gather(tf.constant(self.vocab.tokens, tf.string), decoded.tokens)
         return words, tf.zeros_like(within)
 
+    def join(self, kept: tf.RaggedTensor, ids: tf.Tensor, keep: tf.Tensor) -> tf.Tensor:
+        """`(R,)` texts of the `(R, None)` words `kept` (the `(R, T)` `ids` where `keep`).
+        Here: `detokenize_tf` (a subword vocabulary decodes the ids instead)."""
+        return detokenize_tf(kept)
+
     def extra_outputs(self, decoded: Decoded, within: tf.Tensor, copied: tf.Tensor,
                       rows: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """The family's outputs of one hypothesis per row (attention, ...)."""
         return {}
 
     def family_info(self) -> dict[str, Any]:
-        """The family's entries of `export_info.json`."""
+        """The family's entries of `export_info.json` (`op_libraries`: the modules a loader
+        imports first, for ops outside core TensorFlow)."""
+        return {}
+
+    def extra_files(self) -> dict[str, bytes]:
+        """Files written to the export's `assets.extra/` for clients (name -> contents)."""
         return {}
 
     # -- the graph ---------------------------------------------------------------------------
@@ -195,9 +205,10 @@ class DecodingModule(tf.Module):
         words, copied = self.words(decoded, within, rows)
         special = (tf.equal(ids, vocab.pad_id) | tf.equal(ids, vocab.start_id)
                    | tf.equal(ids, vocab.end_id))
-        kept = tf.ragged.boolean_mask(words, within & (copied | ~special))
+        keep = within & (copied | ~special)
+        kept = tf.ragged.boolean_mask(words, keep)
         return {
-            self.TEXT: detokenize_tf(kept),
+            self.TEXT: self.join(kept, ids, keep),
             "tokens": kept.to_tensor("", shape=tf.shape(ids)),
             "lengths": tf.cast(kept.row_lengths(), tf.int32),
             "scores": decoded.scores,
@@ -309,7 +320,7 @@ class ExportedModel:
     def __init__(self, export_dir: str | os.PathLike):
         self.info = savedmodel.require_kind(export_dir, self.MODULE.KIND, self.MODULE.WHAT)
         self.export_dir = Path(export_dir)
-        self.loaded = tf.saved_model.load(str(export_dir))
+        self.loaded = savedmodel.load(export_dir)
         self.signature = self.loaded.signatures[savedmodel.options_signature(self.info)]
         self.takes_n_best = "n_best" in self.signature.structured_input_signature[1]
         self.beam_sizes = tuple(self.info["beam_sizes"])

@@ -38,6 +38,7 @@ def save(
     info: Mapping[str, Any] | None = None,
     input_defaults: Mapping[str, Any] | None = None,
     overwrite: bool = False,
+    extra_files: Mapping[str, bytes] | None = None,
 ) -> Path:
     """`tf.saved_model.save` plus the `assets.extra/` files, written atomically.
 
@@ -53,6 +54,7 @@ def save(
         info: more JSON-ready facts for `export_info.json`.
         input_defaults: defaults for scalar signature inputs (`serving_input_defaults.json`).
         overwrite: replace an existing `export_dir`; otherwise it is a `UserError`.
+        extra_files: more `assets.extra/` files for clients (name -> contents).
 
     Returns:
         The export directory.
@@ -76,6 +78,8 @@ def save(
         save_json(extra / INFO_FILE, {"kind": kind, "format": FORMAT_VERSION, **dict(info or {})})
         if input_defaults:
             save_json(extra / DEFAULTS_FILE, dict(input_defaults))
+        for name, contents in (extra_files or {}).items():
+            (extra / name).write_bytes(contents)
         if export_dir.exists():
             shutil.rmtree(export_dir)
         os.replace(staging, export_dir)
@@ -96,6 +100,23 @@ def _tf_variables(module: Any, functions: Any) -> list:
         if v is not None and hasattr(v, "_handle_name"):
             found.setdefault(id(v), v)
     return list(found.values())
+
+
+def load(export_dir: str | os.PathLike) -> Any:
+    """`tf.saved_model.load`, after importing the `op_libraries` its `export_info.json` lists
+    (`tensorflow_text` for SentencePiece: ops outside core TensorFlow, which TensorFlow
+    Serving links in)."""
+    import importlib
+
+    import tensorflow as tf
+
+    for name in read_info(export_dir).get("op_libraries", ()):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            raise UserError(f"{export_dir}: the SavedModel needs the {name} package's ops; "
+                            f"install it (pip install {name.replace('_', '-')})") from None
+    return tf.saved_model.load(str(export_dir))
 
 
 def is_saved_model(path: str | os.PathLike) -> bool:
@@ -185,6 +206,7 @@ def save_decoding_module(module: Any, export_dir: str | os.PathLike, kind: str,
                 "n_best": 1}
     info = {**module.info(), "options_signature": options_signature}
     return save(module, export_dir, signatures, kind, info=info, input_defaults=defaults,
+                extra_files=module.extra_files(),
                 overwrite=overwrite)
 
 

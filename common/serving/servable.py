@@ -19,6 +19,7 @@ import numpy as np
 
 from common.config import load_json
 from common.errors import UserError
+from common.export import savedmodel
 from common.export.savedmodel import DEFAULTS_FILE, EXTRA_DIR
 from common.serving.images import ImageScreen
 from common.serving.json_codec import RequestError
@@ -55,7 +56,7 @@ class ServedModel:
         path = Path(saved_model_dir)
         if not (path / "saved_model.pb").is_file():
             raise UserError(f"{path}: not a SavedModel directory (no saved_model.pb)")
-        self.loaded = tf.saved_model.load(str(path))
+        self.loaded = savedmodel.load(path)
         self.signatures = dict(self.loaded.signatures)
         if not self.signatures:
             raise UserError(f"{path}: the SavedModel has no signatures to serve")

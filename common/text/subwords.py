@@ -21,10 +21,9 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from common.catalog import SENTENCEPIECE_TYPES as MODEL_TYPES
 from common.errors import DataError, UserError
 from common.text.specials import END, END_ID, PAD, PAD_ID, START, START_ID, UNK, UNK_ID
-
-MODEL_TYPES = ("unigram", "bpe")
 
 
 def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str = "unigram",
@@ -88,7 +87,6 @@ class SubwordVocabulary(tf.Module):
 
     def __init__(self, proto: bytes):
         super().__init__(name="subword_vocabulary")
-        import keras_hub
         import sentencepiece as spm
 
         processor = spm.SentencePieceProcessor()
@@ -103,7 +101,23 @@ class SubwordVocabulary(tf.Module):
                             f"at those ids; this one has {got}")
         object.__setattr__(self, "_processor", processor)
         object.__setattr__(self, "proto", proto)
-        self.tokenizer = keras_hub.tokenizers.SentencePieceTokenizer(proto=proto, dtype="int32")
+        self._tokenizer = None
+
+    @property
+    def tokenizer(self):
+        """keras-hub's `SentencePieceTokenizer` of the model, made on first use.
+
+        Its tensorflow-text resource belongs to the op's kernel, which `tf.random.set_seed`
+        (so `keras.utils.set_random_seed`) drops with the kernel cache (tensorflow/text#802):
+        made late, it is made after a trainer seeds. A module that saves graphs using it
+        touches it first, so the SavedModel tracks it.
+        """
+        if self._tokenizer is None:
+            import keras_hub
+
+            self._tokenizer = keras_hub.tokenizers.SentencePieceTokenizer(proto=self.proto,
+                                                                          dtype="int32")
+        return self._tokenizer
 
     def __len__(self) -> int:
         return self._processor.GetPieceSize()

@@ -1,6 +1,6 @@
 """The run directory: who owns it, its status file and its history.
 
-Layout written by the trainer (the families add `config.json`, `vocab*.txt` and the
+Layout written by the trainer (the families add `config.json`, `vocab*.txt` (or SentencePiece `vocab*.model`) and the
 captioner's `features/`; `RunDir` names every entry):
 
 ```
@@ -84,6 +84,10 @@ class RunDir:
     vocab = _Entry("vocab.txt")  # the captioner's words
     source_vocab = _Entry("vocab.source.txt")  # the translators' two vocabularies
     target_vocab = _Entry("vocab.target.txt")
+    # Or their SentencePiece models (`--vocab sentencepiece`): one a side, or one shared.
+    source_subwords = _Entry("vocab.source.model")
+    target_subwords = _Entry("vocab.target.model")
+    shared_subwords = _Entry("vocab.model")
     features = _Entry("features")  # the captioner's cached encoder features
 
     def __init__(self, path: str | os.PathLike):

@@ -1,8 +1,9 @@
 """Running an exported signature the way a stranger's machine would, for the export tests.
 
 `run_signature_isolated` runs a signature in a fresh Python process that imports TensorFlow
-and NumPy only, and reports which modules got imported: the test that an export needs nothing
-from this project (nor Keras, keras-hub or tensorflow_text). `saved_model_cli` runs
+and NumPy only (plus the op libraries it is told to, tensorflow_text for SentencePiece), and
+reports which modules got imported: the test that an export needs nothing from this project
+(nor Keras, keras-hub, nor tensorflow_text unless its ops are in the graph). `saved_model_cli` runs
 TensorFlow's own tool on an export.
 """
 
@@ -25,6 +26,7 @@ import importlib.abc, json, sys
 
 request = json.load(open(sys.argv[1], encoding="utf-8"))
 blocked = set(request["forbidden"]) - set(request["allowed_with_tensorflow"])
+blocked -= set(request["op_libraries"])
 
 
 class Block(importlib.abc.MetaPathFinder):
@@ -35,13 +37,17 @@ class Block(importlib.abc.MetaPathFinder):
 
 
 sys.meta_path.insert(0, Block())
+import importlib
+
 import numpy as np
 import tensorflow as tf
 
+for name in request["op_libraries"]:  # the ops TensorFlow Serving links in (tensorflow_text)
+    importlib.import_module(name)
 # `import tensorflow` loads parts of Keras 3 by itself when it is installed; from now on
 # nothing forbidden may be imported at all.
 at_import = set(sys.modules)
-blocked |= set(request["forbidden"])
+blocked |= set(request["forbidden"]) - set(request["op_libraries"])
 loaded = tf.saved_model.load(request["export_dir"])
 fn = loaded.signatures[request["signature"]]
 specs = fn.structured_input_signature[1]
@@ -75,6 +81,7 @@ def run_signature_isolated(
     forbidden: Sequence[str] = FORBIDDEN_MODULES,
     allowed_with_tensorflow: Sequence[str] = ("keras",),
     timeout: float = 300.0,
+    op_libraries: Sequence[str] = (),
 ) -> tuple[dict[str, Any], list[str]]:
     """Run one signature in a subprocess that imports only TensorFlow and NumPy.
 
@@ -94,6 +101,9 @@ def run_signature_isolated(
         forbidden: top-level module names the child may not import.
         allowed_with_tensorflow: those of `forbidden` that `import tensorflow` may load.
         timeout: seconds before the child is killed.
+        op_libraries: those of `forbidden` the child imports right after TensorFlow, for a
+            SavedModel with ops outside core TensorFlow (`tensorflow_text` for a SentencePiece
+            export: its `export_info.json` lists them under `op_libraries`); only these.
 
     Returns:
         `(outputs, imported)`: output name -> NumPy array (strings as `bytes` objects), and
@@ -114,6 +124,7 @@ def run_signature_isolated(
             "report": str(tmp_path / "report.json"),
             "forbidden": list(forbidden),
             "allowed_with_tensorflow": list(allowed_with_tensorflow),
+            "op_libraries": list(op_libraries),
         }
         (tmp_path / "request.json").write_text(json.dumps(request), encoding="utf-8")
         (tmp_path / "run.py").write_text(_ISOLATED_SCRIPT, encoding="utf-8")
