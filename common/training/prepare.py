@@ -70,6 +70,9 @@ def prepare_translation(config: Any, out_dir: str | os.PathLike,
     data = config.data
     if data.dataset == "tsv" and not data.data:
         raise UserError("--dataset tsv needs --data PATH (a .tsv file or a folder of them)")
+    if getattr(data, "vocab", "word") != "word":
+        raise UserError(f"--vocab {data.vocab}: the prepared folder holds word vocabularies "
+                        "only for now; prepare with --vocab word")
 
     def pairs_of(split: str):
         return load_pairs(data.dataset, path=data.data, split=split, reverse=data.reverse,
