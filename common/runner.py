@@ -27,6 +27,9 @@ from common.config import (
 from common.family import Family
 from common.training.run_dir import RunDir
 
+# The training settings that say where a run goes on, not what it trains.
+PLACEMENT = ("distribute", "logical_cpus")
+
 
 class Runner:
     """One run directory of `family`.
@@ -51,8 +54,12 @@ class Runner:
         `options` is the parsed command line (its `add_config_option` declarations come with
         it) or a mapping of option names to values for a family's declarations. With `resume`
         and a `config.json` in the run directory, that config is kept and only the training
-        settings of the file and the options apply (and the family's `resume_fields`).
+        settings of the file and the options apply (and the family's `resume_fields`); the
+        devices to run on (`distribute`, `logical_cpus`) are the options' or the defaults,
+        not the saved run's, so a run trained on two workers resumes on one machine.
         """
+        from common.training.config import TrainingConfig
+
         family = self.family
         file = load_config_file(config_file, family.config_class) if config_file else {}
         declared = _declarations(family, options)
@@ -61,7 +68,9 @@ class Runner:
                                                      deep_merge(defaults, file)))
         if resume and self.run.config.is_file():
             saved = family.load_config(self.run.path)
-            changes = {"training": explicit.get("training", {})}
+            # Where the run goes on (its devices) is this command's, not the saved run's.
+            placement = {name: getattr(TrainingConfig(), name) for name in PLACEMENT}
+            changes = {"training": {**placement, **explicit.get("training", {})}}
             for path in family.resume_fields:  # what a resumed run may change besides
                 value = _get_path(explicit, path)
                 if value is not _MISSING:

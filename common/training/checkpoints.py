@@ -443,5 +443,5 @@ def restore_run_checkpoint(model: keras.Model, run_dir: str | os.PathLike,
         model.load_weights(jax_weights)  # a run trained on JAX: its backend-neutral weights
         return str(jax_weights)
     if which == "last" or (which is None and best_checkpoint(run_dir) is None):
-        return restore_model(model, Path(run_dir) / "checkpoints")
+        return restore_model(model, run_dir)
     return restore_model(model, resolve_checkpoint(run_dir, which))

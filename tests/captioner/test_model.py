@@ -1,5 +1,6 @@
 """The captioner model: its loss terms against NumPy, decoding, the hard-attention baseline."""
 
+import keras
 import numpy as np
 import pytest
 
@@ -144,10 +145,13 @@ def test_decoded_attention_is_one_map_per_generated_word():
 
 
 def test_sampling_with_low_temperature_is_greedy():
+    # Seeded: an untrained model's words can nearly tie, and at any temperature a near tie
+    # samples either word; this seed's greedy words win by a clear margin.
+    keras.utils.set_random_seed(11)
     model = _model()
     images = _batch()["image"]
     greedy = model.caption(images, method="greedy", max_length=6)
-    sampled = model.caption(images, method="sample", temperature=1e-4, seed=3, max_length=6)
+    sampled = model.caption(images, method="sample", temperature=1e-6, seed=3, max_length=6)
     np.testing.assert_array_equal(sampled.tokens, greedy.tokens)
 
 

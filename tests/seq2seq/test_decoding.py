@@ -1,5 +1,6 @@
 """Decoding glue: beam size 1 equals greedy, for both architectures; <unk> copying."""
 
+import keras
 import numpy as np
 import pytest
 
@@ -13,6 +14,9 @@ SOURCE = np.array([[4, 5, 6, 7, 0, 0], [7, 8, 9, 0, 0, 0], [5, 0, 0, 0, 0, 0]], 
 
 
 def models():
+    # Seeded: an untrained model's words can nearly tie, and the cached step and the full pass
+    # round differently; this seed's argmaxes win by a clear margin.
+    keras.utils.set_random_seed(7)
     return {
         "bahdanau": BahdanauTranslator(
             BahdanauConfig(embedding_dim=8, units=8, attention_units=8, dropout=0.0), 12, 10),

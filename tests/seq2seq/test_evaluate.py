@@ -40,7 +40,7 @@ def test_a_lowercasing_run_is_scored_against_lowercased_references(
         monkeypatch, tmp_path, pairs_file, lowercase):
     config = RunConfig(data=DataConfig(dataset="tsv", data=str(pairs_file), lowercase=lowercase))
     monkeypatch.setattr(Translator, "from_run_dir",
-                        classmethod(lambda cls, run_dir: FakeTranslator(config)))
+                        classmethod(lambda cls, run_dir, checkpoint=None: FakeTranslator(config)))
     out = tmp_path / "scores.json"
     scores = evaluate("run", data=str(pairs_file), progress=False, json_path=out)
 
