@@ -3,9 +3,9 @@ Keras's JAX backend (bf16, XLA), from a prepared folder, and bring back throughp
 weights.
 
     # anywhere with the package (TensorFlow): the folder the GPU machine gets
-    python -c "from common.training.prepare import prepare_translation; ..."   # docs/jax.md
+    seq2seq prepare --dataset tsv --data DATA --arch transformer --out PREPARED  # docs/jax.md
     # on the GPU machine (JAX, no TensorFlow):
-    KERAS_BACKEND=jax python scripts/gpu_train_jax.py --prepared PREPARED --minutes 8 --out $OUT
+    KERAS_BACKEND=jax PYTHONPATH=. python scripts/gpu_train_jax.py --prepared PREPARED --minutes 8 --out $OUT
     # back on CPU: join the weights, import them into TensorFlow, export and score
     cat $OUT/run/model.weights.h5.part-* > RUN/model.weights.h5   # docs/jax.md
 
@@ -30,8 +30,6 @@ import shutil
 import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PART_BYTES = 15 * 2**20  # under the 16 MiB a device check may bring back per file
 

@@ -155,15 +155,13 @@ def prepare_captions(config: Any, out_dir: str | os.PathLike, batch_size: int = 
 
 def vocab_files(family: str) -> dict[str, str]:
     """The vocabularies of a `family` run directory: name -> file name (the names `Prepared`
-    uses: seq2seq `source`, `target`; captioner `words`). Imports the family (TensorFlow)."""
+    uses: seq2seq `source`, `target`; captioner `words`), `RunDir`'s names."""
+    from common.training.run_dir import RunDir
+
     if family == "seq2seq":
-        from seq2seq.inference import SOURCE_VOCAB, TARGET_VOCAB
-
-        return {"source": SOURCE_VOCAB, "target": TARGET_VOCAB}
+        return {"source": RunDir.source_vocab, "target": RunDir.target_vocab}
     if family == "captioner":
-        from captioner.train import VOCAB_FILE
-
-        return {"words": VOCAB_FILE}
+        return {"words": RunDir.vocab}
     raise UserError(f"unknown family {family!r}; expected seq2seq or captioner")
 
 
