@@ -155,15 +155,6 @@ OUTPUTS = CaptionerModule.OUTPUTS
 N_BEST_OUTPUTS = CaptionerModule.n_best_outputs()
 
 
-def export_captioner(run: CaptionerRun, out_dir: str | os.PathLike,
-                     overwrite: bool = False, **kwargs: Any):
-    """Write `run`'s model as a SavedModel into `out_dir` (signatures: see the module doc);
-    keyword arguments are those of `CaptionerModule`. Returns the export directory."""
-    if not kwargs.get("max_decode_length"):
-        kwargs.pop("max_decode_length", None)
-    return CaptionerModule.from_run(run, **kwargs).save(out_dir, overwrite=overwrite)
-
-
 #: `captioner export RUN_DIR OUT_DIR`: load the run's latest checkpoint and export it, e.g.
 #: `export_run("runs/demo", "export/demo", beam_sizes=(1, 3))`.
 export_run = CaptionerModule.export_run

@@ -273,16 +273,6 @@ OUTPUTS = TranslatorModule.OUTPUTS
 N_BEST_OUTPUTS = TranslatorModule.n_best_outputs()
 
 
-def export_translator(translator: Translator, out_dir: str | os.PathLike,
-                      overwrite: bool = False, **kwargs: Any):
-    """Write `translator` as a SavedModel into `out_dir` (see the module doc for signatures);
-    keyword arguments are those of `TranslatorModule`. Returns the export directory."""
-    if not kwargs.get("max_decode_length"):
-        kwargs.pop("max_decode_length", None)
-    return TranslatorModule.from_translator(translator, **kwargs).save(out_dir,
-                                                                       overwrite=overwrite)
-
-
 #: `seq2seq export RUN_DIR OUT_DIR`: load the run's latest checkpoint and export it, e.g.
 #: `export_run("runs/dates", "export/dates", beam_sizes=(1, 4))`.
 export_run = TranslatorModule.export_run

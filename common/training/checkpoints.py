@@ -436,12 +436,13 @@ def restore_run_checkpoint(model: keras.Model, run_dir: str | os.PathLike,
     is read from its `model.weights.h5`.
     """
     from common.training.best import best_checkpoint
+    from common.training.run_dir import RunDir
 
-    jax_weights = Path(run_dir) / "model.weights.h5"  # `common.training.jax_trainer`'s
-    if which in (None, "last") and not complete_checkpoints(Path(run_dir) / "checkpoints") \
-            and jax_weights.is_file():
-        model.load_weights(jax_weights)  # a run trained on JAX: its backend-neutral weights
-        return str(jax_weights)
+    run = RunDir(run_dir)
+    if which in (None, "last") and run.jax_weights.is_file() and not complete_checkpoints(
+            run.checkpoints):
+        model.load_weights(run.jax_weights)  # a run trained on JAX: its backend-neutral weights
+        return str(run.jax_weights)
     if which == "last" or (which is None and best_checkpoint(run_dir) is None):
         return restore_model(model, run_dir)
     return restore_model(model, resolve_checkpoint(run_dir, which))

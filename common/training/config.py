@@ -100,6 +100,8 @@ class TrainingConfig:
         _check_int("validation_beam_size", self.validation_beam_size, minimum=1)
         if self.best_mode not in ("max", "min"):
             raise UserError(f"best_mode must be max or min, got {self.best_mode!r}")
+        if self.best_metric == "none":  # the command line's spelling of None
+            object.__setattr__(self, "best_metric", None)
         if self.early_stopping and not self.best_metric:
             raise UserError("early_stopping needs best_metric: the metric it waits on")
         if not isinstance(self.deterministic, bool):

@@ -69,7 +69,7 @@ from common.training.run_dir import RunDir, write_failure
 
 DISTRIBUTIONS = ("none", "data-parallel", "model-parallel")
 CHECKPOINTS = "jax"
-WEIGHTS_FILE = "model.weights.h5"
+WEIGHTS_FILE = RunDir.jax_weights
 STATE_FILE = "state.npz"
 POSITION_FILE = "position.json"
 

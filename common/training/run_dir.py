@@ -89,6 +89,7 @@ class RunDir:
     target_subwords = _Entry("vocab.target.model")
     shared_subwords = _Entry("vocab.model")
     features = _Entry("features")  # the captioner's cached encoder features
+    jax_weights = _Entry("model.weights.h5")  # a run of the JAX trainer (`jax_trainer`)
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)

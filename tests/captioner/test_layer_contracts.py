@@ -7,10 +7,6 @@ walks the package's modules, so a new layer that is not added here fails it.
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import pkgutil
-
 import keras
 import numpy as np
 import pytest
@@ -23,6 +19,7 @@ from captioner.model import MovingAverage, ShowAttendTell
 from tests.helpers.layers import (
     check_config_round_trip,
     check_serialization_round_trip,
+    layer_classes,
     run_layer_test,
 )
 
@@ -86,18 +83,7 @@ def test_moving_average_contract():
         np.testing.assert_allclose(float(average.value), expected, rtol=1e-6)
 
 
-def _layer_classes(package) -> set[type]:
-    found = set()
-    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-        module = importlib.import_module(info.name)
-        for _, obj in inspect.getmembers(module, inspect.isclass):
-            if (issubclass(obj, keras.layers.Layer) and obj.__module__ == module.__name__
-                    and not obj.__name__.startswith("_")):
-                found.add(obj)
-    return found
-
-
 def test_every_layer_class_is_checked():
     checked = {cls for cls, *_ in CASES.values()} | {MovingAverage}
-    missing = sorted(cls.__name__ for cls in _layer_classes(captioner) - checked)
+    missing = sorted(cls.__name__ for cls in layer_classes(captioner) - checked)
     assert not missing, f"layers without a run_layer_test case: {missing}"

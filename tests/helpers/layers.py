@@ -21,9 +21,11 @@ Leaves are NumPy arrays or tensors; non-tensor call arguments (`use_causal_mask=
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import os
+import pkgutil
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -283,3 +285,16 @@ def run_layer_test(
             if _is_float(o):
                 assert np.all(np.isfinite(ops.convert_to_numpy(o))), "non-finite mixed output"
     return outputs
+
+
+def layer_classes(package: Any) -> set[type]:
+    """Every public `keras.layers.Layer` subclass defined in `package`'s modules (imports
+    them all), for the tests that fail when a layer has no `run_layer_test` case."""
+    found = set()
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        module = importlib.import_module(info.name)
+        for _, obj in inspect.getmembers(module, inspect.isclass):
+            if (issubclass(obj, keras.layers.Layer) and obj.__module__ == module.__name__
+                    and not obj.__name__.startswith("_")):
+                found.add(obj)
+    return found

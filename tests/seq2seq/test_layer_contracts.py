@@ -7,10 +7,6 @@ added to `CASES` fails it.
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import pkgutil
-
 import keras
 import numpy as np
 import pytest
@@ -21,7 +17,7 @@ from seq2seq.config import BahdanauConfig, ModelConfig, TransformerConfig
 from seq2seq.encoder_decoder import EncoderDecoderTranslator
 from seq2seq.transformer import TransformerTranslator
 from seq2seq.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
-from tests.helpers.layers import run_layer_test
+from tests.helpers.layers import layer_classes, run_layer_test
 
 B, S, T, D, V = 2, 5, 4, 8, 9
 SOURCE = np.array([[4, 5, 6, 7, 2], [8, 3, 2, 0, 0]], np.int32)
@@ -112,22 +108,11 @@ def test_translator_config_round_trips_through_its_dataclass():
     assert (model.units, model.label_smoothing, model.copy) == (D, 0.2, False)
 
 
-def _layer_classes(package) -> set[type]:
-    found = set()
-    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-        module = importlib.import_module(info.name)
-        for _, obj in inspect.getmembers(module, inspect.isclass):
-            if (issubclass(obj, keras.layers.Layer) and obj.__module__ == module.__name__
-                    and not obj.__name__.startswith("_")):
-                found.add(obj)
-    return found
-
-
 # Abstract bases, checked through their subclasses above.
 ABSTRACT = {"Translator", "RecurrentTranslator"}
 
 
 def test_every_layer_class_is_checked():
     checked = {cls for cls, *_ in CASES.values()}
-    missing = {cls.__name__ for cls in _layer_classes(seq2seq) - checked} - ABSTRACT
+    missing = {cls.__name__ for cls in layer_classes(seq2seq) - checked} - ABSTRACT
     assert not missing, f"layers without a run_layer_test case: {sorted(missing)}"

@@ -79,6 +79,7 @@ def test_auto_keeps_the_best_by_the_first_number_the_validation_reports(tmp_path
     Trainer(tmp_path / "c", none, TinyRegressor).fit(dataset_maker(16), validate=validate,
                                                       verbose=0)
     assert best_record(tmp_path / "b") is None and best_record(tmp_path / "c") is None
+    assert TrainingConfig(best_metric="none").best_metric is None  # --best-metric none
 
 
 def test_min_mode_keeps_the_smallest_and_nan_is_never_best(run_dir):
