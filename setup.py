@@ -22,19 +22,29 @@ setup(
         # The design's own dependencies.
         "tensorflow>=2.20.0,<2.22",
         "keras>=3.15.0,<4",
-        "keras-hub>=0.20.0,<1",  # what keras-nlp is now published as
+        # keras-hub is what keras-nlp is now published as; 0.32 is the first that imports without
+        # TensorFlow, which the JAX trainer needs on machines that have none (docs/jax.md).
+        "keras-hub>=0.32.0,<1",
         "pillow>=10.1.0,<14",
-        "pycocotools>=2.0.7,<3",
-        "numpy>=1.26.0,<3",
+        # numpy 2: the jax extra (part of the test extras) needs it, and one tested set holds all
+        # floors; pycocotools 2.0.8 and matplotlib 3.8.4 are the first built against numpy 2.
+        "pycocotools>=2.0.8,<3",
+        "numpy>=2.0.0,<3",
         # Added: the reference implementations of the scores people quote, rather than our own.
         "pycocoevalcap>=1.2,<2",  # BLEU/METEOR/ROUGE-L/CIDEr exactly as the COCO server computes
         "sacrebleu>=2.3.0,<3",  # translation BLEU/chrF with a reproducible signature
-        "matplotlib>=3.7.0,<4",  # attention heatmaps and plots
+        "matplotlib>=3.8.4,<4",  # attention heatmaps and plots
         "tqdm>=4.60.0,<5",  # progress bars on long decoding and evaluation loops
         "aiohttp>=3.9.0,<4",  # the TensorFlow-Serving-compatible REST server (asyncio, batching)
         # tf.summary.scalar/text/image live in tensorboard: the trainer's logs (scalars, sample
         # outputs, attention images) go through them rather than hand-built event protobufs.
         "tensorboard>=2.20.0,<3",
+        # Subword vocabularies: `sentencepiece` trains the models (common/text/subwords.py);
+        # tensorflow-text holds the SentencePiece ops that keras-hub's tokenizer puts into the
+        # exported graph (what TensorFlow Serving links). keras-hub pulls both in today, but the
+        # project uses them directly, so it says so (tensorflow-text follows TensorFlow's minor).
+        "sentencepiece>=0.2.0,<1",
+        "tensorflow-text>=2.20.1,<2.22",
     ],
     extras_require={
         # Kept so that `pip install -e .[tensorboard]` still works; tensorboard is now required.

@@ -167,12 +167,12 @@ class Runner:
                             f"checkpoint(s); expected at least {max(last, 1)} (train with "
                             "--keep-checkpoints N to keep more)")
         paths = found[:last]
-        model = self.family.open_model(self.run.path).model
-        average_checkpoints(model, paths)
         out = RunDir(out_dir)
         if out.path.resolve() == self.run.path.resolve():
             raise UserError(f"{out_dir}: the averaged run needs a directory of its own")
-        out.claim(resume=False)
+        out.claim(resume=False)  # refuses a directory that holds a run, before any work
+        model = self.family.open_model(self.run.path).model
+        average_checkpoints(model, paths)
         files = self.family.vocabulary_files(self.family.load_config(self.run.path))
         for name in (RunDir.config, *files):
             shutil.copyfile(self.run.path / name, out.path / name)

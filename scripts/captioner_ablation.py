@@ -140,29 +140,15 @@ def _train_and_score(args, name: str, config, overrides: dict) -> dict:
 
 def summarize(name: str, overrides: dict, seeds: list[int], results: list[dict]) -> dict:
     """Mean, sample standard deviation, minimum and maximum of every numeric score over seeds."""
-    import numpy as np
+    from common.metrics.seeds import summarize as over_seeds
 
-    summary = {"name": name, "overrides": overrides, "seeds": seeds, "kind": "summary"}
-    for key, value in results[0].items():
-        if key in ("seed",) or isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        values = np.array([r[key] for r in results if r.get(key) is not None], dtype=float)
-        if len(values) == len(results):
-            summary[key] = {"mean": values.mean(), "std": values.std(ddof=1) if len(values) > 1
-                            else 0.0, "min": values.min(), "max": values.max()}
-    return summary
+    return over_seeds({"name": name, "overrides": overrides, "seeds": seeds}, results)
 
 
 def _record(out_dir: str, result: dict) -> None:
-    def rounded(value):
-        if isinstance(value, dict):
-            return {k: rounded(v) for k, v in value.items()}
-        return round(float(value), 2) if isinstance(value, float) else value
+    from common.metrics.seeds import record
 
-    line = json.dumps(rounded(result))
-    print(line, flush=True)
-    with open(Path(out_dir) / "results.jsonl", "a") as f:
-        f.write(line + "\n")
+    print(record(Path(out_dir) / "results.jsonl", result), flush=True)
 
 
 if __name__ == "__main__":

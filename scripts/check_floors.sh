@@ -23,8 +23,10 @@ tree = ast.parse(open("setup.py", encoding="utf-8").read())
 pins = []
 for node in ast.walk(tree):
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        match = re.fullmatch(r"([A-Za-z0-9_.\-]+)>=([0-9][0-9A-Za-z.]*)(,.*)?", node.value)
-        if match:
+        # `name[extra]>=X` pins `name==X` (a constraints file takes no extras).
+        match = re.fullmatch(r"([A-Za-z0-9_.\-]+)(?:\[[a-z0-9,]+\])?>=([0-9][0-9A-Za-z.]*)(,.*)?",
+                             node.value)
+        if match and f"{match[1]}=={match[2]}" not in pins:
             pins.append(f"{match[1]}=={match[2]}")
 if not pins:
     sys.exit("error: no `name>=version` requirement found in setup.py")
@@ -41,7 +43,7 @@ echo "==> installing the package at its floors into $VENV"
 "$VENV/bin/python" -m pip install --quiet -c "$constraints" -e ".[dev,tensorboard]"
 "$VENV/bin/python" --version
 "$VENV/bin/python" -m pip list --format=freeze 2>/dev/null \
-  | grep -iE "^(tensorflow|tensorflow-text|keras|keras-hub|numpy|pillow|pycocotools|pycocoevalcap|sacrebleu|matplotlib|tqdm|aiohttp|tensorboard|pytest|playwright|ruff)==" \
+  | grep -iE "^(tensorflow|tensorflow-text|keras|keras-hub|sentencepiece|jax|jaxlib|numpy|pillow|pycocotools|pycocoevalcap|sacrebleu|matplotlib|tqdm|aiohttp|tensorboard|pytest|playwright|ruff)==" \
   || true
 
 echo "==> pytest (floors)"

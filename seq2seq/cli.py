@@ -88,6 +88,13 @@ def _write_figures(args: argparse.Namespace, translator, texts, results) -> None
 
 def _translate(args: argparse.Namespace) -> int:
     _check_figure_options(args)
+    if args.length_penalty is not None:
+        from common.errors import UserError
+        from common.export.savedmodel import is_saved_model
+
+        if is_saved_model(args.run_dir):
+            raise UserError("--length-penalty: a SavedModel decodes with the length penalty it "
+                            "was exported with (see its export_info.json); give a run directory")
     translator = FAMILY.open_model(args.run_dir, args.checkpoint, args.attention_layer,
                                    args.attention_head)
     if args.plot or args.html:
@@ -107,6 +114,8 @@ def _translate(args: argparse.Namespace) -> int:
                    "attention_head": args.attention_head}
     if args.n_best:
         options["n_best"] = args.n_best
+    if args.length_penalty is not None:
+        options["length_penalty"] = args.length_penalty
     results = translator.translate(texts, beam_size=args.beam_size, batch_size=args.batch_size,
                                    max_length=args.max_decode_length, **options)
     for i in invalid_utf8:

@@ -125,6 +125,9 @@ class ModelConfig:
         transformer: sizes used when `arch == "transformer"`.
         label_smoothing: label smoothing of the token cross-entropy, in [0, 1).
         max_decode_length: the longest output generated, in tokens.
+        length_penalty: beam search's GNMT length penalty α (Wu et al. 2016: scores divided by
+            `((5 + length) / 6) ** α`; 0 ranks by raw log-probability, which favours short
+            outputs): the run's default for validation, `evaluate`, `translate` and `export`.
         copy: a pointer-generator output that can copy source tokens (See et al. 2017;
             `seq2seq.copying`); Bahdanau and Transformer only.
     """
@@ -134,12 +137,15 @@ class ModelConfig:
     transformer: TransformerConfig = field(default_factory=TransformerConfig)
     label_smoothing: float = 0.0
     max_decode_length: int = 60
+    length_penalty: float = 0.6
     copy: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.label_smoothing < 1.0:
             raise UserError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         _check_positive(self, "max_decode_length")
+        if self.length_penalty < 0:
+            raise UserError(f"length_penalty must be >= 0, got {self.length_penalty}")
         if self.copy and self.arch == "seq2seq-noattn":
             raise UserError("copying points through the attention; seq2seq-noattn has none "
                             "(use --arch bahdanau or transformer with --copy)")

@@ -59,6 +59,7 @@ def evaluate(
     attention_layer: int = -1,
     attention_head: int | None = None,
     checkpoint: str | None = None,
+    length_penalty: float | None = None,
 ) -> dict[str, Any]:
     """Translates the references' sources with `run_dir` and scores the output.
 
@@ -76,15 +77,18 @@ def evaluate(
         attention_head: the head returned (None: the average).
         checkpoint: which checkpoint of the run: best, last, a number or a path (None: the
             best when the run keeps one, else the last).
+        length_penalty: beam search's length penalty (None: the run's).
 
     Returns:
         A dict: `bleu`, `chrf`, `exact_match`, signatures, `lowercase` (case-insensitive
         scores, for a run that lowercases), `sentences`, `unfinished`, `copied_unknown`,
-        `beam_size`, `decode_seconds`.
+        `beam_size`, `length_penalty`, `decode_seconds`.
     """
     from seq2seq.inference import Translator
 
     translator = Translator.from_run_dir(run_dir, checkpoint)
+    if length_penalty is None:
+        length_penalty = translator.config.model.length_penalty
     pairs = load_references(translator, data, dataset, limit)
     if not pairs.sources:
         raise DataError(f"no sentence pairs to score in {data or dataset}")
@@ -92,7 +96,8 @@ def evaluate(
     results = translator.translate(pairs.sources, beam_size=beam_size, batch_size=batch_size,
                                    max_length=max_length, progress=progress,
                                    attention_layer=attention_layer,
-                                   attention_head=attention_head)
+                                   attention_head=attention_head,
+                                   length_penalty=length_penalty)
     seconds = time.perf_counter() - start
     hypotheses = [r.text for r in results]
     scores = score_translations(hypotheses, list(pairs.targets),
@@ -103,6 +108,7 @@ def evaluate(
         "unfinished": sum(not r.finished for r in results if r.error is None),
         "copied_unknown": sum(len(r.copied) for r in results),
         "beam_size": beam_size,
+        "length_penalty": length_penalty,
         "decode_seconds": round(seconds, 2),
     })
     if json_path is not None:

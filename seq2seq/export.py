@@ -164,6 +164,7 @@ class TranslatorModule(DecodingModule):
         """The module for an in-process `Translator` (same model, vocabularies and limits)."""
         config = translator.config
         kwargs.setdefault("max_decode_length", config.model.max_decode_length)
+        kwargs.setdefault("length_penalty", config.model.length_penalty)
         vocabs = translator.vocabularies
         return cls(translator.model, vocabs.source, vocabs.target,
                    lowercase=config.data.lowercase, max_source_tokens=translator.max_source_tokens,

@@ -33,6 +33,9 @@ def add_decode_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--max-decode-length", type=positive_int,
                    help="longest output (default: the run's)")
+    p.add_argument("--length-penalty", type=non_negative_float, metavar="ALPHA",
+                   help="beam search's length penalty (default: the run's, 0.6 unless trained "
+                        "with another; a SavedModel keeps the one it was exported with)")
     add_attention_arguments(p)
     add_checkpoint_argument(p, saved_model=True)
 
@@ -138,6 +141,9 @@ Typical use:
         add(g, "--dropout", path=_dropout_path, type=non_negative_float)
         add(g, "--label-smoothing", path="model.label_smoothing", type=non_negative_float)
         add(g, "--max-decode-length", path="model.max_decode_length", type=positive_int)
+        add(g, "--length-penalty", path="model.length_penalty", type=non_negative_float,
+            help="beam search's length penalty alpha (default 0.6): the run's default for "
+                 "validation, evaluate, translate and export")
 
     def preset(self, name: str | None, explicit: dict[str, Any]) -> dict[str, Any]:
         """The preset's values for the architecture chosen, and its name (`preset`); a new run
@@ -187,7 +193,8 @@ Typical use:
                           beam_size=args.beam_size, batch_size=args.batch_size,
                           max_length=args.max_decode_length, limit=args.limit,
                           json_path=args.json, attention_layer=args.attention_layer,
-                          attention_head=args.attention_head, checkpoint=args.checkpoint)
+                          attention_head=args.attention_head, checkpoint=args.checkpoint,
+                          length_penalty=args.length_penalty)
         width = max(len(k) for k in scores)
         for name, value in scores.items():
             shown = f"{value:.2f}" if isinstance(value, float) else value

@@ -292,16 +292,19 @@ class Translator:
         return translator
 
     def module(self, attention_layer: int = -1, attention_head: int | None = None,
-               copy_unknown: bool = True) -> Any:
+               copy_unknown: bool = True, length_penalty: float | None = None) -> Any:
         """The `seq2seq.export.TranslatorModule` for these options: the graph both the export
-        and `translate` decode with (one per set of options, built on first use)."""
-        key = (attention_layer, attention_head, copy_unknown)
+        and `translate` decode with (one per set of options, built on first use; the length
+        penalty defaults to the run's)."""
+        if length_penalty is None:
+            length_penalty = self.config.model.length_penalty
+        key = (attention_layer, attention_head, copy_unknown, float(length_penalty))
         if key not in self._modules:
             from seq2seq.export import TranslatorModule
 
             self._modules[key] = TranslatorModule.from_translator(
                 self, attention_layer=attention_layer, attention_head=attention_head,
-                copy_unknown=copy_unknown)
+                copy_unknown=copy_unknown, length_penalty=float(length_penalty))
         return self._modules[key]
 
     def translate_tokens(
@@ -313,14 +316,16 @@ class Translator:
         attention_head: int | None = None,
         copy_unknown: bool = True,
         n_best: int | None = None,
+        length_penalty: float | None = None,
     ) -> list[Translation]:
         """Translates already tokenized, valid sentences in one batch (with `n_best`, each
-        `Translation.n_best` lists that many hypotheses, best first)."""
+        `Translation.n_best` lists that many hypotheses, best first; `length_penalty`: beam
+        search's, None for the run's)."""
         from common.export.beam_sizes import check_n_best
 
         check_n_best(n_best, beam_size)
         max_length = max_length or self.config.model.max_decode_length
-        module = self.module(attention_layer, attention_head, copy_unknown)
+        module = self.module(attention_layer, attention_head, copy_unknown, length_penalty)
         tokens = tf.ragged.constant([list(t) for t in token_lists], dtype=tf.string,
                                     ragged_rank=1)
         outputs = module.predict(tokens, None, beam_size, max_length, n_best)
@@ -335,7 +340,7 @@ class Translator:
         unknown words, emoji and control characters are tokenized and translated (unknown
         source words are `<unk>` to the model and may be copied to the output). `options` are
         those of `translate_tokens` (`beam_size`, `max_length`, `attention_layer`,
-        `attention_head`, `n_best`: with it, each `Translation.n_best` lists that many
+        `attention_head`, `length_penalty`, `n_best`: with it, each `Translation.n_best` lists that many
         hypotheses, best first).
         """
         from common.export.beam_sizes import check_n_best

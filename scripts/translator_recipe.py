@@ -1,0 +1,155 @@
+"""Train one translator recipe per seed and score its checkpoints on a split: one table row.
+
+    python scripts/translator_recipe.py tf-12k --data ../shared/data/spa-eng --seeds 1,2,3 \\
+        --average 5 --beam-size 4 --length-penalties 0.6,1.0 \\
+        -- --arch transformer --preset spa-eng-cpu --epochs 24
+
+Everything after `--` goes to `seq2seq train` as it stands (plus `--dataset tsv --data DATA
+--seed S`), so a row of the results table reruns with its own line. For each seed the recipe
+trains into `OUT_DIR/NAME-seedS` (replacing what is there) and records the training's wall
+time; it then scores, on `DATA/SPLIT.tsv` with `seq2seq evaluate` (sacreBLEU on raw cased
+references), the run's best checkpoint by validation (when it keeps one), its last, and with
+`--average N` the mean of its last N checkpoints (`seq2seq average`, into `...-avgN`), each at
+every length penalty asked for. One JSON line per (seed, checkpoint, penalty) goes to stdout
+and `OUT_DIR/results.jsonl`, then one summary line per (checkpoint, penalty) with the mean,
+standard deviation, minimum and maximum over the seeds.
+
+Choose a recipe on `valid` and report it on `test` once (`--split test`, with the checkpoint
+and penalty chosen); the preset is what a user should start from, not one tuned to the test
+split. Only the commands the package offers are run, so the figures are what a user gets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROG = "translator_recipe"
+
+
+def _numbers(kind):
+    def parse(text: str) -> list:
+        try:
+            values = [kind(v) for v in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a comma-separated list: {text!r}") from None
+        if not values or min(values) < 0 or len(set(values)) != len(values):
+            raise argparse.ArgumentTypeError(f"expected distinct values >= 0, got {text!r}")
+        return values
+    return parse
+
+
+def _seq2seq(*args: str, quiet: bool = False) -> subprocess.CompletedProcess:
+    """`python -m seq2seq ARGS`; its output passes through unless `quiet`."""
+    return subprocess.run([sys.executable, "-m", "seq2seq", *args], text=True,
+                          capture_output=quiet)
+
+
+def _evaluate(target: Path, checkpoint: str | None, args, penalty: float) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "scores.json"
+        command = ["evaluate", str(target), "--data", str(Path(args.data) / f"{args.split}.tsv"),
+                   "--beam-size", str(args.beam_size), "--length-penalty", str(penalty),
+                   "--json", str(out)]
+        if checkpoint:
+            command += ["--checkpoint", checkpoint]
+        done = _seq2seq(*command, quiet=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"evaluate {target} failed: {done.stderr.strip()[-500:]}")
+        scores = json.loads(out.read_text())
+    keep = ("bleu", "chrf", "exact_match", "brevity_penalty", "hyp_length", "ref_length")
+    return {k: scores[k] for k in keep if k in scores}
+
+
+def _checkpoints(run_dir: Path, average: int) -> list[tuple[str, Path, str | None]]:
+    """(label, directory, --checkpoint) of what is scored."""
+    from common.training.best import best_record
+
+    chosen = []
+    if best_record(run_dir) is not None:
+        chosen.append(("best", run_dir, "best"))
+    chosen.append(("last", run_dir, "last"))
+    if average:
+        averaged = run_dir.with_name(f"{run_dir.name}-avg{average}")
+        shutil.rmtree(averaged, ignore_errors=True)
+        done = _seq2seq("average", str(run_dir), "--last", str(average), "--out",
+                        str(averaged), quiet=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"average {run_dir} failed: {done.stderr.strip()[-500:]}")
+        chosen.append((f"average-{average}", averaged, None))
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    train_args = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, train_args = argv[:cut], argv[cut + 1:]
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                usage=f"{PROG} NAME --data DIR [options] -- TRAIN OPTIONS")
+    p.add_argument("name", help="the recipe's name (its run directories under --out-dir)")
+    p.add_argument("--data", required=True,
+                   help="a folder with train.tsv and SPLIT.tsv (source<TAB>target)")
+    p.add_argument("--split", default="valid", help="what is scored: DATA/SPLIT.tsv")
+    p.add_argument("--seeds", type=_numbers(int), default=[1, 2, 3], metavar="S1,S2,...")
+    p.add_argument("--out-dir", default="runs/recipes")
+    p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--length-penalties", type=_numbers(float), default=[0.6],
+                   metavar="A1,A2,...")
+    p.add_argument("--average", type=int, default=0, metavar="N",
+                   help="also score the mean of the last N checkpoints (0: no)")
+    args = p.parse_args(argv)
+    if args.beam_size < 1 or args.average < 0:
+        p.error("--beam-size must be >= 1 and --average >= 0")
+    for name in ("train.tsv", f"{args.split}.tsv"):
+        if not (Path(args.data) / name).is_file():
+            p.error(f"--data {args.data}: no {name} there")
+    if any(a in ("--out", "--seed", "--data", "--dataset") for a in train_args):
+        p.error("the recipe sets --out, --seed, --data and --dataset itself; leave them out "
+                "of the training options")
+    if args.average and "--keep-checkpoints" not in train_args:
+        train_args += ["--keep-checkpoints", str(args.average)]
+
+    from common.metrics.seeds import record, summarize
+
+    results_file = Path(args.out_dir) / "results.jsonl"
+    rows: dict[tuple[str, float], list[dict]] = {}
+    for seed in args.seeds:
+        run_dir = Path(args.out_dir) / f"{args.name}-seed{seed}"
+        shutil.rmtree(run_dir, ignore_errors=True)
+        start = time.perf_counter()
+        done = _seq2seq("train", "--dataset", "tsv", "--data", args.data, "--seed", str(seed),
+                        "--out", str(run_dir), "--verbose", "2", *train_args)
+        train_s = time.perf_counter() - start
+        if done.returncode != 0:
+            print(f"{PROG}: error: training {run_dir} failed (exit {done.returncode})",
+                  file=sys.stderr)
+            return done.returncode
+        for label, target, checkpoint in _checkpoints(run_dir, args.average):
+            for penalty in args.length_penalties:
+                result = {"name": args.name, "seed": seed, "checkpoint": label,
+                          "length_penalty": penalty, "beam_size": args.beam_size,
+                          "split": args.split, "train_s": train_s,
+                          **_evaluate(target, checkpoint, args, penalty),
+                          "train_args": train_args}
+                rows.setdefault((label, penalty), []).append(result)
+                print(record(results_file, result), flush=True)
+    for (label, penalty), results in rows.items():
+        head = {"name": args.name, "checkpoint": label, "length_penalty": penalty,
+                "beam_size": args.beam_size, "split": args.split, "seeds": args.seeds,
+                "train_args": train_args}
+        print(record(results_file, summarize(head, results, skip=("seed", "length_penalty",
+                                                                   "beam_size"))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""`scripts/translator_recipe.py`: one recipe trained per seed with the package's commands, its
+checkpoints (best, last, the average of the last N) scored at each length penalty, and a
+summary line per (checkpoint, penalty) whose spread is that of the seeds' lines."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "translator_recipe.py"
+SPA_ENG = REPO.parent / "shared" / "data" / "spa-eng"
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)}
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=900, env=ENV, cwd=REPO)
+
+
+@pytest.fixture
+def data(tmp_path):
+    if not SPA_ENG.is_dir():
+        pytest.skip("needs ../shared/data/spa-eng")
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for split, rows in (("train", 400), ("valid", 24)):
+        lines = (SPA_ENG / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[:rows]
+        (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+@pytest.mark.slow
+def test_a_recipe_is_trained_per_seed_scored_and_summarized(tmp_path, data):
+    out = tmp_path / "runs"
+    done = _run("r", "--data", str(data), "--seeds", "1,2", "--average", "2",
+                "--length-penalties", "0.6,1.5", "--beam-size", "2", "--out-dir", str(out),
+                "--", "--arch", "transformer", "--preset", "tiny", "--epochs", "2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert lines == [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    runs = [line for line in lines if line.get("kind") != "summary"]
+    summaries = [line for line in lines if line.get("kind") == "summary"]
+    labels = {r["checkpoint"] for r in runs}
+    assert {"last", "average-2"} <= labels
+    assert len(runs) == 2 * len(labels) * 2 and len(summaries) == len(labels) * 2
+    for seed in (1, 2):
+        config = json.loads((out / f"r-seed{seed}" / "config.json").read_text())
+        assert config["training"]["seed"] == seed and config["training"]["epochs"] == 2
+        assert (out / f"r-seed{seed}-avg2" / "checkpoints").is_dir()
+
+    # The last checkpoint's score is what `seq2seq evaluate` gives for it.
+    from seq2seq.evaluate import evaluate
+
+    row = next(r for r in runs if r["seed"] == 1 and r["checkpoint"] == "last"
+               and r["length_penalty"] == 1.5)
+    direct = evaluate(out / "r-seed1", data=str(data / "valid.tsv"), beam_size=2,
+                      length_penalty=1.5, checkpoint="last", progress=False)
+    assert row["bleu"] == pytest.approx(direct["bleu"], abs=0.01)
+    assert row["chrf"] == pytest.approx(direct["chrf"], abs=0.01)
+
+    for summary in summaries:
+        same = [r for r in runs if r["checkpoint"] == summary["checkpoint"]
+                and r["length_penalty"] == summary["length_penalty"]]
+        values = [r["bleu"] for r in same]
+        assert summary["runs"] == 2
+        assert summary["bleu"]["mean"] == pytest.approx(np.mean(values), abs=0.01)
+        assert summary["bleu"]["std"] == pytest.approx(np.std(values, ddof=1), abs=0.01)
+
+
+@pytest.mark.parametrize("args", [
+    ["--seeds", "1,1"], ["--split", "nope"], ["--", "--out", "x"], ["--beam-size", "0"]])
+def test_bad_options_are_one_line_errors(tmp_path, data, args):
+    done = _run("bad", "--data", str(data), "--out-dir", str(tmp_path), *args)
+    assert done.returncode == 2, done.stderr[-500:]
+    assert "Traceback" not in done.stderr and done.stderr.strip().splitlines()[-1].startswith(
+        "translator_recipe: error:")
