@@ -1,6 +1,7 @@
 """scripts/benchmark_serving.py on a captioner: both sides give the same words, the figures
 are medians of alternating rounds and the ratio is theirs; the signature's `n_best` 1 outputs
-(taken from the best caption's, not post-processed again) are those of the general path."""
+(taken from the best caption's, not post-processed again) are those of the general path; the
+graph's image reading skips the resize only where it changes nothing."""
 
 import json
 
@@ -44,3 +45,25 @@ def test_one_best_outputs_equal_the_general_n_best_path(trained_captioner, shape
     assert sorted(fast) == sorted(general)
     for name, value in general.items():
         np.testing.assert_array_equal(fast[name].numpy(), value.numpy(), err_msg=name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", [(32, 32), (45, 60)])
+def test_graph_reads_images_at_and_off_the_encoder_size_as_before(trained_captioner, tmp_path,
+                                                                 size):
+    """An image already at the encoder's 32x32 skips the resize: the pixels are those of the
+    resize (and of Pillow's, the run directory's reader); other sizes are resized."""
+    import io
+
+    from PIL import Image
+
+    run = CaptionerRun(trained_captioner)
+    array = np.random.default_rng(sum(size)).integers(0, 256, (*size, 3)).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG")
+    got = run.module().read_inputs(tf.constant([buffer.getvalue()])).numpy()
+    expected = tf.image.resize(array, run.image_size, method="bilinear", antialias=True)
+    np.testing.assert_array_equal(got[0], expected.numpy())
+    if size == run.image_size:
+        np.testing.assert_array_equal(got[0], array.astype(np.float32))
+        np.testing.assert_array_equal(got[0], read_image(buffer.getvalue(), run.image_size))
