@@ -1,32 +1,45 @@
 """Benchmark: cached incremental Transformer decoding vs re-running the full decoder each step.
 
-Both paths decode greedily with `common.decoding.greedy_decode` from the same randomly
-initialized `TransformerTranslator` (no weights are downloaded) and the same encoded source.
-`<end>` (and `<pad>`) are suppressed, so every output is exactly `--steps` tokens long.
+All paths decode with `common.decoding` (greedy for `--beam-size 1`, else beam search) from the
+same randomly initialized `TransformerTranslator` (no weights are downloaded) and the same
+encoded source. `<end>` (and `<pad>`) are suppressed, so every output is exactly `--steps`
+tokens long.
 
 - cached: `model.make_step()`: one token per step through the decoder, self-attention
-  keys/values kept in a cache, cross-attention keys/values computed once per source;
-- full: a step function that runs the whole decoder over the `index + 1` tokens generated so
-  far and keeps only the last position's logits (what a model without a cache must do).
+  keys/values written in place into a fixed-size cache (`T_max` = `--steps`), cross-attention
+  keys/values computed once per source; the encoder and the whole loop in one `tf.function`;
+- cached_xla: the same function compiled with XLA (`jit_compile=True`), one compiled program
+  for the encoder and the whole decode loop;
+- uncached: a step function that runs the whole decoder over the `index + 1` tokens generated
+  so far and keeps only the last position's logits (what a model without a cache must do), in
+  a `tf.function` (its growing shapes do not compile with XLA).
 
-Both are traced with `tf.function` and warmed up once before timing. The script checks that
-the two give identical tokens, prints the figures and writes them as JSON (`--out`).
+Every path is traced (and compiled) once before timing. Then, per batch size, the paths are
+timed in turns (`common.training.benchmark.alternate`, the order reversed every other round),
+one decoding call each per round; a path's figure is the median of its `--rounds` calls and
+each speedup is the ratio of two medians (uncached / cached). The script checks that all paths
+give identical tokens, prints the figures and writes them as JSON (`--out`) with the machine
+and its load average (`common.training.benchmark.device_info`).
 
 Usage:
-    python scripts/benchmark_decoding.py --out runs/benchmark_decoding.json
+    python scripts/benchmark_decoding.py --out docs/benchmarks/decoding_cpu.json
+    python scripts/benchmark_decoding.py --beam-size 3 --batch-sizes 8 --out beam3.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+PATHS = ("cached", "cached_xla", "uncached")
+# --quick: a tiny model, for a smoke run (and the tests).
+QUICK = {"layers": 1, "hidden_dim": 16, "heads": 2, "intermediate_dim": 32, "vocab_size": 50,
+         "batch_sizes": "2,4", "source_length": 6, "steps": 8, "rounds": 3}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -37,13 +50,30 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--intermediate-dim", type=int, default=1024)
     p.add_argument("--vocab-size", type=int, default=8000)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-sizes", default="8,32", help="comma-separated batch sizes")
+    p.add_argument("--beam-size", type=int, default=1, help="1: greedy; more: beam search")
     p.add_argument("--source-length", type=int, default=24)
     p.add_argument("--steps", type=int, default=64, help="output tokens per sentence")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs of each path")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="timed calls of each path per batch size, alternating (at least 3)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke run: " + ", ".join(f"{k} {v}" for k, v in QUICK.items()))
     p.add_argument("--out", help="write the figures to this JSON file")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.quick:
+        vars(args).update(QUICK)
+    if args.rounds < 3:
+        p.error(f"--rounds must be at least 3 (medians of rounds), got {args.rounds}")
+    if args.beam_size < 1 or args.steps < 1:
+        p.error("--beam-size and --steps must be at least 1")
+    try:
+        args.batch_sizes = [int(b) for b in str(args.batch_sizes).split(",")]
+    except ValueError:
+        p.error(f"--batch-sizes must be comma-separated integers, got {args.batch_sizes!r}")
+    if min(args.batch_sizes) < 1:
+        p.error(f"--batch-sizes must be positive, got {args.batch_sizes}")
+    return args
 
 
 def main(argv=None) -> int:
@@ -52,7 +82,8 @@ def main(argv=None) -> int:
     import numpy as np
     import tensorflow as tf
 
-    from common.decoding import greedy_decode
+    from common.decoding import default_method, make_strategy
+    from common.training.benchmark import alternate, write_json
     from seq2seq.benchmarking import uncached_initial_state, uncached_step
     from seq2seq.config import TransformerConfig
     from seq2seq.transformer import TransformerTranslator
@@ -66,9 +97,9 @@ def main(argv=None) -> int:
     model = TransformerTranslator(sizes, args.vocab_size, args.vocab_size, name="benchmark")
     model.build()
     rng = np.random.default_rng(args.seed)
-    source = rng.integers(4, args.vocab_size, size=(args.batch_size, args.source_length))
-    source = tf.constant(source, tf.int32)
     start_id, end_id, steps = 1, 2, args.steps
+    strategy = make_strategy(default_method(args.beam_size), beam_size=args.beam_size,
+                             n_best=1, length_penalty=0.6)
     # Suppress <end> (and <pad>), so that every output has exactly `steps` real tokens.
     no_end = -1e9 * tf.reduce_sum(tf.one_hot([0, end_id], args.vocab_size), axis=0)
 
@@ -79,64 +110,69 @@ def main(argv=None) -> int:
 
         return wrapped
 
-    @tf.function
     def cached(source):
         state = model.initial_state(source, max_length=steps)
-        return greedy_decode(without_end(model.make_step()), state, args.batch_size,
-                             start_id, end_id, steps).tokens
+        return strategy(without_end(model.make_step()), state, tf.shape(source)[0],
+                        start_id, end_id, steps).tokens
 
-    @tf.function
-    def full(source):
+    def uncached(source):
         state = uncached_initial_state(model, source, steps)
-        return greedy_decode(without_end(uncached_step(model)), state, args.batch_size,
-                             start_id, end_id, steps).tokens
+        return strategy(without_end(uncached_step(model)), state, tf.shape(source)[0],
+                        start_id, end_id, steps).tokens
 
-    def timed(fn):
-        first = time.perf_counter()
-        tokens = fn(source).numpy()
-        warmup = time.perf_counter() - first
-        times = []
-        for _ in range(args.repeats):
-            begin = time.perf_counter()
-            fn(source).numpy()
-            times.append(time.perf_counter() - begin)
-        return tokens, warmup, times
+    functions = {"cached": tf.function(cached, autograph=False),
+                 "cached_xla": tf.function(cached, autograph=False, jit_compile=True),
+                 "uncached": tf.function(uncached, autograph=False)}
+    rows = []
+    for batch in args.batch_sizes:
+        source = tf.constant(rng.integers(4, args.vocab_size, size=(batch, args.source_length)),
+                             tf.int32)
+        tokens, warmup = {}, {}
+        for name in PATHS:
+            start = time.perf_counter()
+            tokens[name] = functions[name](source).numpy()
+            warmup[name] = time.perf_counter() - start
 
-    cached_tokens, cached_warmup, cached_times = timed(cached)
-    full_tokens, full_warmup, full_times = timed(full)
-    identical = bool(np.array_equal(cached_tokens, full_tokens))
-    lengths_ok = bool((cached_tokens != 0).all() and cached_tokens.shape[-1] == steps)
-    cached_s, full_s = statistics.median(cached_times), statistics.median(full_times)
-    result = {
-        "model": {"layers": args.layers, "hidden_dim": args.hidden_dim, "heads": args.heads,
-                  "intermediate_dim": args.intermediate_dim, "vocab_size": args.vocab_size,
-                  "parameters": int(model.count_params())},
-        "batch_size": args.batch_size,
-        "source_length": args.source_length,
-        "output_tokens": steps,
-        "repeats": args.repeats,
-        "cached_seconds": round(cached_s, 4),
-        "full_seconds": round(full_s, 4),
-        "cached_tokens_per_second": round(args.batch_size * steps / cached_s, 1),
-        "full_tokens_per_second": round(args.batch_size * steps / full_s, 1),
-        "speedup": round(full_s / cached_s, 2),
-        "identical_tokens": identical,
-        "all_outputs_full_length": lengths_ok,
-        "warmup_seconds": {"cached": round(cached_warmup, 2), "full": round(full_warmup, 2)},
-        "device": ", ".join(d.device_type for d in tf.config.list_logical_devices()),
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "tensorflow": tf.__version__,
-    }
-    for name, value in result.items():
-        print(f"{name:<26} {value}")
+        def once(name, source=source):
+            start = time.perf_counter()
+            functions[name](source).numpy()
+            return time.perf_counter() - start
+
+        rounds = alternate({name: (lambda name=name: once(name)) for name in PATHS},
+                           args.rounds)
+        seconds = {name: statistics.median(rounds[name]) for name in PATHS}
+        reference = tokens["uncached"]
+        rows.append({
+            "batch_size": batch,
+            **{f"{name}_s": seconds[name] for name in PATHS},
+            **{f"{name}_tokens_per_s": batch * steps / seconds[name] for name in PATHS},
+            "speedup_cached_xla": seconds["uncached"] / seconds["cached_xla"],
+            "speedup_cached": seconds["uncached"] / seconds["cached"],
+            "xla_over_graph": seconds["cached"] / seconds["cached_xla"],
+            "identical_tokens": all(np.array_equal(tokens[n], reference) for n in PATHS),
+            "all_outputs_full_length": bool((reference != 0).all()
+                                            and reference.shape[-1] == steps),
+            "rounds_s": rounds,
+            "warmup_s": warmup,
+        })
+    model_sizes = {"layers": args.layers, "hidden_dim": args.hidden_dim, "heads": args.heads,
+                   "intermediate_dim": args.intermediate_dim, "vocab_size": args.vocab_size,
+                   "parameters": int(model.count_params())}
+    print(f"model {model_sizes}; beam size {args.beam_size}; {steps} tokens; source "
+          f"{args.source_length}; medians of {args.rounds} alternating rounds")
+    print(f"{'batch':>5} {'cached s':>9} {'XLA s':>9} {'uncached s':>10} {'uncached/XLA':>12} "
+          f"{'uncached/cached':>15} {'identical':>9}")
+    for r in rows:
+        print(f"{r['batch_size']:>5} {r['cached_s']:>9.3f} {r['cached_xla_s']:>9.3f} "
+              f"{r['uncached_s']:>10.3f} {r['speedup_cached_xla']:>12.2f} "
+              f"{r['speedup_cached']:>15.2f} {r['identical_tokens']!s:>9}")
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=2)
-            f.write("\n")
-    if not identical:
-        print("error: cached and full decoding gave different tokens", file=sys.stderr)
+        path = write_json(args.out, rows, model=model_sizes, beam_size=args.beam_size,
+                          source_length=args.source_length, output_tokens=steps,
+                          rounds=args.rounds, seed=args.seed)
+        print(f"wrote {path}")
+    if not all(r["identical_tokens"] for r in rows):
+        print("error: the cached and uncached paths gave different tokens", file=sys.stderr)
         return 1
     return 0
 

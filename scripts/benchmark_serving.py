@@ -1,24 +1,29 @@
 """Benchmark: one-input latency of an exported SavedModel vs the in-process Keras model.
 
-RUN_DIR is a translator or a captioner run (its `config.json` says which). For each beam size,
-the same sentence (or image) is translated (or captioned) N times, after warm-up calls, by
+RUN_DIR is a translator or a captioner run (its `config.json` says which). Both sides take the
+same input and give the same kind of result, so that neither is charged for work the other
+skips:
 
-- savedmodel: the export's signature with options (`caption_with_options` /
-  `translate_with_options`, with `n_best` 1), loaded with `tf.saved_model.load` and
-  called in this process (the graph does tokenization, lookup, decoding, copying and
-  detokenization; for the captioner, image decoding, resizing, decoding and detokenization);
-- keras: `seq2seq.inference.Translator.translate` on the run directory (Python tokenization
-  and post-processing around a `tf.function` decoder), or for the captioner
-  `captioner.inference.read_image` (Pillow, from the same encoded bytes in memory) and
-  `CaptionerRun.caption_batch` (a `tf.function` decoder).
+- savedmodel: the export loaded by its client (`captioner.export.ExportedCaptioner.caption_bytes`
+  on the encoded image bytes, `seq2seq.export.ExportedTranslator.translate` on the sentence): one
+  call of the signature with options (image decoding and resizing, or tokenization; the search;
+  ids -> words in the graph), the outputs turned into `Caption` / `Translation` objects;
+- keras: the run directory in process (`captioner.inference.read_image` with Pillow on the same
+  bytes, then `CaptionerRun.caption_batch`; `seq2seq.inference.Translator.translate`): Python
+  pre- and post-processing around the module's `tf.function`.
 
-It reports the median and 90th percentile in milliseconds, checks that both give the same
-text, prints a table and writes the figures as JSON (`--out`). Without `--export`, the run is
-exported first into a temporary directory with the beam sizes measured.
+For each beam size both sides are warmed up (tracing), then timed in turns
+(`common.training.benchmark.alternate`, the order reversed every other round): one round of a
+side is the median of `--runs` calls; a side's figure is the median of its `--rounds` round
+medians, and `ratio` (SavedModel / in-process) is the ratio of those two medians. The words
+and the text of both sides are compared. The JSON (`--out`) records the machine and its load
+average (`common.training.benchmark.device_info`). Without `--export`, the run is exported
+first into a temporary directory with the beam sizes measured.
 
 Usage:
     python scripts/benchmark_serving.py RUN_DIR [--export EXPORT_DIR] --out bench.json
-    python scripts/benchmark_serving.py CAPTIONER_RUN --image assets/samples/shapes_2.png
+    python scripts/benchmark_serving.py CAPTIONER_RUN --image assets/samples/shapes_2.png \\
+        --beam-sizes 1,3 --out docs/benchmarks/serving_cpu.json
 """
 
 from __future__ import annotations
@@ -27,7 +32,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -44,141 +48,152 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--sentence", default="the 25th of November 2026")
     p.add_argument("--image", default="assets/samples/shapes_2.png",
                    help="the image a captioner run captions")
-    p.add_argument("--beam-sizes", default="1,4", help="comma-separated beam sizes to time")
-    p.add_argument("--runs", type=int, default=50, help="timed calls per path and beam size")
-    p.add_argument("--warmup", type=int, default=3, help="untimed calls first")
+    p.add_argument("--beam-sizes", default="1,3", help="comma-separated beam sizes to time")
+    p.add_argument("--runs", type=int, default=30, help="timed calls per side in one round")
+    p.add_argument("--rounds", type=int, default=5,
+                   help="rounds per beam size, the sides alternating (at least 3)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed calls of each side first")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke run: 3 rounds of 2 calls after 1 warm-up call")
     p.add_argument("--out", help="write the figures to this JSON file")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.rounds, args.runs, args.warmup = 3, 2, 1
+    if args.rounds < 3:
+        p.error(f"--rounds must be at least 3 (medians of rounds), got {args.rounds}")
+    if args.runs < 1 or args.warmup < 0:
+        p.error("--runs must be at least 1 and --warmup at least 0")
+    try:
+        args.beam_sizes = sorted({int(b) for b in args.beam_sizes.split(",")})
+    except ValueError:
+        p.error(f"--beam-sizes must be comma-separated integers, got {args.beam_sizes!r}")
+    if not args.beam_sizes or args.beam_sizes[0] < 1:
+        p.error(f"--beam-sizes must be positive, got {args.beam_sizes}")
+    return args
 
 
-def timed(fn, runs: int, warmup: int) -> dict:
-    """Median and p90 wall time of `fn()` in milliseconds, and its last result."""
-    result = None
-    for _ in range(warmup):
-        result = fn()
+def median_ms(fn, runs: int) -> float:
+    """The median wall time of `runs` calls of `fn()`, in milliseconds."""
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        result = fn()
+        fn()
         times.append((time.perf_counter() - start) * 1000)
-    times.sort()
-    p90 = times[min(len(times) - 1, int(round(0.9 * (len(times) - 1))))]
-    return {"median_ms": statistics.median(times), "p90_ms": p90, "runs": runs,
-            "result": result}
+    return statistics.median(times)
+
+
+def compare(sides: dict, args: argparse.Namespace, beam: int) -> dict:
+    """Times the two `sides` (name -> a call returning `(text, words)`) for one beam size."""
+    from common.training.benchmark import alternate
+
+    results = {}
+    for name, fn in sides.items():
+        for _ in range(max(1, args.warmup)):
+            results[name] = fn()
+    rounds = alternate({name: (lambda fn=fn: median_ms(fn, args.runs))
+                        for name, fn in sides.items()}, args.rounds)
+    saved, keras = (statistics.median(rounds[name]) for name in ("savedmodel", "keras"))
+    return {
+        "beam_size": beam,
+        "savedmodel_ms": saved,
+        "keras_ms": keras,
+        "ratio": saved / keras,
+        "savedmodel_rounds_ms": rounds["savedmodel"],
+        "keras_rounds_ms": rounds["keras"],
+        "same_output": results["savedmodel"] == results["keras"],
+        "text": results["keras"][0],
+        "words": list(results["keras"][1]),
+        "savedmodel_output": [results["savedmodel"][0], list(results["savedmodel"][1])],
+    }
 
 
 @contextlib.contextmanager
-def serving_signature(args: argparse.Namespace, export_run, beam_sizes: list[int]):
-    """The signature with options (beam size, length, n-best) of `--export`, or of the run
-    exported now into a temporary dir."""
-    import tensorflow as tf
-
-    from common.export.savedmodel import options_signature, read_info
-
+def export_dir(args: argparse.Namespace, export_run):
+    """`--export`, or the run exported now (the beam sizes measured) into a temporary dir."""
+    if args.export is not None:
+        yield args.export
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        export_dir = args.export
-        if export_dir is None:
-            export_dir = os.path.join(tmp, "export")
-            export_run(args.run_dir, export_dir, beam_sizes=beam_sizes)
-        name = options_signature(read_info(export_dir))
-        yield tf.saved_model.load(export_dir).signatures[name]
+        out = os.path.join(tmp, "export")
+        export_run(args.run_dir, out, beam_sizes=args.beam_sizes)
+        yield out
 
 
-def captioner_rows(args: argparse.Namespace, beam_sizes: list[int]) -> list[dict]:
-    """The savedmodel and keras rows for one image, per beam size."""
-    import tensorflow as tf
-
-    from captioner.export import export_run
+def captioner_rows(args: argparse.Namespace) -> list[dict]:
+    """One row per beam size: the export and the run directory captioning `--image`."""
+    from captioner.export import ExportedCaptioner, export_run
     from captioner.inference import CaptionerRun, read_image
 
     run = CaptionerRun(args.run_dir)
     with open(args.image, "rb") as f:
         data = f.read()
     rows = []
-    with serving_signature(args, export_run, beam_sizes) as signature:
-        images = tf.constant([data])
-        max_length = tf.constant(run.config.decoder.max_length)
-        for beam in beam_sizes:
+    with export_dir(args, export_run) as path:
+        exported = ExportedCaptioner(path)
+        for beam in args.beam_sizes:
 
-            def exported(beam=beam):
-                out = signature(images=images, beam_size=tf.constant(beam),
-                                max_length=max_length, n_best=tf.constant(1))
-                return out["captions"].numpy()[0].decode("utf-8")
+            def savedmodel(beam=beam):
+                caption = exported.caption_bytes([data], beam_size=beam)[0]
+                return caption.text, caption.words
 
-            def keras_path(beam=beam):
+            def keras(beam=beam):
                 pixels = read_image(data, run.image_size)[None]
-                return run.caption_batch(pixels, beam_size=beam)[0].text
+                caption = run.caption_batch(pixels, beam_size=beam)[0]
+                return caption.text, caption.words
 
-            for name, fn in (("savedmodel", exported), ("keras", keras_path)):
-                rows.append({"path": name, "beam_size": beam,
-                             **timed(fn, args.runs, args.warmup)})
+            rows.append(compare({"savedmodel": savedmodel, "keras": keras}, args, beam))
+    return rows
+
+
+def translator_rows(args: argparse.Namespace) -> list[dict]:
+    """One row per beam size: the export and the run directory translating `--sentence`."""
+    from seq2seq.export import ExportedTranslator, export_run
+    from seq2seq.inference import Translator
+
+    translator = Translator.from_run_dir(args.run_dir)
+    rows = []
+    with export_dir(args, export_run) as path:
+        exported = ExportedTranslator(path)
+        for beam in args.beam_sizes:
+
+            def savedmodel(beam=beam):
+                out = exported.translate([args.sentence], beam_size=beam)[0]
+                return out.text, out.tokens
+
+            def keras(beam=beam):
+                out = translator.translate([args.sentence], beam_size=beam)[0]
+                return out.text, out.tokens
+
+            rows.append(compare({"savedmodel": savedmodel, "keras": keras}, args, beam))
     return rows
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    import tensorflow as tf
+    from common.training.benchmark import write_json
 
-    beam_sizes = sorted({int(b) for b in args.beam_sizes.split(",")})
     with open(os.path.join(args.run_dir, "config.json"), encoding="utf-8") as f:
         captioner = json.load(f).get("family") == "captioner"
-    if captioner:
-        rows = captioner_rows(args, beam_sizes)
-        subject = {"image": args.image}
-    else:
-        rows = translator_rows(args, beam_sizes)
-        subject = {"sentence": args.sentence}
-    same = all(
-        r["result"] == next(o["result"] for o in rows
-                            if o["beam_size"] == r["beam_size"] and o["path"] == "keras")
-        for r in rows
-    )
-    what = "caption" if captioner else "translation"
-    shown = f"image: {args.image!r}" if captioner else f"sentence: {args.sentence!r}"
-    print(f"{shown}; {args.runs} runs after {args.warmup} warm-up; same {what}s: {same}")
-    print(f"{'path':<11} {'beam':>4} {'median ms':>10} {'p90 ms':>8}  {what}")
+    rows = captioner_rows(args) if captioner else translator_rows(args)
+    subject = {"image": args.image} if captioner else {"sentence": args.sentence}
+    same = all(row["same_output"] for row in rows)
+    print(f"{'image' if captioner else 'sentence'}: {next(iter(subject.values()))!r}; "
+          f"{args.rounds} rounds of {args.runs} calls per side after {args.warmup} warm-up; "
+          f"same output: {same}")
+    print(f"{'beam':>4} {'savedmodel ms':>14} {'in-process ms':>14} {'ratio':>6}  output")
     for r in rows:
-        print(f"{r['path']:<11} {r['beam_size']:>4} {r['median_ms']:>10.2f} "
-              f"{r['p90_ms']:>8.2f}  {r['result']}")
-    report = {
-        **subject, "runs": args.runs, "warmup": args.warmup,
-        f"same_{what}s": same, "results": rows,
-        "machine": {"platform": platform.platform(), "python": sys.version.split()[0],
-                    "tensorflow": tf.__version__, "cpus": os.cpu_count()},
-    }
+        print(f"{r['beam_size']:>4} {r['savedmodel_ms']:>14.2f} {r['keras_ms']:>14.2f} "
+              f"{r['ratio']:>6.2f}  {r['text']}")
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2, ensure_ascii=False)
-    return 0 if same else 1
-
-
-def translator_rows(args: argparse.Namespace, beam_sizes: list[int]) -> list[dict]:
-    """The savedmodel and keras rows for one sentence, per beam size."""
-    import tensorflow as tf
-
-    from common.text import normalize
-    from seq2seq.export import export_run
-    from seq2seq.inference import Translator
-
-    translator = Translator.from_run_dir(args.run_dir)
-    with serving_signature(args, export_run, beam_sizes) as signature:
-        max_length = translator.config.model.max_decode_length
-        sentence = tf.constant([normalize(args.sentence)])
-        rows = []
-        for beam in beam_sizes:
-
-            def exported(beam=beam):
-                out = signature(sentences=sentence, beam_size=tf.constant(beam),
-                                max_length=tf.constant(max_length), n_best=tf.constant(1))
-                return out["translations"].numpy()[0].decode("utf-8")
-
-            def keras_path(beam=beam):
-                return translator.translate([args.sentence], beam_size=beam)[0].text
-
-            for name, fn in (("savedmodel", exported), ("keras", keras_path)):
-                figures = timed(fn, args.runs, args.warmup)
-                rows.append({"path": name, "beam_size": beam, **figures})
-    return rows
+        path = write_json(args.out, rows, family="captioner" if captioner else "translator",
+                          run_dir=str(args.run_dir), **subject, runs=args.runs,
+                          rounds=args.rounds, warmup=args.warmup, same_output=same)
+        print(f"wrote {path}")
+    if not same:
+        print("error: the SavedModel and the in-process model gave different outputs",
+              file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -178,9 +178,9 @@ class DecodingModule(tf.Module):
             return self._decode(search, strategy, max_length)
 
         if n_best is None:
-            return self._outputs(decode(beam_size, 1), rows, n_best=False)
+            return self._outputs(decode(beam_size, 1), rows, n_best=None)
         decoded = dispatch_n_best(beam_size, n_best, self.beam_sizes, decode)
-        return self._outputs(decoded, rows, n_best=True)
+        return self._outputs(decoded, rows, n_best=n_best)
 
     def _decode(self, search: Any, strategy: Any, max_length: Any) -> Decoded:
         step, state, batch = self.search_inputs(search, max_length)
@@ -189,12 +189,34 @@ class DecodingModule(tf.Module):
         return decoded._replace(attention=tf.cast(decoded.attention, tf.float32))
 
     def _outputs(self, decoded: Decoded, rows: dict[str, tf.Tensor],
-                 n_best: bool) -> dict[str, tf.Tensor]:
-        """The outputs of the best hypothesis, and the `n_best_*` ones if asked for."""
+                 n_best: int | tf.Tensor | None) -> dict[str, tf.Tensor]:
+        """The outputs of the best hypothesis, and the `n_best_*` ones unless `n_best` is
+        None. For `n_best` 1 (the usual request; a scalar tensor in the signatures) those are
+        the best hypothesis' outputs with an `N` axis, so its post-processing is not run a
+        second time (`tf.cond` picks at run time)."""
         outputs = self._postprocess(Decoded(*(t[:, 0] for t in decoded)), rows)
-        if n_best:
-            outputs.update(self._n_best(decoded, rows))
+        if n_best is None:
+            return outputs
+        if isinstance(n_best, int):
+            several = (self._n_best(decoded, rows) if n_best > 1
+                       else self._one_best(decoded, outputs))
+        else:
+            several = tf.cond(tf.equal(n_best, 1), lambda: self._one_best(decoded, outputs),
+                              lambda: self._n_best(decoded, rows))
+        outputs.update(several)
         return outputs
+
+    def _one_best(self, decoded: Decoded, best: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The `n_best_*` outputs with `N = 1`, from the best hypothesis' `outputs`: what
+        `_n_best` computes for one hypothesis, without post-processing it again."""
+        return {
+            f"n_best_{self.TEXT}": best[self.TEXT][:, None],
+            "n_best_tokens": best["tokens"][:, None],
+            "n_best_lengths": best["lengths"][:, None],
+            "n_best_scores": decoded.scores[:, :1],
+            "n_best_normalized_scores": decoded.normalized_scores[:, :1],
+            "n_best_finished": decoded.finished[:, :1],
+        }
 
     def _postprocess(self, decoded: Decoded, rows: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """One hypothesis per row, `(R, ...)`: ids -> words, cut before `<end>`, specials
@@ -257,7 +279,7 @@ class DecodingModule(tf.Module):
             def run(features):
                 search, rows = self.prepare(features)
                 return self._outputs(self._decode(search, strategy, max_length), rows,
-                                     n_best=n_best is not None)
+                                     n_best=n_best)
 
             function = tf.function(run, autograph=False, reduce_retracing=True)
             self._in_process.by_key[key] = function

@@ -1,23 +1,37 @@
-"""scripts/benchmark_decoding.py runs at a tiny size and finds identical tokens."""
+"""scripts/benchmark_decoding.py runs at a tiny size, finds identical tokens on every path
+and reports ratios of its own medians."""
 
-import importlib.util
 import json
-from pathlib import Path
+import statistics
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "benchmark_decoding.py"
+import pytest
+
+from tests.helpers.benchmarks import load_script
 
 
-def test_benchmark_runs_and_paths_agree(tmp_path):
-    spec = importlib.util.spec_from_file_location("benchmark_decoding", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def _script():
+    return load_script("benchmark_decoding")
+
+
+@pytest.mark.parametrize("beam", [1, 2])
+def test_quick_run_agrees_and_its_ratios_are_of_its_medians(tmp_path, beam):
     out = tmp_path / "bench.json"
-    status = module.main(["--layers", "1", "--hidden-dim", "8", "--heads", "2",
-                          "--intermediate-dim", "16", "--vocab-size", "30", "--batch-size", "2",
-                          "--source-length", "5", "--steps", "6", "--repeats", "1",
-                          "--out", str(out)])
-    result = json.loads(out.read_text())
-    assert status == 0
-    assert result["identical_tokens"] and result["all_outputs_full_length"]
-    assert result["output_tokens"] == 6
-    assert result["speedup"] > 0
+    assert _script().main(["--quick", "--beam-size", str(beam), "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["beam_size"] == beam and report["output_tokens"] == 8
+    assert report["rounds"] == 3 and "load_average_1m" in report["device"]
+    assert [row["batch_size"] for row in report["results"]] == [2, 4]
+    for row in report["results"]:
+        assert row["identical_tokens"] and row["all_outputs_full_length"]
+        for path in ("cached", "cached_xla", "uncached"):
+            assert len(row["rounds_s"][path]) == 3
+            assert row[f"{path}_s"] == statistics.median(row["rounds_s"][path])
+        assert row["speedup_cached_xla"] == row["uncached_s"] / row["cached_xla_s"]
+        assert row["speedup_cached"] == row["uncached_s"] / row["cached_s"]
+
+
+def test_fewer_than_three_rounds_is_refused(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        _script().parse_args(["--rounds", "2"])
+    assert exit_info.value.code == 2
+    assert "--rounds must be at least 3" in capsys.readouterr().err

@@ -359,3 +359,21 @@ def test_n_best_outputs_of_the_module_match_the_translator(arch):
                                         tf.constant(1))
     assert one["n_best_tokens"].shape[1] == 1
     np.testing.assert_array_equal(one["tokens"].numpy(), out["tokens"].numpy())
+
+
+@pytest.mark.slow
+def test_serving_benchmark_compares_the_same_translations(run_dir, export_dir, tmp_path):
+    from tests.helpers.benchmarks import check_serving_report, load_script
+
+    out = tmp_path / "serving.json"
+    status = load_script("benchmark_serving").main([
+        str(run_dir), "--export", str(export_dir), "--sentence", SENTENCES[1],
+        "--beam-sizes", "1,2", "--quick", "--out", str(out)])
+    assert status == 0
+    report = json.loads(out.read_text())
+    assert report["family"] == "translator" and report["sentence"] == SENTENCES[1]
+    check_serving_report(report, [1, 2])
+    translator = Translator.from_run_dir(run_dir)
+    for row in report["results"]:  # the run directory's own translation
+        expected = translator.translate([SENTENCES[1]], beam_size=row["beam_size"])[0]
+        assert (row["text"], row["words"]) == (expected.text, expected.tokens)

@@ -106,3 +106,33 @@ def test_a_missing_attention_layer_or_head_is_a_user_error():
         model.make_step(attention_head=2)
     with pytest.raises(UserError, match="attention layer 5"):
         model.make_step(attention_layer=5)
+
+
+@pytest.mark.parametrize("method,positions", [("greedy", "sine"), ("beam", "learned")])
+def test_cached_decoding_under_xla_matches_the_graph(method, positions):
+    """The whole cached decode (encoder, in-place cache writes, the loop) compiled with XLA
+    (`scripts/benchmark_decoding.py`'s `cached_xla`) gives the tokens of the plain graph, and
+    both give the full pass' argmax at every greedy step (the independent reference)."""
+    from common.decoding import make_strategy
+
+    model = tiny(positions=positions)
+    strategy = make_strategy(method, beam_size=3, n_best=1, length_penalty=0.6)
+
+    def decode(source):
+        state = model.initial_state(source, max_length=8)
+        return strategy(model.make_step(), state, tf.shape(source)[0], 1, 2, 8)
+
+    graph = tf.function(decode, autograph=False)(SOURCE)
+    compiled = tf.function(decode, autograph=False, jit_compile=True)(SOURCE)
+    np.testing.assert_array_equal(compiled.tokens, graph.tokens)
+    np.testing.assert_array_equal(compiled.lengths, graph.lengths)
+    np.testing.assert_allclose(compiled.scores, graph.scores, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(compiled.attention, graph.attention, atol=1e-5)
+    if method == "greedy":  # each token is the full pass' argmax after the tokens before it
+        tokens = compiled.tokens.numpy()[:, 0]
+        target_in = np.concatenate([np.ones((2, 1), np.int32), tokens[:, :-1]], axis=1)
+        logits = model({"source": SOURCE, "target_in": target_in}).numpy()
+        logits[..., [0, 1]] = -np.inf  # greedy never emits <pad> or <start>
+        for row in range(2):
+            n = int(compiled.lengths[row, 0])
+            np.testing.assert_array_equal(tokens[row, :n], logits[row, :n].argmax(-1))
