@@ -106,3 +106,33 @@ def test_a_missing_attention_layer_or_head_is_a_user_error():
         model.make_step(attention_head=2)
     with pytest.raises(UserError, match="attention layer 5"):
         model.make_step(attention_layer=5)
+
+
+def _attentions(model):
+    return [getattr(layer, name) for layer in model.encoder_layers + model.decoder_layers
+            for name in ("self_attention", "cross_attention") if hasattr(layer, name)]
+
+
+@pytest.mark.parametrize("head_dim", [None, 6])
+def test_fused_attention_projections_train_as_keras_attention(head_dim):
+    """The attention's fused projections (the default) give the loss and every gradient of
+    the same model through keras' own attention `call`, to float rounding (dropout 0)."""
+    model = tiny(head_dim=head_dim)
+    batch = {"source": SOURCE, "target_in": TARGET_IN, "target_out": TARGET_IN[:, ::-1]}
+
+    def loss_and_gradients():
+        with tf.GradientTape() as tape:
+            loss = model.loss_terms(batch, training=True)["loss_sum"]
+        return float(loss), tape.gradient(loss, model.trainable_variables)
+
+    model(batch)
+    assert all(layer.fused_projections for layer in _attentions(model))
+    fused = loss_and_gradients()
+    for layer in _attentions(model):
+        layer.fused_projections = False
+    reference = loss_and_gradients()
+    assert fused[0] == pytest.approx(reference[0], rel=1e-6)
+    for got, want in zip(fused[1], reference[1]):
+        np.testing.assert_allclose(np.asarray(tf.convert_to_tensor(got)),
+                                   np.asarray(tf.convert_to_tensor(want)),
+                                   rtol=1e-4, atol=1e-6)
