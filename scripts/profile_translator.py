@@ -1,7 +1,7 @@
 """Where a translator's training step spends its time: a TensorFlow profiler trace of a few
 steps, summed per op kind.
 
-    python scripts/profile_translator.py --size keras-io --precision float32
+    python scripts/profile_translator.py --size keras-io --attention fused,keras
     python scripts/profile_translator.py --size spa-eng-cpu --precision mixed_bfloat16 \
         --steps 5 --out docs/benchmarks/profile_translator_spa-eng-cpu.json
 
@@ -86,19 +86,23 @@ def op_times(logdir: str) -> collections.Counter:
 
 
 def profile(size: str, precision: str, jit_compile: bool, batch_size: int, length: int,
-            steps: int, warmup: int) -> dict[str, Any]:
+            steps: int, warmup: int, attention: str = "fused") -> dict[str, Any]:
     """Profiles `steps` training steps of the Transformer at `size`: -> a dict of the wall
-    time per step and the op time by group and by op type."""
+    time per step and the op time by group and by op type. `attention`: "fused" (the
+    attention's fused projections, the default) or "keras" (keras' attention `call`, as the
+    project computed before them)."""
     import tensorflow as tf
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from benchmark_training import prepare
+    from benchmark_training import prepare, use_keras_attention
 
     from common.training import make_strategy
 
     _, network, step, batches = prepare("translator", "transformer", size, "synthetic",
                                         batch_size, length, precision, jit_compile,
                                         make_strategy("none"))
+    if attention == "keras":
+        use_keras_attention(network)
     for _ in range(warmup):
         float(step(next(batches))["loss"])
     with tempfile.TemporaryDirectory() as logdir:
@@ -118,7 +122,8 @@ def profile(size: str, precision: str, jit_compile: bool, batch_size: int, lengt
         if "gradient" in op_name.lower():
             backward += seconds
     total = sum(by_group.values())
-    return {"size": size, "precision": precision, "jit": jit_compile, "batch": batch_size,
+    return {"size": size, "attention": attention, "precision": precision, "jit": jit_compile,
+            "batch": batch_size,
             "length": length, "steps": steps, "params": int(network.count_params()),
             "wall_ms_per_step": 1000 * wall / steps,
             "op_ms_per_step": 1000 * total / steps,
@@ -139,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jit-compile", action="store_true",
                    help="compile the step with XLA (the trace then shows XLA clusters, "
                    "not ops)")
+    p.add_argument("--attention", default="fused",
+                   help="comma-separated: fused (the attention's fused projections, the "
+                   "default), keras (keras' attention call, as before them)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--length", type=int, default=20, help="source and target tokens")
     p.add_argument("--steps", type=int, default=3, help="profiled steps")
@@ -158,20 +166,28 @@ def run(args: argparse.Namespace) -> int:
     if args.precision not in ("float32", "mixed_bfloat16", "mixed_float16"):
         raise UserError(f"--precision must be float32, mixed_bfloat16 or mixed_float16, "
                         f"got {args.precision}")
-    result = profile(args.size, args.precision, args.jit_compile, args.batch_size, args.length,
-                     args.steps, args.warmup)
-    print(f"{args.size}, {args.precision}{', XLA' if args.jit_compile else ''}: "
-          f"{result['wall_ms_per_step']:.0f} ms per step (wall), "
-          f"{result['op_ms_per_step']:.0f} ms of ops (summed over threads), "
-          f"{result['backward_share']:.0%} of them in the gradient")
-    for group, figures in result["groups"].items():
-        print(f"  {figures['share']:6.1%}  {figures['ms_per_step']:8.1f} ms  {group}")
-    print("  top op types (ms per step): " + ", ".join(
-        f"{t} {ms:.0f}" for t, ms in result["top_ops"].items()))
+    attentions = args.attention.split(",")
+    for attention in attentions:
+        if attention not in ("fused", "keras"):
+            raise UserError(f"--attention takes fused and/or keras, got {attention!r}")
+    results = []
+    for attention in attentions:
+        result = profile(args.size, args.precision, args.jit_compile, args.batch_size,
+                         args.length, args.steps, args.warmup, attention)
+        results.append(result)
+        print(f"{args.size}, {attention} attention, {args.precision}"
+              f"{', XLA' if args.jit_compile else ''}: "
+              f"{result['wall_ms_per_step']:.0f} ms per step (wall), "
+              f"{result['op_ms_per_step']:.0f} ms of ops (summed over threads), "
+              f"{result['backward_share']:.0%} of them in the gradient")
+        for group, figures in result["groups"].items():
+            print(f"  {figures['share']:6.1%}  {figures['ms_per_step']:8.1f} ms  {group}")
+        print("  top op types (ms per step): " + ", ".join(
+            f"{t} {ms:.0f}" for t, ms in result["top_ops"].items()))
     if args.out:
         from common.training.benchmark import write_json
 
-        write_json(args.out, [result], command=" ".join(sys.argv))
+        write_json(args.out, results, command=" ".join(sys.argv))
         print(f"wrote {args.out}")
     return 0
 

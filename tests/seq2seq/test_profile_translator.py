@@ -43,8 +43,9 @@ def test_op_groups(name, op_type, group):
 def test_a_tiny_profile_sums_its_groups(tmp_path, capsys):
     out = tmp_path / "profile.json"
     assert load_script().main(["--size", "tiny", "--steps", "1", "--warmup", "1",
-                               "--out", str(out)]) == 0
-    (result,) = json.loads(out.read_text())["results"]
+                               "--attention", "fused,keras", "--out", str(out)]) == 0
+    fused, result = json.loads(out.read_text())["results"]
+    assert (fused["attention"], result["attention"]) == ("fused", "keras")
     groups = result["groups"]
     assert groups and "matrix products" in groups
     assert sum(g["share"] for g in groups.values()) == pytest.approx(1.0)
@@ -54,7 +55,11 @@ def test_a_tiny_profile_sums_its_groups(tmp_path, capsys):
     assert "ms per step (wall)" in capsys.readouterr().out
 
 
-def test_an_unknown_size_is_a_one_line_user_error(capsys):
-    assert load_script().main(["--size", "huge"]) == 2
+@pytest.mark.parametrize("argv, message", [
+    (["--size", "huge"], "unknown size"),
+    (["--attention", "flash"], "--attention takes fused"),
+])
+def test_bad_options_are_one_line_user_errors(argv, message, capsys):
+    assert load_script().main(argv) == 2
     err = capsys.readouterr().err
-    assert "unknown size" in err and len(err.strip().splitlines()) == 1
+    assert message in err and len(err.strip().splitlines()) == 1
