@@ -44,8 +44,9 @@ published: heads of 256) and the project's `keras-io` size alternately in one pr
 batch 64 and 20 + 20 tokens: `--rounds` rounds (>= 3) of `--steps` timed steps per side after
 `--warmup` untimed ones, medians over rounds, and prints both, their examples/s ratio and FLOP
 rates (the same FLOP formula for both). A third side, timed in the same turns, is the
-project's model through keras' own attention `call` (`MultiHeadAttention.fused_projections`
-off: the project as it computed before the fused projections). Without the peer folder
+project's model through keras' own attention `call`; the "project" side has the attention's
+fused projections on (`MultiHeadAttention.fused_projections`, off by default: they pay at
+this size, not at `spa-eng-cpu`). Without the peer folder
 (`--peers`) the project is timed alone (both ways) and no ratio to the example is given. No
 other program's figure is ever written into a ratio.
 
@@ -319,6 +320,7 @@ def versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
     bench, network, step, batches = prepare("translator", "transformer", "keras-io",
                                             "synthetic", batch_size, length, "float32",
                                             False, make_strategy("none"))
+    use_keras_attention(network, keras_call=False)  # the fused projections
     time_steps(step, batches, steps=1, warmup=max(warmup - 1, 0))
     project_flops = bench.flops(network)
     _, keras_network, keras_step, keras_batches = prepare(
@@ -330,12 +332,12 @@ def versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
                                               warmup=0).examples_per_s,
                 "project-keras-attention": lambda: time_steps(
                     keras_step, keras_batches, steps=steps, warmup=0).examples_per_s}
-    rows = [{"side": "project", "program": "TransformerTranslator, keras-io size",
+    rows = [{"side": "project", "program": "TransformerTranslator, keras-io size, fused projections",
              "params": int(network.count_params()), "head_dim": network.head_dim,
              "flops_per_step": project_flops},
             {"side": "project-keras-attention",
-             "program": "the same through keras' attention call (fused_projections off: "
-             "the project before)",
+             "program": "the same through keras' attention call (fused_projections off, "
+             "the default)",
              "params": int(keras_network.count_params()), "head_dim": keras_network.head_dim,
              "flops_per_step": project_flops}]
     if peer_module is not None:
@@ -385,14 +387,14 @@ def versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
             "fused_over_keras_attention": rows[0]["examples_per_s"] / rows[1]["examples_per_s"]}
 
 
-def use_keras_attention(network: Any) -> None:
+def use_keras_attention(network: Any, keras_call: bool = True) -> None:
     """Turns the fused projections of every attention layer of a Transformer translator off
-    (`MultiHeadAttention.fused_projections`), so that it computes as before them, through
-    keras' own attention `call`."""
+    (`MultiHeadAttention.fused_projections`, off by default), so that it computes through
+    keras' own attention `call`, or on (`keras_call=False`)."""
     for layer in network.encoder_layers + network.decoder_layers:
         for name in ("self_attention", "cross_attention"):
             if hasattr(layer, name):
-                getattr(layer, name).fused_projections = False
+                getattr(layer, name).fused_projections = not keras_call
 
 
 def versus_keras_attention(size: str, data: str, batch_size: int, length: int, steps: int,
@@ -410,8 +412,7 @@ def versus_keras_attention(size: str, data: str, batch_size: int, length: int, s
         _, network, step, batches = prepare("translator", "transformer", size, data,
                                             batch_size, length, precision, False,
                                             make_strategy("none"))
-        if side == "keras-attention":
-            use_keras_attention(network)
+        use_keras_attention(network, keras_call=side == "keras-attention")
         time_steps(step, batches, steps=1, warmup=max(warmup - 1, 0))
         sides[side] = (network, step, batches)
     def measure(step, batches) -> float:

@@ -89,8 +89,7 @@ def profile(size: str, precision: str, jit_compile: bool, batch_size: int, lengt
             steps: int, warmup: int, attention: str = "fused") -> dict[str, Any]:
     """Profiles `steps` training steps of the Transformer at `size`: -> a dict of the wall
     time per step and the op time by group and by op type. `attention`: "fused" (the
-    attention's fused projections, the default) or "keras" (keras' attention `call`, as the
-    project computed before them)."""
+    attention's fused projections) or "keras" (keras' attention `call`, the default)."""
     import tensorflow as tf
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -101,8 +100,7 @@ def profile(size: str, precision: str, jit_compile: bool, batch_size: int, lengt
     _, network, step, batches = prepare("translator", "transformer", size, "synthetic",
                                         batch_size, length, precision, jit_compile,
                                         make_strategy("none"))
-    if attention == "keras":
-        use_keras_attention(network)
+    use_keras_attention(network, keras_call=attention == "keras")
     for _ in range(warmup):
         float(step(next(batches))["loss"])
     with tempfile.TemporaryDirectory() as logdir:
@@ -145,8 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compile the step with XLA (the trace then shows XLA clusters, "
                    "not ops)")
     p.add_argument("--attention", default="fused",
-                   help="comma-separated: fused (the attention's fused projections, the "
-                   "default), keras (keras' attention call, as before them)")
+                   help="comma-separated: fused (the attention's fused projections), keras "
+                   "(keras' attention call, the default)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--length", type=int, default=20, help="source and target tokens")
     p.add_argument("--steps", type=int, default=3, help="profiled steps")

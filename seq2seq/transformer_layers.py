@@ -72,8 +72,8 @@ class _Block(keras.layers.Layer):
 
     def _weights_dropout(self, weights):
         """The attention weights' dropout (`MultiHeadAttention`'s `weights_dropout`): this
-        block's `drop`, of the same rate, so that the attention's fused projections run
-        when training too."""
+        block's `drop`, of the same rate, so that the attention's fused projections (when
+        turned on) run when training too."""
         return self.drop(weights, training=True)
 
     def _feed_forward(self, x, training):

@@ -22,8 +22,8 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     From "Attention Is All You Need" (Vaswani et al., 2017). The same weights and arguments as
     `keras.layers.MultiHeadAttention`, and only its public API. Attention is computed here from
     the public `query_dense`, `key_dense`, `value_dense` and `output_dense` weights, their
-    products taken over all `B * T` rows at once (`fused_projections`; see `_project`), except
-    where keras' own `call` runs (with `return_attention_scores=True`, so its dropout
+    products taken over all `B * T` rows at once when `fused_projections` (see `_project`), and
+    keras' own `call` runs (with `return_attention_scores=True`, so its dropout
     applies): with `fused_projections=False`, and when training with dropout but no
     `weights_dropout` (keras' dropout layer is private). The call differs:
     - it always returns the per-head attention weights `(B, H, T, S)`;
@@ -50,7 +50,9 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         fused_projections: compute the projections as matrix products over all `B * T` rows,
             the query, key and value of self-attention in one (`_project`): the same weights
             and, to float rounding, the same result as keras' `call`, which runs when this is
-            False. A CPU trains a Transformer about twice as fast so.
+            False (the default). It trains the keras-io size (heads of 256) 1.7x as fast on a
+            CPU, but the `spa-eng-cpu` size (heads of 48) at 0.5-0.9x (docs/benchmarks.md),
+            so it is off unless asked for.
         **kwargs: the other arguments of `keras.layers.MultiHeadAttention` (`value_dim`,
             `dropout`, `use_bias`, `output_shape`, initializers, ...) and base layer arguments.
 
@@ -83,7 +85,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     ((2, 3, 8), (2, 2, 3, 3))
     """
 
-    def __init__(self, num_heads: int, key_dim: int, fused_projections: bool = True,
+    def __init__(self, num_heads: int, key_dim: int, fused_projections: bool = False,
                  **kwargs):
         if kwargs.get("attention_axes") not in (None, 1, (1,), [1]):
             raise ValueError("common.layers.MultiHeadAttention attends over axis 1 only")

@@ -115,8 +115,8 @@ def _attentions(model):
 
 @pytest.mark.parametrize("head_dim", [None, 6])
 def test_fused_attention_projections_train_as_keras_attention(head_dim):
-    """The attention's fused projections (the default) give the loss and every gradient of
-    the same model through keras' own attention `call`, to float rounding (dropout 0)."""
+    """The attention's fused projections give the loss and every gradient of the same model
+    through keras' own attention `call` (the default), to float rounding (dropout 0)."""
     model = tiny(head_dim=head_dim)
     batch = {"source": SOURCE, "target_in": TARGET_IN, "target_out": TARGET_IN[:, ::-1]}
 
@@ -126,11 +126,11 @@ def test_fused_attention_projections_train_as_keras_attention(head_dim):
         return float(loss), tape.gradient(loss, model.trainable_variables)
 
     model(batch)
-    assert all(layer.fused_projections for layer in _attentions(model))
-    fused = loss_and_gradients()
-    for layer in _attentions(model):
-        layer.fused_projections = False
+    assert not any(layer.fused_projections for layer in _attentions(model))
     reference = loss_and_gradients()
+    for layer in _attentions(model):
+        layer.fused_projections = True
+    fused = loss_and_gradients()
     assert fused[0] == pytest.approx(reference[0], rel=1e-6)
     for got, want in zip(fused[1], reference[1]):
         np.testing.assert_allclose(np.asarray(tf.convert_to_tensor(got)),

@@ -274,8 +274,8 @@ def test_fused_projections_equal_keras_call_with_gradients(options, self_attenti
     value = x if self_attention else source
     kwargs = ({"mask": SELF_MASK, "use_causal_mask": True} if self_attention
               else {"mask": SOURCE_MASK})
-    fused = MultiHeadAttention(num_heads=H, key_dim=K, **options)
-    reference = MultiHeadAttention(num_heads=H, key_dim=K, fused_projections=False, **options)
+    fused = MultiHeadAttention(num_heads=H, key_dim=K, fused_projections=True, **options)
+    reference = MultiHeadAttention(num_heads=H, key_dim=K, **options)
     fused(x, value)
     reference(x, value)
     reference.set_weights(fused.get_weights())
@@ -294,7 +294,7 @@ def test_weights_dropout_weighs_the_values_and_leaves_the_returned_weights():
     """`weights_dropout` (a fixed mask here) applies to the weights that weigh the values;
     the weights returned are the undropped ones, as keras returns them."""
     x, source = _x(B, T, D), _x(B, S, D, seed=2)
-    layer = MultiHeadAttention(num_heads=H, key_dim=K, dropout=0.5)
+    layer = MultiHeadAttention(num_heads=H, key_dim=K, dropout=0.5, fused_projections=True)
     layer(x, source)
     keep = _x(B, H, T, S, seed=5) > 0
 
