@@ -8,6 +8,7 @@
     python scripts/benchmark_training.py --model captioner --size demo,coco --batch-size 16
     python scripts/benchmark_training.py --vs-peer --steps 5 --rounds 3 \
         --out docs/benchmarks/training_cpu.json     # against the keras-io example, same size
+    python scripts/benchmark_training.py --vs-keras-attention --size spa-eng-cpu
 
 Each (model, architecture, size, precision) is built with the project's own builders and
 timed through the Trainer's step (`common.training.step.make_train_step`) on synthetic batches
@@ -42,8 +43,19 @@ H200; none on a CPU).
 published: heads of 256) and the project's `keras-io` size alternately in one process, at
 batch 64 and 20 + 20 tokens: `--rounds` rounds (>= 3) of `--steps` timed steps per side after
 `--warmup` untimed ones, medians over rounds, and prints both, their examples/s ratio and FLOP
-rates (the same FLOP formula for both). Without the peer folder (`--peers`) the project is
-timed alone and no ratio is given. No other program's figure is ever written into a ratio.
+rates (the same FLOP formula for both). A third side, timed in the same turns, is the
+project's model through keras' own attention `call`; the "project" side has the attention's
+fused projections on (`MultiHeadAttention.fused_projections`, off by default: they pay at
+this size, not at `spa-eng-cpu`). Without the peer folder
+(`--peers`) the project is timed alone (both ways) and no ratio to the example is given. No
+other program's figure is ever written into a ratio.
+
+`--vs-keras-attention` times the Transformer at one `--size` (on `--data`, synthetic or a
+TSV through the training pipeline) with its attention's fused projections and through keras'
+attention `call`, alternately in one process, and gives the steps/s of each and their ratio:
+
+    python scripts/benchmark_training.py --vs-keras-attention --size spa-eng-cpu \
+        --data ../shared/data/spa-eng/train.tsv --steps 10 --rounds 3
 
 A model family is one entry of `MODELS`: `(arch, size, data, batch_size, length) -> Bench`.
 """
@@ -308,12 +320,25 @@ def versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
     bench, network, step, batches = prepare("translator", "transformer", "keras-io",
                                             "synthetic", batch_size, length, "float32",
                                             False, make_strategy("none"))
+    use_keras_attention(network, keras_call=False)  # the fused projections
     time_steps(step, batches, steps=1, warmup=max(warmup - 1, 0))
     project_flops = bench.flops(network)
+    _, keras_network, keras_step, keras_batches = prepare(
+        "translator", "transformer", "keras-io", "synthetic", batch_size, length, "float32",
+        False, make_strategy("none"))
+    use_keras_attention(keras_network)
+    time_steps(keras_step, keras_batches, steps=1, warmup=max(warmup - 1, 0))
     measures = {"project": lambda: time_steps(step, batches, steps=steps,
-                                              warmup=0).examples_per_s}
-    rows = [{"side": "project", "program": "TransformerTranslator, keras-io size",
+                                              warmup=0).examples_per_s,
+                "project-keras-attention": lambda: time_steps(
+                    keras_step, keras_batches, steps=steps, warmup=0).examples_per_s}
+    rows = [{"side": "project", "program": "TransformerTranslator, keras-io size, fused projections",
              "params": int(network.count_params()), "head_dim": network.head_dim,
+             "flops_per_step": project_flops},
+            {"side": "project-keras-attention",
+             "program": "the same through keras' attention call (fused_projections off, "
+             "the default)",
+             "params": int(keras_network.count_params()), "head_dim": keras_network.head_dim,
              "flops_per_step": project_flops}]
     if peer_module is not None:
         peer = peer_module.Peer()
@@ -355,10 +380,82 @@ def versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
                     "tflops": row["flops_per_step"] * rate / batch_size / 1e12})
     ratio = None
     if peer_module is not None:
-        ratio = rows[0]["examples_per_s"] / rows[1]["examples_per_s"]
+        ratio = rows[0]["examples_per_s"] / rows[2]["examples_per_s"]
     return {"rows": rows, "peers_dir": folder, "peer_found": peer_module is not None,
             "examples_per_s_ratio": ratio,
-            "tflops_ratio": None if ratio is None else rows[0]["tflops"] / rows[1]["tflops"]}
+            "tflops_ratio": None if ratio is None else rows[0]["tflops"] / rows[2]["tflops"],
+            "fused_over_keras_attention": rows[0]["examples_per_s"] / rows[1]["examples_per_s"]}
+
+
+def use_keras_attention(network: Any, keras_call: bool = True) -> None:
+    """Turns the fused projections of every attention layer of a Transformer translator off
+    (`MultiHeadAttention.fused_projections`, off by default), so that it computes through
+    keras' own attention `call`, or on (`keras_call=False`)."""
+    for layer in network.encoder_layers + network.decoder_layers:
+        for name in ("self_attention", "cross_attention"):
+            if hasattr(layer, name):
+                getattr(layer, name).fused_projections = not keras_call
+
+
+def versus_keras_attention(size: str, data: str, batch_size: int, length: int, steps: int,
+                           warmup: int, rounds: int, precision: str) -> dict[str, Any]:
+    """Times the Transformer at `size` with its attention's fused projections (the default)
+    and through keras' attention `call` (as before them) alternately in one process: per
+    round `steps` steps of each after `warmup` untimed ones, `rounds` rounds, medians."""
+    import statistics
+
+    from common.training import make_strategy
+    from common.training.benchmark import alternate, time_steps
+
+    sides = {}
+    for side in ("fused", "keras-attention"):
+        _, network, step, batches = prepare("translator", "transformer", size, data,
+                                            batch_size, length, precision, False,
+                                            make_strategy("none"))
+        use_keras_attention(network, keras_call=side == "keras-attention")
+        time_steps(step, batches, steps=1, warmup=max(warmup - 1, 0))
+        sides[side] = (network, step, batches)
+    def measure(step, batches) -> float:
+        result = time_steps(step, batches, steps=steps, warmup=0)
+        return result.steps / max(result.seconds, 1e-12)
+
+    figures = alternate({side: (lambda s=s: measure(s[1], s[2])) for side, s in sides.items()},
+                        rounds)
+    rows = [{"side": side, "size": size, "data": data, "precision": precision,
+             "batch": batch_size, "length": length,
+             "params": int(sides[side][0].count_params()), "steps_per_round": steps,
+             "rounds": rounds, "steps_per_s_per_round": figures[side],
+             "steps_per_s": statistics.median(figures[side])} for side in sides]
+    return {"rows": rows,
+            "fused_over_keras_attention": rows[0]["steps_per_s"] / rows[1]["steps_per_s"]}
+
+
+def run_versus_keras_attention(args: argparse.Namespace) -> int:
+    from common.training.benchmark import format_table, write_json
+
+    if args.model != "translator" or args.arch != "transformer":
+        raise UserError("--vs-keras-attention times the Transformer translator: --model "
+                        f"translator --arch transformer, got {args.model} {args.arch}")
+    if args.rounds < 3:
+        raise UserError(f"--rounds must be >= 3 (medians of at least 3), got {args.rounds}")
+    if args.jit_compile or args.distribute != "none" or "," in args.precision:
+        raise UserError("--vs-keras-attention times one precision without XLA on one device")
+    size = args.size or "keras-io"
+    if size not in TRANSLATOR_SIZES or "," in size:
+        raise UserError(f"--vs-keras-attention takes one size of: {', '.join(TRANSLATOR_SIZES)}"
+                        f"; got {size}")
+    result = versus_keras_attention(size, args.data, args.batch_size, args.length or 20,
+                                    args.steps, args.warmup, args.rounds, args.precision)
+    print(format_table(result["rows"], ["side", "size", "data", "precision", "batch",
+                                        "length", "params", "steps_per_s"]))
+    print(f"fused projections / keras' attention call: "
+          f"{result['fused_over_keras_attention']:.2f}x the steps/s (medians of "
+          f"{args.rounds} alternating rounds, one process)")
+    if args.out:
+        write_json(args.out, result["rows"], command=" ".join(sys.argv),
+                   fused_over_keras_attention=result["fused_over_keras_attention"])
+        print(f"wrote {args.out}")
+    return 0
 
 
 def run_versus_peer(args: argparse.Namespace) -> int:
@@ -379,6 +476,8 @@ def run_versus_peer(args: argparse.Namespace) -> int:
         raise UserError(f"--rounds must be >= 3 (medians of at least 3), got {args.rounds}")
     result = versus_peer(args.batch_size, args.steps, args.warmup, args.rounds, args.peers)
     print(format_table(result["rows"], PEER_COLUMNS))
+    print(f"project / the same through keras' attention call: "
+          f"{result['fused_over_keras_attention']:.2f}x the examples/s")
     if result["peer_found"]:
         print(f"project / keras-io example at equal size: {result['examples_per_s_ratio']:.2f}x "
               f"the examples/s, {result['tflops_ratio']:.2f}x the FLOP rate (medians of "
@@ -421,6 +520,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time the keras-io example (from --peers) and the project's keras-io "
                    "size alternately in this process, and give the ratio (no ratio when the "
                    "peer folder is missing)")
+    p.add_argument("--vs-keras-attention", action="store_true",
+                   help="time the Transformer at --size (one) with its attention's fused "
+                   "projections and through keras' attention call (as before them) "
+                   "alternately in this process, and give the ratio")
     p.add_argument("--peers", default=None,
                    help="the peer programs' folder (default ../shared/peers from the repo root)")
     p.add_argument("--rounds", type=int, default=3,
@@ -448,6 +551,8 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.vs_peer:
         return run_versus_peer(args)
+    if args.vs_keras_attention:
+        return run_versus_keras_attention(args)
     if args.size is None:
         args.size = "demo" if args.model == "captioner" else "keras-io"
     for name in ("batch_size", "length", "steps"):

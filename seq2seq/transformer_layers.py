@@ -70,6 +70,12 @@ class _Block(keras.layers.Layer):
             x = norm(x)
         return x, extras
 
+    def _weights_dropout(self, weights):
+        """The attention weights' dropout (`MultiHeadAttention`'s `weights_dropout`): this
+        block's `drop`, of the same rate, so that the attention's fused projections (when
+        turned on) run when training too."""
+        return self.drop(weights, training=True)
+
     def _feed_forward(self, x, training):
         x, _ = self._residual(
             x, self.ffn_norm,
@@ -115,7 +121,8 @@ class TransformerEncoderLayer(_Block):
     def call(self, x, padding_mask=None, training=None):
         x, _ = self._residual(
             x, self.self_attention_norm,
-            lambda h: self.self_attention(h, h, mask=padding_mask, training=training),
+            lambda h: self.self_attention(h, h, mask=padding_mask, training=training,
+                                          weights_dropout=self._weights_dropout),
             training,
         )
         return self._feed_forward(x, training)
@@ -160,13 +167,15 @@ class TransformerDecoderLayer(_Block):
         x, _ = self._residual(
             x, self.self_attention_norm,
             lambda h: self.self_attention(
-                h, h, mask=target_mask, use_causal_mask=True, training=training
+                h, h, mask=target_mask, use_causal_mask=True, training=training,
+                weights_dropout=self._weights_dropout,
             ),
             training,
         )
         x, (weights,) = self._residual(
             x, self.cross_attention_norm,
-            lambda h: self.cross_attention(h, memory, mask=source_mask, training=training),
+            lambda h: self.cross_attention(h, memory, mask=source_mask, training=training,
+                                           weights_dropout=self._weights_dropout),
             training,
         )
         return self._feed_forward(x, training), weights

@@ -20,10 +20,12 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     """`keras.layers.MultiHeadAttention` with weights, key padding masks and a key/value cache.
 
     From "Attention Is All You Need" (Vaswani et al., 2017). The same weights and arguments as
-    `keras.layers.MultiHeadAttention`, and only its public API: without a cache the call is
-    keras' own `call` (with `return_attention_scores=True`, so its dropout applies); with a
-    cache, attention is computed here from the public `query_dense`, `key_dense`,
-    `value_dense` and `output_dense` projections. The call differs:
+    `keras.layers.MultiHeadAttention`, and only its public API. Attention is computed here from
+    the public `query_dense`, `key_dense`, `value_dense` and `output_dense` weights, their
+    products taken over all `B * T` rows at once when `fused_projections` (see `_project`), and
+    keras' own `call` runs (with `return_attention_scores=True`, so its dropout
+    applies): with `fused_projections=False`, and when training with dropout but no
+    `weights_dropout` (keras' dropout layer is private). The call differs:
     - it always returns the per-head attention weights `(B, H, T, S)`;
     - `mask` is a `(B, S)` key padding mask, combined (logical and) with an optional
       `(B, T, S)` `attention_mask` and the causal mask of `use_causal_mask`;
@@ -45,6 +47,12 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     Args:
         num_heads: `H`.
         key_dim: `K`, the size of each head's queries and keys.
+        fused_projections: compute the projections as matrix products over all `B * T` rows,
+            the query, key and value of self-attention in one (`_project`): the same weights
+            and, to float rounding, the same result as keras' `call`, which runs when this is
+            False (the default). It trains the keras-io size (heads of 256) 1.7x as fast on a
+            CPU, but the `spa-eng-cpu` size (heads of 48) at 0.5-0.9x (docs/benchmarks.md),
+            so it is off unless asked for.
         **kwargs: the other arguments of `keras.layers.MultiHeadAttention` (`value_dim`,
             `dropout`, `use_bias`, `output_shape`, initializers, ...) and base layer arguments.
 
@@ -59,6 +67,10 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         cache: `(B, 2, S_max, H, K)` key/value cache, or None.
         cache_update_index: int or scalar int tensor, where the new steps are written.
         training: Keras training flag (dropout on the weights).
+        weights_dropout: `weights -> weights`, the dropout of the attention weights when
+            training (e.g. the caller's `keras.layers.Dropout` of rate `dropout`, called with
+            `training=True`); without it, training with `dropout > 0` runs keras' `call`
+            (its own dropout layer), which is slower.
 
     Returns:
         output: `(B, T, D)`.
@@ -73,7 +85,8 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     ((2, 3, 8), (2, 2, 3, 3))
     """
 
-    def __init__(self, num_heads: int, key_dim: int, **kwargs):
+    def __init__(self, num_heads: int, key_dim: int, fused_projections: bool = False,
+                 **kwargs):
         if kwargs.get("attention_axes") not in (None, 1, (1,), [1]):
             raise ValueError("common.layers.MultiHeadAttention attends over axis 1 only")
         # Arguments of newer Keras versions that the cached attention here does not implement.
@@ -90,6 +103,10 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                 raise ValueError(f"common.layers.MultiHeadAttention {why}")
         super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
         self._output_dim = kwargs.get("output_shape")
+        self.fused_projections = fused_projections
+
+    def get_config(self):
+        return {**super().get_config(), "fused_projections": self.fused_projections}
 
     def compute_cache(self, value, key=None):
         """Keys and values of a source, projected once: `(B, 2, S, H, K)`.
@@ -116,6 +133,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         cache=None,
         cache_update_index=None,
         training=None,
+        weights_dropout=None,
     ):
         if cache is None:
             if cache_update_index is not None:
@@ -126,18 +144,15 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                 ops.shape(query)[1], ops.shape(value)[1], mask, attention_mask,
                 use_causal_mask, 0,
             )
-            # Copies carry no implicit Keras mask: keras' `call` would apply the inputs', and
-            # its softmax leaves the attention mask on the weights. Keras' softmax (since 3.15)
-            # gives a row with no allowed key zero weights, as `_attend` does.
-            output, weights = super().call(
-                ops.copy(query),
-                ops.copy(value),
-                None if key is None else ops.copy(key),
-                attention_mask=allowed,
-                return_attention_scores=True,
-                training=training,
-            )
-            return output, ops.copy(weights)
+            dropping = bool(training) and self.dropout > 0
+            if (not self.fused_projections or len(query.shape) != 3
+                    or not isinstance(self._output_dim or 0, int)
+                    or (dropping and weights_dropout is None)):
+                return self._keras_call(query, value, key, allowed, training)
+            query, key, value = self._project(query, value, key)
+            context, weights = self._attend(
+                query, key, value, allowed, weights_dropout if dropping else None)
+            return self._output_projection(context), weights
 
         if training is True and self.dropout > 0:
             raise ValueError(
@@ -164,7 +179,69 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         context, weights = self._attend(self.query_dense(query), key, value, allowed)
         return self.output_dense(context), weights, cache
 
-    def _attend(self, query, key, value, allowed):
+    def _keras_call(self, query, value, key, allowed, training):
+        """Keras' own `call` (the reference of the fused projections)."""
+        # Copies carry no implicit Keras mask: keras' `call` would apply the inputs', and
+        # its softmax leaves the attention mask on the weights. Keras' softmax (since 3.15)
+        # gives a row with no allowed key zero weights, as `_attend` does.
+        output, weights = super().call(
+            ops.copy(query),
+            ops.copy(value),
+            None if key is None else ops.copy(key),
+            attention_mask=allowed,
+            return_attention_scores=True,
+            training=training,
+        )
+        return output, ops.copy(weights)
+
+    def _project(self, query, value, key=None):
+        """The query, key and value heads `(B, T or S, H, K)` as matrix products over all
+        `B * T` rows at once (the same weights as `query_dense`, `key_dense`, `value_dense`).
+
+        Keras' `EinsumDense` multiplies `(B, T, D)` by the `(D, H * K)` kernel as a batch of
+        `B` products; its kernel gradient is then `B` products summed, several times the
+        work of one `(D, B * T) x (B * T, H * K)` product on a CPU. Self-attention (`value`
+        is `query`, no `key`) takes one product with the three kernels side by side,
+        cross-attention one for the key and value.
+        """
+        dtype = self.compute_dtype
+        heads = self.num_heads
+        if key is None and value is query:
+            groups = [(query, [self.query_dense, self.key_dense, self.value_dense])]
+        elif key is None:
+            groups = [(query, [self.query_dense]), (value, [self.key_dense, self.value_dense])]
+        else:
+            groups = [(query, [self.query_dense]), (key, [self.key_dense]),
+                      (value, [self.value_dense])]
+        heads_out = []
+        for x, denses in groups:
+            x = ops.cast(x, dtype)
+            rows, length = ops.shape(x)[0], ops.shape(x)[1]
+            kernels = [ops.reshape(ops.cast(d.kernel, dtype), (x.shape[-1], -1)) for d in denses]
+            widths = [k.shape[-1] for k in kernels]
+            kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=-1)
+            y = ops.matmul(ops.reshape(x, (-1, x.shape[-1])), kernel)
+            if all(d.bias is not None for d in denses):
+                biases = [ops.reshape(ops.cast(d.bias, dtype), (-1,)) for d in denses]
+                y = y + (biases[0] if len(biases) == 1 else ops.concatenate(biases, axis=0))
+            parts = [y] if len(widths) == 1 else ops.split(
+                y, [sum(widths[: i + 1]) for i in range(len(widths) - 1)], axis=-1)
+            for part, width in zip(parts, widths):
+                heads_out.append(ops.reshape(part, (rows, length, heads, width // heads)))
+        return tuple(heads_out)
+
+    def _output_projection(self, context):
+        """`output_dense` of the heads `(B, T, H, V)` as one `(B * T, H * V)` product."""
+        dense = self.output_dense
+        kernel = ops.cast(dense.kernel, self.compute_dtype)
+        rows, length = ops.shape(context)[0], ops.shape(context)[1]
+        kernel = ops.reshape(kernel, (-1, kernel.shape[-1]))
+        y = ops.matmul(ops.reshape(context, (-1, kernel.shape[0])), kernel)
+        if dense.bias is not None:
+            y = y + ops.cast(dense.bias, self.compute_dtype)
+        return ops.reshape(y, (rows, length, kernel.shape[-1]))
+
+    def _attend(self, query, key, value, allowed, weights_dropout=None):
         """Scaled dot-product attention over projected heads, as keras computes it.
 
         Args:
@@ -172,6 +249,8 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             key: `(B, S, H, K)`.
             value: `(B, S, H, V)`.
             allowed: `(B or 1, T, S)` bool, or None for no mask.
+            weights_dropout: applied to the weights before they weigh the values (not to the
+                weights returned), or None.
 
         Returns:
             context: `(B, T, H, V)`.
@@ -187,7 +266,8 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         weights = ops.softmax(logits, axis=-1)
         if allowed is not None:
             weights = ops.where(allowed, weights, ops.zeros_like(weights))
-        return ops.einsum("bhts,bshv->bthv", weights, value), weights
+        weighing = weights if weights_dropout is None else weights_dropout(weights)
+        return ops.einsum("bhts,bshv->bthv", weighing, value), weights
 
     def compute_mask(self, inputs, previous_mask=None):
         # `mask` is a key padding mask over S, not a mask of the (B, T, D) output.

@@ -136,3 +136,33 @@ def test_cached_decoding_under_xla_matches_the_graph(method, positions):
         for row in range(2):
             n = int(compiled.lengths[row, 0])
             np.testing.assert_array_equal(tokens[row, :n], logits[row, :n].argmax(-1))
+
+
+def _attentions(model):
+    return [getattr(layer, name) for layer in model.encoder_layers + model.decoder_layers
+            for name in ("self_attention", "cross_attention") if hasattr(layer, name)]
+
+
+@pytest.mark.parametrize("head_dim", [None, 6])
+def test_fused_attention_projections_train_as_keras_attention(head_dim):
+    """The attention's fused projections give the loss and every gradient of the same model
+    through keras' own attention `call` (the default), to float rounding (dropout 0)."""
+    model = tiny(head_dim=head_dim)
+    batch = {"source": SOURCE, "target_in": TARGET_IN, "target_out": TARGET_IN[:, ::-1]}
+
+    def loss_and_gradients():
+        with tf.GradientTape() as tape:
+            loss = model.loss_terms(batch, training=True)["loss_sum"]
+        return float(loss), tape.gradient(loss, model.trainable_variables)
+
+    model(batch)
+    assert not any(layer.fused_projections for layer in _attentions(model))
+    reference = loss_and_gradients()
+    for layer in _attentions(model):
+        layer.fused_projections = True
+    fused = loss_and_gradients()
+    assert fused[0] == pytest.approx(reference[0], rel=1e-6)
+    for got, want in zip(fused[1], reference[1]):
+        np.testing.assert_allclose(np.asarray(tf.convert_to_tensor(got)),
+                                   np.asarray(tf.convert_to_tensor(want)),
+                                   rtol=1e-4, atol=1e-6)

@@ -252,3 +252,67 @@ def test_run_layer_test_cross_attention_with_dropout():
         expected_output_shape=((B, T, 6), (B, H, T, S)),
         atol=1e-5,
     )
+
+
+def _loss_and_gradients(layer, query, value, **kwargs):
+    with tf.GradientTape() as tape:
+        output, weights = layer(query, value, **kwargs)
+        loss = tf.reduce_sum(output**2) + tf.reduce_sum(output)
+    return output, weights, tape.gradient(loss, layer.trainable_variables)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"use_bias": False}, {"value_dim": 5, "output_shape": 6}],
+    ids=["default", "no-bias", "value-dim-and-output-shape"],
+)
+@pytest.mark.parametrize("self_attention", [True, False], ids=["self", "cross"])
+def test_fused_projections_equal_keras_call_with_gradients(options, self_attention):
+    """The fused products (one `(B * T, D) x (D, 3 H K)` product for self-attention) give
+    keras' `call` (fused_projections=False) and its gradients, to float rounding."""
+    x, source = _x(B, T, D), _x(B, S, D, seed=2)
+    value = x if self_attention else source
+    kwargs = ({"mask": SELF_MASK, "use_causal_mask": True} if self_attention
+              else {"mask": SOURCE_MASK})
+    fused = MultiHeadAttention(num_heads=H, key_dim=K, fused_projections=True, **options)
+    reference = MultiHeadAttention(num_heads=H, key_dim=K, **options)
+    fused(x, value)
+    reference(x, value)
+    reference.set_weights(fused.get_weights())
+    got = _loss_and_gradients(fused, x, value, training=True, **kwargs)
+    want = _loss_and_gradients(reference, x, value, training=True, **kwargs)
+    np.testing.assert_allclose(np.asarray(got[0]), np.asarray(want[0]), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(got[1]), np.asarray(want[1]), atol=1e-6)
+    assert len(got[2]) == len(want[2]) == len(fused.trainable_variables)
+    for g, w in zip(got[2], want[2]):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+    assert MultiHeadAttention.from_config(fused.get_config()).fused_projections
+    assert not MultiHeadAttention.from_config(reference.get_config()).fused_projections
+
+
+def test_weights_dropout_weighs_the_values_and_leaves_the_returned_weights():
+    """`weights_dropout` (a fixed mask here) applies to the weights that weigh the values;
+    the weights returned are the undropped ones, as keras returns them."""
+    x, source = _x(B, T, D), _x(B, S, D, seed=2)
+    layer = MultiHeadAttention(num_heads=H, key_dim=K, dropout=0.5, fused_projections=True)
+    layer(x, source)
+    keep = _x(B, H, T, S, seed=5) > 0
+
+    def dropout(weights):
+        return weights * keep.astype("float32") * 2.0
+
+    output, weights = layer(x, source, mask=SOURCE_MASK, training=True,
+                            weights_dropout=dropout)
+    allowed = np.broadcast_to(SOURCE_MASK[:, None, :], (B, T, S))
+    _, expected_weights = _numpy_mha(layer, x, source, allowed)
+    v = np.einsum("bsd,dhv->bshv", source, np.asarray(layer.value_dense.kernel))
+    v = v + np.asarray(layer.value_dense.bias)
+    context = np.einsum("bhts,bshv->bthv", expected_weights * keep * 2.0, v)
+    expected = np.einsum("bthv,hvd->btd", context, np.asarray(layer.output_dense.kernel))
+    expected = expected + np.asarray(layer.output_dense.bias)
+    np.testing.assert_allclose(np.asarray(weights), expected_weights, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(output), expected, atol=1e-5)
+    # Without training the function is not called: the plain attention.
+    output, _ = layer(x, source, mask=SOURCE_MASK, training=False, weights_dropout=dropout)
+    np.testing.assert_allclose(np.asarray(output), _numpy_mha(layer, x, source, allowed)[0],
+                               atol=1e-5)

@@ -209,10 +209,11 @@ def test_vs_peer_times_the_keras_io_example_and_the_same_size_alternately(tmp_pa
     if load_peer("keras_io_nmt", PEERS) is None:
         pytest.skip(f"no peer programs at {PEERS}")
     payload = run_vs_peer(tmp_path)
-    project, peer = payload["results"]
-    assert (project["side"], peer["side"]) == ("project", "peer")
+    sides = {row["side"]: row for row in payload["results"]}
+    assert list(sides) == ["project", "project-keras-attention", "peer"]
+    project, keras_attention, peer = sides.values()
     assert payload["peer_found"] and payload["peers_dir"] == str(PEERS)
-    for row in (project, peer):
+    for row in (project, keras_attention, peer):
         assert row["batch"] == 8 and row["length"] == 20 and row["rounds"] == 3
         assert len(row["examples_per_s_per_round"]) == 3 and row["examples_per_s"] > 0
         assert row["tflops"] == pytest.approx(
@@ -222,17 +223,24 @@ def test_vs_peer_times_the_keras_io_example_and_the_same_size_alternately(tmp_pa
     assert project["flops_per_step"] == peer["flops_per_step"]  # equal size: equal FLOPs
     assert payload["examples_per_s_ratio"] == pytest.approx(
         project["examples_per_s"] / peer["examples_per_s"])
+    assert payload["tflops_ratio"] == pytest.approx(project["tflops"] / peer["tflops"])
+    # The project before the fused attention projections: the same model, the same FLOPs.
+    assert keras_attention["params"] == project["params"]
+    assert keras_attention["flops_per_step"] == project["flops_per_step"]
+    assert payload["fused_over_keras_attention"] == pytest.approx(
+        project["examples_per_s"] / keras_attention["examples_per_s"])
     assert "x the examples/s" in capsys.readouterr().out
 
 
 def test_vs_peer_without_the_peer_folder_times_the_project_alone(tmp_path, capsys):
     payload = run_vs_peer(tmp_path, "--peers", str(tmp_path / "no_peers"))
-    (project,) = payload["results"]
+    project, keras_attention = payload["results"]
     assert project["side"] == "project" and project["examples_per_s"] > 0
+    assert keras_attention["side"] == "project-keras-attention"
     assert not payload["peer_found"]
     assert payload["examples_per_s_ratio"] is None and payload["tflops_ratio"] is None
     out = capsys.readouterr().out
-    assert "no ratio" in out and "x the examples/s" not in out
+    assert "no ratio" in out and "keras-io example at equal size" not in out
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -243,5 +251,35 @@ def test_vs_peer_without_the_peer_folder_times_the_project_alone(tmp_path, capsy
 ])
 def test_vs_peer_rejects_unequal_settings_in_one_line(argv, message, capsys):
     assert load_script().main(["--vs-peer", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_vs_keras_attention_times_fused_and_keras_attention_alternately(tmp_path, capsys):
+    out = tmp_path / "fused.json"
+    status = load_script().main(["--vs-keras-attention", "--size", "tiny", "--quick",
+                                 "--out", str(out)])
+    assert status == 0
+    payload = json.loads(out.read_text())
+    fused, keras_attention = payload["results"]
+    assert (fused["side"], keras_attention["side"]) == ("fused", "keras-attention")
+    for row in (fused, keras_attention):
+        assert row["size"] == "tiny" and row["batch"] == 8 and row["rounds"] == 3
+        assert len(row["steps_per_s_per_round"]) == 3
+        assert row["steps_per_s"] == sorted(row["steps_per_s_per_round"])[1]  # the median
+    assert fused["params"] == keras_attention["params"]
+    assert payload["fused_over_keras_attention"] == pytest.approx(
+        fused["steps_per_s"] / keras_attention["steps_per_s"])
+    assert "x the steps/s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--arch", "bahdanau"], "times the Transformer"),
+    (["--size", "tiny,keras-io"], "takes one size"),
+    (["--rounds", "2"], "--rounds must be >= 3"),
+    (["--jit-compile"], "without XLA"),
+])
+def test_vs_keras_attention_rejects_bad_options_in_one_line(argv, message, capsys):
+    assert load_script().main(["--vs-keras-attention", "--size", "tiny", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
