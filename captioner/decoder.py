@@ -29,6 +29,47 @@ def _offsets(widths: list[int]) -> list[int]:
     return points
 
 
+class _WeightGradientOnce:
+    """`x_t @ W` for every step of a recurrence, with `W`'s gradient taken once, as
+    `Σ_t x_tᵀ g_t` = one product over all `T·B` rows, instead of a `(B)`-row product per step
+    and a sum of T kernel-sized gradients (on the CPU those dominated the backward pass).
+
+    The per-step products use `stop_gradient(W)` (the inputs still get `g_t Wᵀ`) plus a slice
+    of a zero tensor whose custom gradient receives every `g_t` at once and gives `W` its
+    gradient from the inputs recorded during the forward pass. The TensorFlow backend only
+    (its custom gradient runs after the forward pass, in the same graph); other backends get
+    the plain products.
+    """
+
+    def __init__(self, kernel, steps: int, batch, enabled: bool):
+        self.kernel = kernel
+        self.enabled = enabled
+        self.inputs = []
+        if not enabled:
+            return
+        self.frozen = ops.stop_gradient(kernel)
+        recorded = self.inputs
+
+        @ops.custom_gradient
+        def zeros(kernel):
+            def grad(*args, upstream=None):
+                upstream = args[0] if upstream is None else upstream  # (T, B, N)
+                inputs = ops.stack(recorded, axis=0)  # (T, B, K)
+                rows = ops.reshape(inputs, (-1, inputs.shape[-1]))
+                return ops.matmul(ops.transpose(rows),
+                                  ops.reshape(upstream, (-1, upstream.shape[-1])))
+
+            return ops.zeros((steps, batch, kernel.shape[-1]), kernel.dtype), grad
+
+        self.zeros = ops.unstack(zeros(kernel), axis=0)
+
+    def __call__(self, x, t: int):
+        if not self.enabled:
+            return ops.matmul(x, self.kernel)
+        self.inputs.append(x)
+        return ops.matmul(x, self.frozen) + self.zeros[t]
+
+
 @keras.saving.register_keras_serializable(package="captioner")
 class ShowAttendTellDecoder(keras.layers.Layer):
     """An LSTM that attends over image annotations before emitting each word.
@@ -282,9 +323,13 @@ class ShowAttendTellDecoder(keras.layers.Layer):
         word_gates = ops.unstack(word_gates, axis=1)
         word_query = None if word_query is None else ops.unstack(word_query, axis=1)
         widths = [4 * units] + ([query_width] if query_kernel is not None else []) + [1]
+        once = keras.backend.backend() == "tensorflow"
+        batch = ops.shape(embedded)[0]
+        hidden_product = _WeightGradientOnce(hidden_kernel, steps, batch, once)
+        context_product = _WeightGradientOnce(context_kernel, steps, batch, once)
         hs, contexts, alphas, log_probs = [], [], [], []
         for t in range(steps):
-            fused = ops.split(ops.matmul(h, hidden_kernel), _offsets(widths), axis=-1)
+            fused = ops.split(hidden_product(h, t), _offsets(widths), axis=-1)
             recurrent, gate_logit = fused[0], fused[-1]
             if query_kernel is not None:
                 query = fused[1] if word_query is None else fused[1] + word_query[t]
@@ -304,7 +349,7 @@ class ShowAttendTellDecoder(keras.layers.Layer):
                 expected = ops.einsum("bl,bld->bd", alpha, annotations)
                 context = ops.where(use_expected[:, None], expected, context)
             context = gate * context
-            z = word_gates[t] + recurrent + ops.matmul(context, context_kernel)
+            z = word_gates[t] + recurrent + context_product(context, t)
             z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)
             c = recurrent_activation(z_f) * c + recurrent_activation(z_i) * activation(z_c)
             h = recurrent_activation(z_o) * activation(c)

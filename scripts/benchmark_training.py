@@ -392,7 +392,7 @@ def run_versus_peer(args: argparse.Namespace) -> int:
     return 0
 
 
-CAPTIONER_PEER_COLUMNS = ["side", "program", "batch", "length", "examples_per_s",
+CAPTIONER_PEER_COLUMNS = ["side", "precision", "batch", "length", "examples_per_s",
                           "steps_per_s", "ms_per_step", "gflops_per_step", "tflops"]
 
 
@@ -416,9 +416,9 @@ def _per_step_teacher_forcing(decoder, embedded, annotations, projected, h, c, t
     return hs, contexts, alphas, log_probs
 
 
-def _captioner_side(size: str, batch_size: int, per_step: bool):
-    """`(bench, network, step, batches)` of the captioner at `size` in float32, as `prepare`
-    builds them; with `per_step` its decoder runs the old per-step teacher forcing
+def _captioner_side(size: str, batch_size: int, per_step: bool, precision: str = "float32"):
+    """`(bench, network, step, batches)` of the captioner at `size` in `precision`, as
+    `prepare` builds them; with `per_step` its decoder runs the old per-step teacher forcing
     (`_per_step_teacher_forcing`)."""
     import types
 
@@ -429,9 +429,10 @@ def _captioner_side(size: str, batch_size: int, per_step: bool):
 
     length = _default_length("captioner", size)
     bench = captioner("soft", size, "synthetic", batch_size, length)
-    keras.mixed_precision.set_dtype_policy("float32")
+    keras.mixed_precision.set_dtype_policy(precision)
     keras.utils.set_random_seed(0)
     network = bench.build_model()
+    keras.mixed_precision.set_dtype_policy("float32")  # what the next model expects
     if per_step:
         network.decoder._teacher_forced = types.MethodType(_per_step_teacher_forcing,
                                                            network.decoder)
@@ -455,7 +456,9 @@ def captioner_versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
     - `project`: the `coco-cached` size (LSTM 1024 over 196 cached VGG-19 regions of 512,
       vocabulary 10,000) at `batch_size`, through the Trainer's step;
     - `project, per-step` and `demo, per-step`: the same with the old per-step teacher
-      forcing, and `demo` with the new, at `demo_batch_size` (the preset's batch).
+      forcing, and `demo` with the new, at `demo_batch_size` (the preset's batch);
+    - `project, mixed_bfloat16`: the coco-cached size under `mixed_bfloat16` (bfloat16
+      products, float32 variables; oneDNN runs them on AMX where the CPU has it).
 
     `sizes` replaces `coco-cached` and `demo` (`--quick`: `tiny` for both).
 
@@ -473,17 +476,18 @@ def captioner_versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
     folder = peers_dir or str(PEERS_DIR)
     peer_module = load_peer("tf_captioning", folder)
     project_size, demo_size = sizes
-    sides = {"project": (project_size, batch_size, False),
-             "project, per-step": (project_size, batch_size, True),
-             "demo": (demo_size, demo_batch_size, False),
-             "demo, per-step": (demo_size, demo_batch_size, True)}
+    sides = {"project": (project_size, batch_size, False, "float32"),
+             "project, per-step": (project_size, batch_size, True, "float32"),
+             "project, mixed_bfloat16": (project_size, batch_size, False, "mixed_bfloat16"),
+             "demo": (demo_size, demo_batch_size, False, "float32"),
+             "demo, per-step": (demo_size, demo_batch_size, True, "float32")}
     rows, measures = [], {}
-    for side, (size, batch, per_step) in sides.items():
-        bench, network, step, batches = _captioner_side(size, batch, per_step)
+    for side, (size, batch, per_step, precision) in sides.items():
+        bench, network, step, batches = _captioner_side(size, batch, per_step, precision)
         time_steps(step, batches, steps=1, warmup=max(warmup - 1, 0))
         measures[side] = (lambda step=step, batches=batches:
                           time_steps(step, batches, steps=steps, warmup=0).examples_per_s)
-        rows.append({"side": side, "size": size, "batch": batch,
+        rows.append({"side": side, "size": size, "batch": batch, "precision": precision,
                      "length": _default_length("captioner", size),
                      "program": f"ShowAttendTell {size}"
                      + (" (old per-step teacher forcing)" if per_step else ""),
@@ -531,11 +535,14 @@ def captioner_versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
               / by_side["demo, per-step"]["steps_per_s"],
               "coco_cached_steps_per_s_ratio": by_side["project"]["steps_per_s"]
               / by_side["project, per-step"]["steps_per_s"],
-              "tflops_ratio": None, "tflops_ratio_per_step": None}
+              "tflops_ratio": None, "tflops_ratio_per_step": None,
+              "tflops_ratio_mixed_bfloat16": None}
     if peer_module is not None:
         result["tflops_ratio"] = by_side["project"]["tflops"] / by_side["peer"]["tflops"]
         result["tflops_ratio_per_step"] = (by_side["project, per-step"]["tflops"]
                                            / by_side["peer"]["tflops"])
+        result["tflops_ratio_mixed_bfloat16"] = (by_side["project, mixed_bfloat16"]["tflops"]
+                                                 / by_side["peer"]["tflops"])
     return result
 
 
@@ -564,6 +571,7 @@ def run_captioner_versus_peer(args: argparse.Namespace) -> int:
     if result["peer_found"]:
         print(f"project coco-cached / tutorial captioner: {result['tflops_ratio']:.2f}x the "
               f"FLOP rate (per-step teacher forcing: {result['tflops_ratio_per_step']:.2f}x; "
+              f"mixed_bfloat16: {result['tflops_ratio_mixed_bfloat16']:.2f}x; "
               f"medians of {args.rounds} alternating rounds, one process)")
     else:
         print(f"no peer programs in {result['peers_dir']}: the project alone, no ratio")

@@ -277,18 +277,22 @@ def test_captioner_vs_peer_times_the_tutorial_captioner_and_the_project_alternat
         pytest.skip(f"no peer programs at {PEERS}")
     payload = run_captioner_vs_peer(tmp_path)
     rows = _check_captioner_rows(payload)
-    assert set(rows) == {"project", "project, per-step", "demo", "demo, per-step", "peer"}
+    assert set(rows) == {"project", "project, per-step", "project, mixed_bfloat16", "demo",
+                         "demo, per-step", "peer"}
     peer = rows["peer"]
     assert peer["batch"] == 32 and peer["length"] == 20  # as published
     assert peer["flops_per_step"] == pytest.approx(24.6e9, rel=0.01)  # the count
     assert payload["tflops_ratio"] == pytest.approx(rows["project"]["tflops"] / peer["tflops"])
+    assert payload["tflops_ratio_mixed_bfloat16"] == pytest.approx(
+        rows["project, mixed_bfloat16"]["tflops"] / peer["tflops"])
     assert "x the FLOP rate" in capsys.readouterr().out
 
 
 def test_captioner_vs_peer_without_the_peer_folder_times_the_project_alone(tmp_path, capsys):
     payload = run_captioner_vs_peer(tmp_path, "--peers", str(tmp_path / "no_peers"))
     rows = _check_captioner_rows(payload)
-    assert set(rows) == {"project", "project, per-step", "demo", "demo, per-step"}
+    assert set(rows) == {"project", "project, per-step", "project, mixed_bfloat16", "demo",
+                         "demo, per-step"}
     assert all(row["size"] == "tiny" and row["batch"] == 8 for row in rows.values())
     assert not payload["peer_found"] and payload["tflops_ratio"] is None
     assert "no ratio" in capsys.readouterr().out
