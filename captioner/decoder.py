@@ -20,6 +20,56 @@ from common.layers.hard_attention import HardAttention
 _SAME_SPACE_SCORES = ("dot", "scaled_dot", "cosine")
 
 
+def _offsets(widths: list[int]) -> list[int]:
+    """The split points of consecutive widths: `[4, 2, 1] -> [4, 6]`."""
+    points, total = [], 0
+    for width in widths[:-1]:
+        total += width
+        points.append(total)
+    return points
+
+
+class _WeightGradientOnce:
+    """`x_t @ W` for every step of a recurrence, with `W`'s gradient taken once, as
+    `Σ_t x_tᵀ g_t` = one product over all `T·B` rows, instead of a `(B)`-row product per step
+    and a sum of T kernel-sized gradients (on the CPU those dominated the backward pass).
+
+    The per-step products use `stop_gradient(W)` (the inputs still get `g_t Wᵀ`) plus a slice
+    of a zero tensor whose custom gradient receives every `g_t` at once and gives `W` its
+    gradient from the inputs recorded during the forward pass. The TensorFlow backend only
+    (its custom gradient runs after the forward pass, in the same graph); other backends get
+    the plain products.
+    """
+
+    def __init__(self, kernel, steps: int, batch, enabled: bool):
+        self.kernel = kernel
+        self.enabled = enabled
+        self.inputs = []
+        if not enabled:
+            return
+        self.frozen = ops.stop_gradient(kernel)
+        recorded = self.inputs
+
+        @ops.custom_gradient
+        def zeros(kernel):
+            def grad(*args, upstream=None):
+                upstream = args[0] if upstream is None else upstream  # (T, B, N)
+                inputs = ops.stack(recorded, axis=0)  # (T, B, K)
+                rows = ops.reshape(inputs, (-1, inputs.shape[-1]))
+                return ops.matmul(ops.transpose(rows),
+                                  ops.reshape(upstream, (-1, upstream.shape[-1])))
+
+            return ops.zeros((steps, batch, kernel.shape[-1]), kernel.dtype), grad
+
+        self.zeros = ops.unstack(zeros(kernel), axis=0)
+
+    def __call__(self, x, t: int):
+        if not self.enabled:
+            return ops.matmul(x, self.kernel)
+        self.inputs.append(x)
+        return ops.matmul(x, self.frozen) + self.zeros[t]
+
+
 @keras.saving.register_keras_serializable(package="captioner")
 class ShowAttendTellDecoder(keras.layers.Layer):
     """An LSTM that attends over image annotations before emitting each word.
@@ -208,16 +258,8 @@ class ShowAttendTellDecoder(keras.layers.Layer):
             if expected_context_prob is None:
                 expected_context_prob = self.expected_context_prob
             use_expected = draw < expected_context_prob
-        hs, contexts, alphas, log_probs = [], [], [], []
-        for t in range(steps):
-            h, c, context, alpha, log_prob = self.recurrence(
-                embedded[:, t], h, c, annotations, projected, training=training,
-                sample=bool(training) if hard else None, use_expected=use_expected,
-            )
-            hs.append(h)
-            contexts.append(context)
-            alphas.append(alpha)
-            log_probs.append(log_prob)
+        hs, contexts, alphas, log_probs = self._teacher_forced(
+            embedded, annotations, projected, h, c, training, use_expected)
         hs = ops.stack(hs, axis=1)
         alpha = ops.stack(alphas, axis=1)
         logits = self.output_logits(embedded, hs, ops.stack(contexts, axis=1), training)
@@ -229,6 +271,93 @@ class ShowAttendTellDecoder(keras.layers.Layer):
                 1.0 - ops.cast(use_expected, alpha.dtype))
             outputs["sampled"] = sampled
         return outputs
+
+    def _teacher_forced(self, embedded, annotations, projected, h, c, training, use_expected):
+        """The recurrence over every step of `embedded (B, T, E)`, computing what `recurrence`
+        computes step by step, arranged for speed:
+
+        - the word's share of the LSTM input, `E y_{t-1} W_x[:E] + b`, and (query
+          `"hidden+word"`) of the query projection, for all T in one product each;
+        - the products of `h_{t-1}` (LSTM recurrent kernel, the score's or the decoder's
+          query projection, the β gate) in one product per step, with the kernels
+          concatenated once.
+
+        Variables are those of the layers (names and shapes unchanged); only the order of
+        the floating-point sums differs. Returns lists over T of `h (B, U)`, gated context
+        `(B, D)`, `alpha (B, L)` and log-probability (None for soft attention).
+        """
+        dtype = self.compute_dtype
+        cast = lambda x: ops.cast(x, dtype)  # noqa: E731  (variables under mixed precision)
+        units, embedding_dim = self.units, self.embedding_dim
+        steps = embedded.shape[1]
+        hard = self.attention_kind == "hard"
+        cell = self.cell
+        kernel = cast(cell.kernel)  # (E + D, 4U): rows for [E y; β z]
+        word_gates = ops.matmul(embedded, kernel[:embedding_dim])  # (B, T, 4U)
+        if cell.use_bias:
+            word_gates = word_gates + cast(cell.bias)
+        context_kernel = kernel[embedding_dim:]
+        # The query's linear map: the decoder's projection (same-space scores), or the score's
+        # own `W_q` (additive), or none (the score gets the raw query).
+        if self.query_projection is not None:
+            query_kernel, projected_query = cast(self.query_projection.kernel), False
+        else:
+            query_kernel = self.attention.scorer.query_kernel
+            projected_query = query_kernel is not None  # then the decoder applies W_q
+            query_kernel = None if query_kernel is None else cast(query_kernel)
+        hidden_kernels = [cast(cell.recurrent_kernel)]
+        query_width = 0
+        word_query = None
+        if query_kernel is not None:
+            hidden_kernels.append(query_kernel[:units])
+            query_width = query_kernel.shape[-1]
+            if self.query == "hidden+word":
+                word_query = ops.matmul(embedded, query_kernel[units:])  # (B, T, Q)
+        hidden_kernels.append(cast(self.gate.kernel))
+        hidden_kernel = ops.concatenate(hidden_kernels, axis=-1)  # (U, 4U + Q + 1)
+        gate_bias = cast(self.gate.bias)
+        activation, recurrent_activation = cell.activation, cell.recurrent_activation
+        # Per-step slices by unstack/split: their gradients are one stack/concat, where
+        # strided slices would each give a zero-padded full-size gradient to add up.
+        words = ops.unstack(embedded, axis=1) if query_kernel is None else None
+        word_gates = ops.unstack(word_gates, axis=1)
+        word_query = None if word_query is None else ops.unstack(word_query, axis=1)
+        widths = [4 * units] + ([query_width] if query_kernel is not None else []) + [1]
+        once = keras.backend.backend() == "tensorflow"
+        batch = ops.shape(embedded)[0]
+        hidden_product = _WeightGradientOnce(hidden_kernel, steps, batch, once)
+        context_product = _WeightGradientOnce(context_kernel, steps, batch, once)
+        hs, contexts, alphas, log_probs = [], [], [], []
+        for t in range(steps):
+            fused = ops.split(hidden_product(h, t), _offsets(widths), axis=-1)
+            recurrent, gate_logit = fused[0], fused[-1]
+            if query_kernel is not None:
+                query = fused[1] if word_query is None else fused[1] + word_query[t]
+            else:
+                query = h if self.query == "hidden" else ops.concatenate([h, words[t]], axis=-1)
+            gate = ops.sigmoid(gate_logit + gate_bias)
+            # A (B, Q) query: one step, outputs without the T axis.
+            if hard:
+                context, _, log_prob, alpha = self.attention.attend(
+                    query, projected, annotations, training=training, sample=bool(training),
+                    query_projected=projected_query)
+            else:
+                context, alpha = self.attention.attend(query, projected, annotations,
+                                                       query_projected=projected_query)
+                log_prob = None
+            if use_expected is not None:
+                expected = ops.einsum("bl,bld->bd", alpha, annotations)
+                context = ops.where(use_expected[:, None], expected, context)
+            context = gate * context
+            z = word_gates[t] + recurrent + context_product(context, t)
+            z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)
+            c = recurrent_activation(z_f) * c + recurrent_activation(z_i) * activation(z_c)
+            h = recurrent_activation(z_o) * activation(c)
+            hs.append(h)
+            contexts.append(context)
+            alphas.append(alpha)
+            log_probs.append(log_prob)
+        return hs, contexts, alphas, log_probs
 
     def get_config(self):
         config = super().get_config()

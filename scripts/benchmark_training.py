@@ -491,6 +491,196 @@ def run_versus_peer(args: argparse.Namespace) -> int:
     return 0
 
 
+CAPTIONER_PEER_COLUMNS = ["side", "precision", "batch", "length", "examples_per_s",
+                          "steps_per_s", "ms_per_step", "gflops_per_step", "tflops"]
+
+
+def _per_step_teacher_forcing(decoder, embedded, annotations, projected, h, c, training,
+                              use_expected):
+    """The decoder's teacher forcing as it was before the fused recurrence (commit e4c5e69):
+    `recurrence` called once per step. Kept here only to time the old path against the new
+    one in one run; `tests/captioner/test_fast_recurrence.py` checks that both compute the
+    same."""
+    hard = decoder.attention_kind == "hard"
+    hs, contexts, alphas, log_probs = [], [], [], []
+    for t in range(embedded.shape[1]):
+        h, c, context, alpha, log_prob = decoder.recurrence(
+            embedded[:, t], h, c, annotations, projected, training=training,
+            sample=bool(training) if hard else None, use_expected=use_expected,
+        )
+        hs.append(h)
+        contexts.append(context)
+        alphas.append(alpha)
+        log_probs.append(log_prob)
+    return hs, contexts, alphas, log_probs
+
+
+def _captioner_side(size: str, batch_size: int, per_step: bool, precision: str = "float32"):
+    """`(bench, network, step, batches)` of the captioner at `size` in `precision`, as
+    `prepare` builds them; with `per_step` its decoder runs the old per-step teacher forcing
+    (`_per_step_teacher_forcing`)."""
+    import types
+
+    import keras
+    import tensorflow as tf
+
+    from common.training.step import make_train_step
+
+    length = _default_length("captioner", size)
+    bench = captioner("soft", size, "synthetic", batch_size, length)
+    keras.mixed_precision.set_dtype_policy(precision)
+    keras.utils.set_random_seed(0)
+    network = bench.build_model()
+    keras.mixed_precision.set_dtype_policy("float32")  # what the next model expects
+    if per_step:
+        network.decoder._teacher_forced = types.MethodType(_per_step_teacher_forcing,
+                                                           network.decoder)
+    optimizer = keras.optimizers.Adam(1e-4)
+    network.loss_terms(bench.sample, training=False)
+    optimizer.build(network.trainable_variables)
+    step = make_train_step(network, optimizer, tf.distribute.get_strategy())
+    batches = iter(bench.make_dataset(tf.distribute.InputContext(), batch_size, length))
+    return bench, network, step, batches
+
+
+def captioner_versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
+                          peers_dir: str | None, demo_batch_size: int = 64,
+                          sizes: tuple[str, str] = ("coco-cached", "demo")) -> dict[str, Any]:
+    """Times, alternately in one process (`rounds` rounds of `steps` steps per side after
+    `warmup` untimed ones, medians over rounds):
+
+    - `peer`: the TensorFlow tutorial's captioner (`../shared/peers/tf_captioning.py`, as
+      published: 2-layer Transformer decoder, batch 32) from cached MobileNetV3-Small features
+      `(B, 7, 7, 576)`, through its own `compile`d model (`train_on_batch`);
+    - `project`: the `coco-cached` size (LSTM 1024 over 196 cached VGG-19 regions of 512,
+      vocabulary 10,000) at `batch_size`, through the Trainer's step;
+    - `project, per-step` and `demo, per-step`: the same with the old per-step teacher
+      forcing, and `demo` with the new, at `demo_batch_size` (the preset's batch);
+    - `project, mixed_bfloat16`: the coco-cached size under `mixed_bfloat16` (bfloat16
+      products, float32 variables; oneDNN runs them on AMX where the CPU has it).
+
+    `sizes` replaces `coco-cached` and `demo` (`--quick`: `tiny` for both).
+
+    FLOPs per step are counted from each model's layers (`captioner_training_flops`,
+    `tutorial_captioner_training_flops`); ratios are of medians from this one run.
+    """
+    import statistics
+    import time
+
+    import numpy as np
+
+    from common.training.benchmark import PEERS_DIR, alternate, load_peer, time_steps
+    from common.training.flops import tutorial_captioner_training_flops
+
+    folder = peers_dir or str(PEERS_DIR)
+    peer_module = load_peer("tf_captioning", folder)
+    project_size, demo_size = sizes
+    sides = {"project": (project_size, batch_size, False, "float32"),
+             "project, per-step": (project_size, batch_size, True, "float32"),
+             "project, mixed_bfloat16": (project_size, batch_size, False, "mixed_bfloat16"),
+             "demo": (demo_size, demo_batch_size, False, "float32"),
+             "demo, per-step": (demo_size, demo_batch_size, True, "float32")}
+    rows, measures = [], {}
+    for side, (size, batch, per_step, precision) in sides.items():
+        bench, network, step, batches = _captioner_side(size, batch, per_step, precision)
+        time_steps(step, batches, steps=1, warmup=max(warmup - 1, 0))
+        measures[side] = (lambda step=step, batches=batches:
+                          time_steps(step, batches, steps=steps, warmup=0).examples_per_s)
+        rows.append({"side": side, "size": size, "batch": batch, "precision": precision,
+                     "length": _default_length("captioner", size),
+                     "program": f"ShowAttendTell {size}"
+                     + (" (old per-step teacher forcing)" if per_step else ""),
+                     "flops_per_step": bench.flops(network)})
+    if peer_module is not None:
+        built = peer_module.build()
+        model = built["make_model"]()
+        in_tok, out_tok = built["in_tok"], built["out_tok"]
+        peer_batch = 32  # as published
+        rng = np.random.default_rng(0)
+        pool = rng.normal(size=(4 * peer_batch, 7, 7, 576)).astype("float32")
+        turn = [0]
+
+        def peer_step() -> float:
+            index = turn[0] % 4
+            turn[0] += 1
+            rows_ = slice(index * peer_batch, (index + 1) * peer_batch)
+            start = time.perf_counter()
+            model.train_on_batch((pool[rows_], in_tok[rows_]), out_tok[rows_])
+            return time.perf_counter() - start
+
+        for _ in range(max(warmup, 1)):
+            peer_step()
+        measures["peer"] = lambda: peer_batch * steps / sum(peer_step() for _ in range(steps))
+        length = int(in_tok.shape[1])
+        rows.append({"side": "peer", "size": "tutorial", "batch": peer_batch, "length": length,
+                     "program": f"TF tutorial captioner ({Path(folder).name}/tf_captioning.py, "
+                     "as published, cached MobileNetV3-Small features 7x7x576)",
+                     "flops_per_step": tutorial_captioner_training_flops(
+                         model, peer_batch, length, 49)})
+    figures = alternate(measures, rounds)
+    by_side = {}
+    for row in rows:
+        per_round = figures[row["side"]]
+        rate = statistics.median(per_round)
+        row.update({"steps_per_round": steps, "rounds": rounds,
+                    "examples_per_s_per_round": per_round, "examples_per_s": rate,
+                    "steps_per_s": rate / row["batch"],
+                    "ms_per_step": 1000.0 * row["batch"] / rate,
+                    "gflops_per_step": row["flops_per_step"] / 1e9,
+                    "tflops": row["flops_per_step"] * rate / row["batch"] / 1e12})
+        by_side[row["side"]] = row
+    result = {"rows": rows, "peers_dir": folder, "peer_found": peer_module is not None,
+              "demo_steps_per_s_ratio": by_side["demo"]["steps_per_s"]
+              / by_side["demo, per-step"]["steps_per_s"],
+              "coco_cached_steps_per_s_ratio": by_side["project"]["steps_per_s"]
+              / by_side["project, per-step"]["steps_per_s"],
+              "tflops_ratio": None, "tflops_ratio_per_step": None,
+              "tflops_ratio_mixed_bfloat16": None}
+    if peer_module is not None:
+        result["tflops_ratio"] = by_side["project"]["tflops"] / by_side["peer"]["tflops"]
+        result["tflops_ratio_per_step"] = (by_side["project, per-step"]["tflops"]
+                                           / by_side["peer"]["tflops"])
+        result["tflops_ratio_mixed_bfloat16"] = (by_side["project, mixed_bfloat16"]["tflops"]
+                                                 / by_side["peer"]["tflops"])
+    return result
+
+
+def run_captioner_versus_peer(args: argparse.Namespace) -> int:
+    """`--model captioner --vs-peer`: `captioner_versus_peer`, printed and written."""
+    from common.training.benchmark import format_table, write_json
+
+    bad = {"--size": (args.size or "coco-cached", "coco-cached"),
+           "--data": (args.data, "synthetic"), "--length": (args.length or 20, 20),
+           "--precision": (args.precision, "float32"), "--distribute": (args.distribute, "none")}
+    for option, (value, wanted) in bad.items():
+        if value != wanted:
+            raise UserError(f"--model captioner --vs-peer times the coco-cached size against "
+                            f"the tutorial captioner: {option} must be {wanted}, got {value}")
+    if args.jit_compile:
+        raise UserError("--vs-peer times both sides without XLA; drop --jit-compile")
+    if args.rounds < 3:
+        raise UserError(f"--rounds must be >= 3 (medians of at least 3), got {args.rounds}")
+    demo_batch = 8 if args.quick else 64
+    sizes = ("tiny", "tiny") if args.quick else ("coco-cached", "demo")
+    result = captioner_versus_peer(args.batch_size, args.steps, args.warmup, args.rounds,
+                                   args.peers, demo_batch, sizes)
+    print(format_table(result["rows"], CAPTIONER_PEER_COLUMNS))
+    print(f"demo: {result['demo_steps_per_s_ratio']:.2f}x the steps/s of the per-step "
+          f"teacher forcing; coco-cached: {result['coco_cached_steps_per_s_ratio']:.2f}x")
+    if result["peer_found"]:
+        print(f"project coco-cached / tutorial captioner: {result['tflops_ratio']:.2f}x the "
+              f"FLOP rate (per-step teacher forcing: {result['tflops_ratio_per_step']:.2f}x; "
+              f"mixed_bfloat16: {result['tflops_ratio_mixed_bfloat16']:.2f}x; "
+              f"medians of {args.rounds} alternating rounds, one process)")
+    else:
+        print(f"no peer programs in {result['peers_dir']}: the project alone, no ratio")
+    if args.out:
+        write_json(args.out, result["rows"], command=" ".join(sys.argv),
+                   **{k: v for k, v in result.items() if k != "rows"})
+        print(f"wrote {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="benchmark_training.py", description=__doc__.split("\n\n")[0],
                formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -549,6 +739,8 @@ def run(args: argparse.Namespace) -> int:
     for name in ("batch_size", "steps"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.vs_peer and args.model == "captioner":
+        return run_captioner_versus_peer(args)
     if args.vs_peer:
         return run_versus_peer(args)
     if args.vs_keras_attention:

@@ -63,11 +63,20 @@ class AdditiveScore(Score):
         return self.key_dense(keys)
 
     def score(self, query, projected_keys):
-        query = self.query_dense(query)  # (B, T, U)
-        hidden = ops.tanh(ops.expand_dims(query, -2) + ops.expand_dims(projected_keys, -3))
         if not self.built:
-            self.build(tuple(query.shape[:-1]) + (None,), tuple(projected_keys.shape))
-        return ops.squeeze(self.energy_dense(hidden), -1)  # (B, T, S)
+            self.build(tuple(query.shape), tuple(projected_keys.shape))
+        return self.score_projected(self.query_dense(query), projected_keys)
+
+    @property
+    def query_kernel(self):
+        """`W_q`, `(Dq, U)`."""
+        return self.query_dense.kernel
+
+    def score_projected(self, projected_query, projected_keys):
+        """Logits `(B, T, S)` from `W_q s` `(B, T, U)` and `W_k h + b` `(B, S, U)`."""
+        hidden = ops.tanh(ops.expand_dims(projected_query, -2)
+                          + ops.expand_dims(projected_keys, -3))
+        return ops.squeeze(self.energy_dense(hidden), -1)
 
     def get_config(self):
         config = super().get_config()

@@ -88,9 +88,12 @@ class BaseAttention(keras.layers.Layer):
         """`(B, S, Dk)` keys -> the score's projected keys; run once per source."""
         return self.scorer.project_keys(key)
 
-    def _weights(self, query, projected_keys, mask):
+    def _weights(self, query, projected_keys, mask, query_projected=False):
         """Logits `(B, T, S)`, the mask as a bool `(B, 1, S)` (or None), float32 weights."""
-        logits = self.scorer.score(query, projected_keys)
+        if query_projected:
+            logits = self.scorer.score_projected(query, projected_keys)
+        else:
+            logits = self.scorer.score(query, projected_keys)
         if mask is not None:
             mask = expand_key_mask(mask, len(logits.shape))
         return logits, mask, masked_softmax(logits, mask)
@@ -155,10 +158,11 @@ class Attention(BaseAttention):
         projected_keys = self.project_keys(value if key is None else key)
         return self.attend(query, projected_keys, value, mask)
 
-    def attend(self, query, projected_keys, value, mask=None):
-        """Attends with keys already projected by `project_keys`; returns `(context, weights)`."""
+    def attend(self, query, projected_keys, value, mask=None, query_projected=False):
+        """Attends with keys already projected by `project_keys`; returns `(context, weights)`.
+        `query_projected`: the query is already multiplied by the score's `query_kernel`."""
         query, single_step = _as_sequence(query)
-        _, _, weights = self._weights(query, projected_keys, mask)
+        _, _, weights = self._weights(query, projected_keys, mask, query_projected)
         weights = ops.cast(weights, value.dtype)
         context = ops.matmul(weights, value)  # (B, T, Dv)
         if single_step:

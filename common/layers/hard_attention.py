@@ -62,10 +62,12 @@ class HardAttention(BaseAttention):
         projected_keys = self.project_keys(value if key is None else key)
         return self.attend(query, projected_keys, value, mask, training=training, sample=sample)
 
-    def attend(self, query, projected_keys, value, mask=None, training=None, sample=None):
-        """Attends with keys from `project_keys`; returns `(context, index, log_prob, weights)`."""
+    def attend(self, query, projected_keys, value, mask=None, training=None, sample=None,
+               query_projected=False):
+        """Attends with keys from `project_keys`; returns `(context, index, log_prob, weights)`.
+        `query_projected`: the query is already multiplied by the score's `query_kernel`."""
         query, single_step = _as_sequence(query)
-        logits, mask, weights = self._weights(query, projected_keys, mask)
+        logits, mask, weights = self._weights(query, projected_keys, mask, query_projected)
         log_weights = masked_log_softmax(logits, mask)  # (B, T, S), masked keys ~ -1e9
         num_keys = ops.shape(log_weights)[-1]
         greedy = ops.cast(ops.argmax(log_weights, axis=-1), "int32")

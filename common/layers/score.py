@@ -44,6 +44,20 @@ class Score(keras.layers.Layer):
         """`(B, T, Dq)` queries and projected keys -> `(B, T, S)` logits."""
         raise NotImplementedError
 
+    @property
+    def query_kernel(self):
+        """The kernel of a linear, bias-free map the score applies to the query first, or None.
+
+        A decoder may then apply it itself (fused with its other matrices of the same input)
+        and call `score_projected`; `score(q, k) == score_projected(q @ query_kernel, k)`.
+        """
+        return None
+
+    def score_projected(self, projected_query, projected_keys):
+        """`score` for a query already multiplied by `query_kernel` (the same as `score` when
+        there is none)."""
+        return self.score(projected_query, projected_keys)
+
     def call(self, query, keys):
         return self.score(query, self.project_keys(keys))
 

@@ -35,6 +35,14 @@ attention `A`, vocabulary `V`, `T` steps): per caption
 The decoder's part is × 3; the encoder's × 3 when it trains, × 1 when frozen, 0 when its
 features are cached.
 
+The TensorFlow tutorial's Transformer captioner (the peer of `scripts/benchmark_training.py
+--model captioner --vs-peer`; `tutorial_captioner_training_flops`) is counted from its layers'
+kernels: per caption of `T` tokens over `S` image regions, each `MultiHeadAttention` costs
+`T·(|W_q| + |W_o|) + Tₖ·(|W_k| + |W_v|) + 2·T·Tₖ·H·K` multiply-adds (`Tₖ = T` for the causal
+self-attention, `S` for the cross-attention, whose keys and values are the 576-wide image
+features; the causal mask's zeros counted, as the dense kernels compute them), each dense layer
+`T·|W|`, and the output layer `T·D·V`; × 2 FLOPs, × 3 for training, as above.
+
 `peak_tflops()` gives a device's dense bf16 peak from its name (NVIDIA's data sheets, without
 sparsity) for the GPUs in `PEAK_TFLOPS`; other devices need `--peak-tflops`.
 """
@@ -156,6 +164,41 @@ def captioner_training_flops(model: Any, batch: int, steps: int, features_cached
         encoder_forward = conv_forward_flops(encoder.backbone)
         total += (1.0 if encoder.frozen else 3.0) * batch * encoder_forward
     return total
+
+
+def _size(variable: Any) -> int:
+    size = 1
+    for dim in variable.shape:
+        size *= int(dim)
+    return size
+
+
+def attention_forward_macs(layer: Any, query_length: int, key_length: int) -> float:
+    """Multiply-adds of one `keras.layers.MultiHeadAttention` call on one example, from its
+    kernels: projections of `query_length` queries and `key_length` keys and values, the
+    output projection, and the scores and weighted sum (`2·Tq·Tk·H·K`)."""
+    heads, key_dim = int(layer.num_heads), int(layer.key_dim)
+    value_dim = int(layer.value_dim or key_dim)
+    return (query_length * (_size(layer.query_dense.kernel) + _size(layer.output_dense.kernel))
+            + key_length * (_size(layer.key_dense.kernel) + _size(layer.value_dense.kernel))
+            + query_length * key_length * heads * (key_dim + value_dim))
+
+
+def tutorial_captioner_training_flops(model: Any, batch: int, steps: int, regions: int
+                                      ) -> float:
+    """Training FLOPs of one step of the TensorFlow tutorial's captioner (`Captioner` of
+    `../shared/peers/tf_captioning.py`) from cached features: its decoder layers'
+    self-attention over `steps` tokens, cross-attention over `regions` image regions and
+    feed-forward, and its output layer (module docstring)."""
+    macs = 0.0
+    for layer in model.decoder_layers:
+        macs += attention_forward_macs(layer.self_attention.mha, steps, steps)
+        macs += attention_forward_macs(layer.cross_attention.mha, steps, regions)
+        for dense in layer.ff.seq.layers:
+            if getattr(dense, "kernel", None) is not None:
+                macs += steps * _size(dense.kernel)
+    macs += steps * _size(model.output_layer.dense.kernel)
+    return 3.0 * 2.0 * batch * macs
 
 
 def mfu(flops_per_step: float | None, steps_per_second: float,

@@ -283,3 +283,54 @@ def test_vs_keras_attention_rejects_bad_options_in_one_line(argv, message, capsy
     assert load_script().main(["--vs-keras-attention", "--size", "tiny", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def run_captioner_vs_peer(tmp_path, *extra):
+    out = tmp_path / "captioner_vs_peer.json"
+    status = load_script().main(["--model", "captioner", "--vs-peer", "--quick", *extra,
+                                 "--out", str(out)])
+    assert status == 0
+    return json.loads(out.read_text())
+
+
+def _check_captioner_rows(payload):
+    rows = {row["side"]: row for row in payload["results"]}
+    for row in rows.values():
+        assert row["rounds"] == 3 and len(row["examples_per_s_per_round"]) == 3
+        assert row["examples_per_s"] == sorted(row["examples_per_s_per_round"])[1]  # median
+        assert row["steps_per_s"] == pytest.approx(row["examples_per_s"] / row["batch"])
+        assert row["tflops"] == pytest.approx(
+            row["flops_per_step"] * row["steps_per_s"] / 1e12)
+    assert payload["demo_steps_per_s_ratio"] == pytest.approx(
+        rows["demo"]["steps_per_s"] / rows["demo, per-step"]["steps_per_s"])
+    assert payload["coco_cached_steps_per_s_ratio"] == pytest.approx(
+        rows["project"]["steps_per_s"] / rows["project, per-step"]["steps_per_s"])
+    return rows
+
+
+@pytest.mark.slow
+def test_captioner_vs_peer_times_the_tutorial_captioner_and_the_project_alternately(
+        tmp_path, capsys):
+    if load_peer("tf_captioning", PEERS) is None:
+        pytest.skip(f"no peer programs at {PEERS}")
+    payload = run_captioner_vs_peer(tmp_path)
+    rows = _check_captioner_rows(payload)
+    assert set(rows) == {"project", "project, per-step", "project, mixed_bfloat16", "demo",
+                         "demo, per-step", "peer"}
+    peer = rows["peer"]
+    assert peer["batch"] == 32 and peer["length"] == 20  # as published
+    assert peer["flops_per_step"] == pytest.approx(24.6e9, rel=0.01)  # the count
+    assert payload["tflops_ratio"] == pytest.approx(rows["project"]["tflops"] / peer["tflops"])
+    assert payload["tflops_ratio_mixed_bfloat16"] == pytest.approx(
+        rows["project, mixed_bfloat16"]["tflops"] / peer["tflops"])
+    assert "x the FLOP rate" in capsys.readouterr().out
+
+
+def test_captioner_vs_peer_without_the_peer_folder_times_the_project_alone(tmp_path, capsys):
+    payload = run_captioner_vs_peer(tmp_path, "--peers", str(tmp_path / "no_peers"))
+    rows = _check_captioner_rows(payload)
+    assert set(rows) == {"project", "project, per-step", "project, mixed_bfloat16", "demo",
+                         "demo, per-step"}
+    assert all(row["size"] == "tiny" and row["batch"] == 8 for row in rows.values())
+    assert not payload["peer_found"] and payload["tflops_ratio"] is None
+    assert "no ratio" in capsys.readouterr().out

@@ -30,3 +30,36 @@ def test_the_query_projection_is_counted_from_its_kernel(query):
     # 3 x (forward) x 2 FLOPs per multiply-add, once per step and caption.
     assert extra == pytest.approx(3 * 2 * B * T * (rows - paper_rows) * units)
     assert (rows > paper_rows) == (query == "hidden+word")
+
+
+def test_the_tutorial_captioner_is_counted_from_its_layers_as_by_hand():
+    """The peer's decoder (2 layers, width 8, 2 heads of 8, 12-wide features on a 2x3 grid)
+    against a hand count of its multiply-adds."""
+    import numpy as np
+    import tensorflow as tf
+
+    from common.training.benchmark import load_peer
+    from common.training.flops import tutorial_captioner_training_flops
+
+    peer = load_peer("tf_captioning")
+    if peer is None:
+        pytest.skip("no peer programs folder")
+    captions = ["a b c", "b c d e"]
+    tokenizer = tf.keras.layers.TextVectorization(max_tokens=50, standardize=peer.standardize,
+                                                  ragged=True)
+    tokenizer.adapt(captions)
+    vocab = tokenizer.vocabulary_size()
+    output = peer.TokenOutput(tokenizer)
+    output.bias = np.zeros(vocab, "float32")
+    model = peer.Captioner(tokenizer, feature_extractor=None, output_layer=output, units=8,
+                           num_layers=2, num_heads=2, max_length=10)
+    steps, regions, features = 5, 6, 12
+    model((np.zeros((1, 2, 3, features), "float32"), np.ones((1, steps), "int64")))
+    d, h, k = 8, 2, 8
+    self_attention = steps * 4 * d * h * k + steps * steps * h * 2 * k
+    cross_attention = (steps * 2 * d * h * k + regions * 2 * features * h * k
+                       + steps * regions * h * 2 * k)
+    feed_forward = steps * (d * 2 * d + 2 * d * d)
+    per_caption = 2 * (self_attention + cross_attention + feed_forward) + steps * d * vocab
+    assert tutorial_captioner_training_flops(model, B, steps, regions) == pytest.approx(
+        3 * 2 * B * per_caption)
