@@ -90,10 +90,18 @@ def profile(size: str, precision: str, jit_compile: bool, batch_size: int, lengt
     """Profiles `steps` training steps of the Transformer at `size`: -> a dict of the wall
     time per step and the op time by group and by op type. `attention`: "fused" (the
     attention's fused projections) or "keras" (keras' attention `call`, the default)."""
+    # The step and batches are benchmark_training.py's own (one harness, not a copy), loaded
+    # from its file; moving that harness into common/training/benchmark.py is left to do.
+    import importlib.util
+
     import tensorflow as tf
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from benchmark_training import prepare, use_keras_attention
+    spec = importlib.util.spec_from_file_location(
+        "benchmark_training", Path(__file__).resolve().with_name("benchmark_training.py"))
+    harness = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("benchmark_training", harness)  # its dataclasses look it up
+    spec.loader.exec_module(harness)
+    prepare, use_keras_attention = harness.prepare, harness.use_keras_attention
 
     from common.training import make_strategy
 
