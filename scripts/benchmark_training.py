@@ -436,8 +436,7 @@ def run_versus_keras_attention(args: argparse.Namespace) -> int:
     if args.model != "translator" or args.arch != "transformer":
         raise UserError("--vs-keras-attention times the Transformer translator: --model "
                         f"translator --arch transformer, got {args.model} {args.arch}")
-    if args.rounds < 3:
-        raise UserError(f"--rounds must be >= 3 (medians of at least 3), got {args.rounds}")
+    _check_rounds(args.rounds)
     if args.jit_compile or args.distribute != "none" or "," in args.precision:
         raise UserError("--vs-keras-attention times one precision without XLA on one device")
     size = args.size or "keras-io"
@@ -459,7 +458,7 @@ def run_versus_keras_attention(args: argparse.Namespace) -> int:
 
 
 def run_versus_peer(args: argparse.Namespace) -> int:
-    from common.training.benchmark import format_table, write_json
+    from common.training.benchmark import format_table
 
     bad = {"--model": (args.model, "translator"), "--arch": (args.arch, "transformer"),
            "--size": (args.size or "keras-io", "keras-io"), "--data": (args.data, "synthetic"),
@@ -472,8 +471,7 @@ def run_versus_peer(args: argparse.Namespace) -> int:
     if args.jit_compile:
         raise UserError("--vs-peer times both sides without XLA (as Keras compiles the "
                         "keras-io example on a CPU); drop --jit-compile")
-    if args.rounds < 3:
-        raise UserError(f"--rounds must be >= 3 (medians of at least 3), got {args.rounds}")
+    _check_rounds(args.rounds)
     result = versus_peer(args.batch_size, args.steps, args.warmup, args.rounds, args.peers)
     print(format_table(result["rows"], PEER_COLUMNS))
     print(f"project / the same through keras' attention call: "
@@ -484,6 +482,18 @@ def run_versus_peer(args: argparse.Namespace) -> int:
               f"{args.rounds} alternating rounds, one process)")
     else:
         print(f"no peer programs in {result['peers_dir']}: the project alone, no ratio")
+    return _save_side_by_side(args, result)
+
+
+def _check_rounds(rounds: int) -> None:
+    if rounds < 3:
+        raise UserError(f"--rounds must be >= 3 (medians of at least 3), got {rounds}")
+
+
+def _save_side_by_side(args: argparse.Namespace, result: dict[str, Any]) -> int:
+    """Writes a side-by-side result (its rows and ratios) to `--out`, when given."""
+    from common.training.benchmark import write_json
+
     if args.out:
         write_json(args.out, result["rows"], command=" ".join(sys.argv),
                    **{k: v for k, v in result.items() if k != "rows"})
@@ -647,7 +657,7 @@ def captioner_versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
 
 def run_captioner_versus_peer(args: argparse.Namespace) -> int:
     """`--model captioner --vs-peer`: `captioner_versus_peer`, printed and written."""
-    from common.training.benchmark import format_table, write_json
+    from common.training.benchmark import format_table
 
     bad = {"--size": (args.size or "coco-cached", "coco-cached"),
            "--data": (args.data, "synthetic"), "--length": (args.length or 20, 20),
@@ -658,8 +668,7 @@ def run_captioner_versus_peer(args: argparse.Namespace) -> int:
                             f"the tutorial captioner: {option} must be {wanted}, got {value}")
     if args.jit_compile:
         raise UserError("--vs-peer times both sides without XLA; drop --jit-compile")
-    if args.rounds < 3:
-        raise UserError(f"--rounds must be >= 3 (medians of at least 3), got {args.rounds}")
+    _check_rounds(args.rounds)
     demo_batch = 8 if args.quick else 64
     sizes = ("tiny", "tiny") if args.quick else ("coco-cached", "demo")
     result = captioner_versus_peer(args.batch_size, args.steps, args.warmup, args.rounds,
@@ -674,11 +683,7 @@ def run_captioner_versus_peer(args: argparse.Namespace) -> int:
               f"medians of {args.rounds} alternating rounds, one process)")
     else:
         print(f"no peer programs in {result['peers_dir']}: the project alone, no ratio")
-    if args.out:
-        write_json(args.out, result["rows"], command=" ".join(sys.argv),
-                   **{k: v for k, v in result.items() if k != "rows"})
-        print(f"wrote {args.out}")
-    return 0
+    return _save_side_by_side(args, result)
 
 
 def build_parser() -> argparse.ArgumentParser:
