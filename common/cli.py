@@ -260,6 +260,20 @@ def beam_size_list(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def distinct_list(kind: Callable[[str], Any] = int) -> Callable[[str], list]:
+    """argparse type: comma-separated distinct values >= 0 of `kind` (`--seeds 1,2,3`,
+    `--length-penalties 0.6,1.0`)."""
+    def parse(text: str) -> list:
+        try:
+            values = [kind(part) for part in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a comma-separated list: {text!r}") from None
+        if not values or min(values) < 0 or len(set(values)) != len(values):
+            raise argparse.ArgumentTypeError(f"expected distinct values >= 0, got {text!r}")
+        return values
+    return parse
+
+
 def add_checkpoint_argument(p: argparse.ArgumentParser, saved_model: bool = False) -> None:
     """`--checkpoint best|last|N|PATH`: which of a run directory's checkpoints is used."""
     also = "; not with a SavedModel, which holds the weights chosen at export" if saved_model \

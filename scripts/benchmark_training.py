@@ -712,9 +712,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the device's peak TFLOP/s for MFU (default: the GPU's dense bf16 "
                    "peak when known, e.g. 989 for H100/H200; none on a CPU)")
     p.add_argument("--vs-peer", action="store_true",
-                   help="time the keras-io example (from --peers) and the project's keras-io "
-                   "size alternately in this process, and give the ratio (no ratio when the "
-                   "peer folder is missing)")
+                   help="time a peer (from --peers) and the project alternately in this "
+                   "process and give the ratio (none when the peer folder is missing): with "
+                   "--model translator the keras-io example against the project's keras-io "
+                   "size; with --model captioner the TensorFlow tutorial's captioner against "
+                   "the project's coco-cached size, FLOP rates compared, and the demo's steps/s")
     p.add_argument("--vs-keras-attention", action="store_true",
                    help="time the Transformer at --size (one) with its attention's fused "
                    "projections and through keras' attention call (as before them) "

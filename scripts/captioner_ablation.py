@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from common.cli import distinct_list
+
 
 def score(run_dir: Path, test_images: int, beam_size: int) -> dict:
     """Beam-search captions of the first `test_images` test images, and their scores."""
@@ -70,7 +72,7 @@ def main(argv=None) -> int:
     p.add_argument("--out-dir", default="runs/ablation")
     p.add_argument("--test-images", type=int, default=300)
     p.add_argument("--beam-size", type=int, default=3)
-    p.add_argument("--seeds", type=_seeds, default=None, metavar="S1,S2,...",
+    p.add_argument("--seeds", type=distinct_list(int), default=None, metavar="S1,S2,...",
                    help="train the variant once per seed (runs NAME-seedS) and add a summary "
                         "line with the mean, standard deviation, minimum and maximum")
     p.add_argument("--threads", type=int, default=0,
@@ -113,16 +115,6 @@ def main(argv=None) -> int:
         _record(args.out_dir, results[-1])
     _record(args.out_dir, summarize(args.name, overrides, args.seeds, results))
     return 0
-
-
-def _seeds(text: str) -> list[int]:
-    try:
-        seeds = [int(s) for s in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
-        raise argparse.ArgumentTypeError(f"expected distinct seeds >= 0, got {text!r}")
-    return seeds
 
 
 def _train_and_score(args, name: str, config, overrides: dict) -> dict:

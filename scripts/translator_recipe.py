@@ -30,19 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from common.cli import distinct_list
+
 PROG = "translator_recipe"
-
-
-def _numbers(kind):
-    def parse(text: str) -> list:
-        try:
-            values = [kind(v) for v in text.split(",")]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a comma-separated list: {text!r}") from None
-        if not values or min(values) < 0 or len(set(values)) != len(values):
-            raise argparse.ArgumentTypeError(f"expected distinct values >= 0, got {text!r}")
-        return values
-    return parse
 
 
 def _seq2seq(*args: str, quiet: bool = False) -> subprocess.CompletedProcess:
@@ -99,10 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", required=True,
                    help="a folder with train.tsv and SPLIT.tsv (source<TAB>target)")
     p.add_argument("--split", default="valid", help="what is scored: DATA/SPLIT.tsv")
-    p.add_argument("--seeds", type=_numbers(int), default=[1, 2, 3], metavar="S1,S2,...")
+    p.add_argument("--seeds", type=distinct_list(int), default=[1, 2, 3], metavar="S1,S2,...")
     p.add_argument("--out-dir", default="runs/recipes")
     p.add_argument("--beam-size", type=int, default=4)
-    p.add_argument("--length-penalties", type=_numbers(float), default=[0.6],
+    p.add_argument("--length-penalties", type=distinct_list(float), default=[0.6],
                    metavar="A1,A2,...")
     p.add_argument("--average", type=int, default=0, metavar="N",
                    help="also score the mean of the last N checkpoints (0: no)")

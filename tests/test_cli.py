@@ -47,3 +47,22 @@ def test_translate_takes_options_before_its_texts(tmp_path):
     assert "unrecognized arguments" not in result.stderr
     assert "not a translator run directory" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("kind, text, expected", [
+    (int, "1,2,3", [1, 2, 3]), (int, "0", [0]), (float, "0.6,1.0", [0.6, 1.0])])
+def test_distinct_list_parses_comma_separated_values(kind, text, expected):
+    from common.cli import distinct_list
+
+    assert distinct_list(kind)(text) == expected
+
+
+@pytest.mark.parametrize("kind, text", [
+    (int, "1,1"), (int, "-1,2"), (int, "1,x"), (int, ""), (int, "1.5"), (float, "0.6,0.6")])
+def test_distinct_list_refuses_repeats_negatives_and_junk(kind, text):
+    import argparse
+
+    from common.cli import distinct_list
+
+    with pytest.raises(argparse.ArgumentTypeError):
+        distinct_list(kind)(text)
