@@ -14,7 +14,6 @@ import math
 
 import keras
 import keras_hub
-import tensorflow as tf
 from keras import ops
 
 from common.errors import UserError
@@ -241,10 +240,13 @@ class TransformerTranslator(Translator):
         return logits, new_state, weights
 
     def step_supported(self) -> bool:
-        """Whether `make_step` can use the few-op step (`step_weights`, `fast_step`): float32
-        weights and computation, no soft-capped or cast output logits."""
+        """Whether `make_step` can use the few-op step (`step_weights`, `fast_step`): the
+        TensorFlow backend (the step is written in `tf` ops, imported only when it runs, so the
+        JAX path never needs TensorFlow), float32 weights and computation, no soft-capped or
+        cast output logits."""
         embedding = self.target_embedding
-        return (self.compute_dtype == "float32" and embedding.compute_dtype == "float32"
+        return (keras.backend.backend() == "tensorflow" and self.compute_dtype == "float32"
+                and embedding.compute_dtype == "float32"
                 and embedding.variable_dtype == "float32"
                 and getattr(embedding, "quantization_mode", None) is None
                 and embedding.reverse_dtype in (None, "float32")
@@ -256,6 +258,8 @@ class TransformerTranslator(Translator):
         each decoder layer's `step_weights`, the target embedding `(V, D)`, the output kernel
         `(D, V)` (the embedding transposed once, when tied) and the final norm (pre-norm); with sine
         positions, the encoding's timescales and masks (keras-hub's own formula)."""
+        import tensorflow as tf
+
         self.ensure_built()
         embedding = self.target_embedding
         table = tf.convert_to_tensor(embedding.embeddings)
@@ -280,6 +284,8 @@ class TransformerTranslator(Translator):
     def fast_step(self, tokens, state, index, weights):
         """`step_with_weights` in fewer graph ops (`TransformerDecoderLayer.call_step`), with
         `weights` from `step_weights()`: the same tokens, logits equal to float rounding."""
+        import tensorflow as tf
+
         if self.copy:
             tokens = embeddable(tokens, self.target_vocab_size)
         x = tf.gather(weights["embeddings"], tokens) * tf.constant(self._scale, "float32")

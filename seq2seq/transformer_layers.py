@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from common.layers.multi_head_attention import MultiHeadAttention
@@ -227,6 +226,8 @@ class TransformerDecoderLayer(_Block):
         side `(D, 3 H K)` (and biases), the cross-attention's query kernel `(D, H K)`, the
         output kernels `(H K, D)`, the feed-forward kernels and the norms' scales and offsets.
         The variables are unchanged (checkpoints too); only their values are read here."""
+        import tensorflow as tf
+
         self_attention, cross_attention = self.self_attention, self.cross_attention
         width = self.num_heads * self.key_dim
 
@@ -293,6 +294,8 @@ class TransformerDecoderLayer(_Block):
         Returns:
             `(x (B, D), new self_cache, cross_weights (B, H, S))`.
         """
+        import tensorflow as tf
+
         heads, key_dim = self.num_heads, self.key_dim
         scale = tf.constant(1.0 / math.sqrt(key_dim), x.dtype)
         epsilon = self.ffn_norm.epsilon
@@ -351,6 +354,8 @@ def layer_norm(x, gamma, beta, epsilon):
     """`keras.ops.layer_normalization` over the last axis of float32 `x`, the same operations
     in the same order (so the same values) without its reshapes of `gamma` and `beta` and its
     `stop_gradient`: for the decoding step, where every op costs."""
+    import tensorflow as tf
+
     mean = tf.reduce_mean(x, axis=-1, keepdims=True)
     variance = tf.reduce_mean(tf.math.squared_difference(x, mean), axis=-1, keepdims=True)
     inv = tf.math.rsqrt(variance + epsilon) * gamma
