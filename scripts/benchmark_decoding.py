@@ -7,7 +7,11 @@ tokens long.
 
 - cached: `model.make_step()`: one token per step through the decoder, self-attention
   keys/values written in place into a fixed-size cache (`T_max` = `--steps`), cross-attention
-  keys/values computed once per source; the encoder and the whole loop in one `tf.function`;
+  keys/values computed once per source; the encoder and the whole loop in one `tf.function`.
+  Its step is the few-op `TransformerTranslator.fast_step` (weights read and laid out once per
+  decode, outside the loop);
+- cached_reference: the same with `make_step(reference=True)`, each decoder layer's
+  `call_cached` through the Keras layers (the step before `fast_step`);
 - cached_xla: the same function compiled with XLA (`jit_compile=True`), one compiled program
   for the encoder and the whole decode loop;
 - uncached: a step function that runs the whole decoder over the `index + 1` tokens generated
@@ -19,7 +23,10 @@ timed in turns (`common.training.benchmark.alternate`, the order reversed every 
 one decoding call each per round; a path's figure is the median of its `--rounds` calls and
 each speedup is the ratio of two medians (uncached / cached). The script checks that all paths
 give identical tokens, prints the figures and writes them as JSON (`--out`) with the machine
-and its load average (`common.training.benchmark.device_info`).
+and its load average (`common.training.benchmark.device_info`), and with the number of
+operations in the decoding loop's body of each graph path as traced (`ops_per_step`: the
+nodes of the `while` body other than `Const`, `Identity` and `NoOp`, before Grappler): a
+figure that does not move with the machine's load.
 
 Usage:
     python scripts/benchmark_decoding.py --out docs/benchmarks/decoding_cpu.json
@@ -36,7 +43,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-PATHS = ("cached", "cached_xla", "uncached")
+PATHS = ("cached", "cached_reference", "cached_xla", "uncached")
 # --quick: a tiny model, for a smoke run (and the tests).
 QUICK = {"layers": 1, "hidden_dim": 16, "heads": 2, "intermediate_dim": 32, "vocab_size": 50,
          "batch_sizes": "2,4", "source_length": 6, "steps": 8, "rounds": 3}
@@ -76,6 +83,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def loop_body_ops(function, *args) -> int:
+    """The operations in the body of the `while` loop of `function`'s graph for `args` (its
+    traced concrete function; the nodes other than `Const`, `Identity` and `NoOp`)."""
+    graph = function.get_concrete_function(*args).graph.as_graph_def()
+    library = {f.signature.name: f for f in graph.library.function}
+    bodies = [library[node.attr["body"].func.name] for node in graph.node
+              if node.op in ("While", "StatelessWhile")]
+    if len(bodies) != 1:
+        raise ValueError(f"expected one while loop in the graph, found {len(bodies)}")
+    return sum(node.op not in ("Const", "Identity", "NoOp") for node in bodies[0].node_def)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     import keras
@@ -110,10 +129,10 @@ def main(argv=None) -> int:
 
         return wrapped
 
-    def cached(source):
+    def cached(source, reference=False):
         state = model.initial_state(source, max_length=steps)
-        return strategy(without_end(model.make_step()), state, tf.shape(source)[0],
-                        start_id, end_id, steps).tokens
+        return strategy(without_end(model.make_step(reference=reference)), state,
+                        tf.shape(source)[0], start_id, end_id, steps).tokens
 
     def uncached(source):
         state = uncached_initial_state(model, source, steps)
@@ -121,6 +140,8 @@ def main(argv=None) -> int:
                         start_id, end_id, steps).tokens
 
     functions = {"cached": tf.function(cached, autograph=False),
+                 "cached_reference": tf.function(lambda source: cached(source, True),
+                                                 autograph=False),
                  "cached_xla": tf.function(cached, autograph=False, jit_compile=True),
                  "uncached": tf.function(uncached, autograph=False)}
     rows = []
@@ -148,6 +169,10 @@ def main(argv=None) -> int:
             **{f"{name}_tokens_per_s": batch * steps / seconds[name] for name in PATHS},
             "speedup_cached_xla": seconds["uncached"] / seconds["cached_xla"],
             "speedup_cached": seconds["uncached"] / seconds["cached"],
+            "speedup_cached_reference": seconds["uncached"] / seconds["cached_reference"],
+            "reference_over_cached": seconds["cached_reference"] / seconds["cached"],
+            "ops_per_step": {name: loop_body_ops(functions[name], source)
+                             for name in PATHS if name != "cached_xla"},
             "xla_over_graph": seconds["cached"] / seconds["cached_xla"],
             "identical_tokens": all(np.array_equal(tokens[n], reference) for n in PATHS),
             "all_outputs_full_length": bool((reference != 0).all()
@@ -160,12 +185,17 @@ def main(argv=None) -> int:
                    "parameters": int(model.count_params())}
     print(f"model {model_sizes}; beam size {args.beam_size}; {steps} tokens; source "
           f"{args.source_length}; medians of {args.rounds} alternating rounds")
-    print(f"{'batch':>5} {'cached s':>9} {'XLA s':>9} {'uncached s':>10} {'uncached/XLA':>12} "
-          f"{'uncached/cached':>15} {'identical':>9}")
+    print(f"{'batch':>5} {'cached s':>9} {'ref. s':>9} {'XLA s':>9} {'uncached s':>10} "
+          f"{'uncached/XLA':>12} {'uncached/ref.':>13} {'uncached/cached':>15} "
+          f"{'ops/step cached, ref.':>21} {'identical':>9}")
     for r in rows:
-        print(f"{r['batch_size']:>5} {r['cached_s']:>9.3f} {r['cached_xla_s']:>9.3f} "
-              f"{r['uncached_s']:>10.3f} {r['speedup_cached_xla']:>12.2f} "
-              f"{r['speedup_cached']:>15.2f} {r['identical_tokens']!s:>9}")
+        ops = r["ops_per_step"]
+        print(f"{r['batch_size']:>5} {r['cached_s']:>9.3f} {r['cached_reference_s']:>9.3f} "
+              f"{r['cached_xla_s']:>9.3f} {r['uncached_s']:>10.3f} "
+              f"{r['speedup_cached_xla']:>12.2f} {r['speedup_cached_reference']:>13.2f} "
+              f"{r['speedup_cached']:>15.2f} "
+              f"{str(ops['cached']) + ', ' + str(ops['cached_reference']):>21} "
+              f"{r['identical_tokens']!s:>9}")
     if args.out:
         path = write_json(args.out, rows, model=model_sizes, beam_size=args.beam_size,
                           source_length=args.source_length, output_tokens=steps,

@@ -23,6 +23,7 @@ from seq2seq.transformer_layers import (
     BLOCK_SIZES,
     TransformerDecoderLayer,
     TransformerEncoderLayer,
+    layer_norm,
 )
 from seq2seq.translator_base import Translator
 
@@ -238,12 +239,93 @@ class TransformerTranslator(Translator):
         new_state = dict(state, self_cache=tuple(caches))
         return logits, new_state, weights
 
-    def make_step(self, attention_layer: int = -1, attention_head: int | None = None):
+    def step_supported(self) -> bool:
+        """Whether `make_step` can use the few-op step (`step_weights`, `fast_step`): the
+        TensorFlow backend (the step is written in `tf` ops, imported only when it runs, so the
+        JAX path never needs TensorFlow), float32 weights and computation, no soft-capped or
+        cast output logits."""
+        embedding = self.target_embedding
+        return (keras.backend.backend() == "tensorflow" and self.compute_dtype == "float32"
+                and embedding.compute_dtype == "float32"
+                and embedding.variable_dtype == "float32"
+                and getattr(embedding, "quantization_mode", None) is None
+                and embedding.reverse_dtype in (None, "float32")
+                and embedding.logit_soft_cap is None
+                and all(layer.step_supported() for layer in self.decoder_layers))
+
+    def step_weights(self) -> dict:
+        """The weights `fast_step` reads, read and laid out once per decode (outside its loop):
+        each decoder layer's `step_weights`, the target embedding `(V, D)`, the output kernel
+        `(D, V)` (the embedding transposed once, when tied) and the final norm (pre-norm); with sine
+        positions, the encoding's timescales and masks (keras-hub's own formula)."""
+        import tensorflow as tf
+
+        self.ensure_built()
+        embedding = self.target_embedding
+        table = tf.convert_to_tensor(embedding.embeddings)
+        weights = {
+            "layers": [layer.step_weights() for layer in self.decoder_layers],
+            "embeddings": table,
+            "output_kernel": (tf.transpose(table) if embedding.tie_weights
+                              else tf.convert_to_tensor(embedding.reverse_embeddings)),
+        }
+        if self.norm_first:  # (a post-norm model leaves `decoder_norm` unused and unbuilt)
+            weights["norm"] = (tf.convert_to_tensor(self.decoder_norm.gamma),
+                               tf.convert_to_tensor(self.decoder_norm.beta))
+        if self.positions != "learned":  # SinePositionEncoding.call, for one position
+            dim = self.hidden_dim
+            min_freq = tf.cast(1 / self.target_positions.max_wavelength, "float32")
+            weights["timescales"] = tf.pow(
+                min_freq, tf.cast(2 * (tf.range(dim) // 2), "float32") / tf.cast(dim, "float32"))
+            weights["cos_mask"] = tf.cast(tf.range(dim) % 2, "float32")
+            weights["sin_mask"] = 1 - weights["cos_mask"]
+        return weights
+
+    def fast_step(self, tokens, state, index, weights):
+        """`step_with_weights` in fewer graph ops (`TransformerDecoderLayer.call_step`), with
+        `weights` from `step_weights()`: the same tokens, logits equal to float rounding."""
+        import tensorflow as tf
+
+        if self.copy:
+            tokens = embeddable(tokens, self.target_vocab_size)
+        x = tf.gather(weights["embeddings"], tokens) * tf.constant(self._scale, "float32")
+        if "timescales" in weights:
+            angles = tf.cast(index, "float32") * weights["timescales"]
+            positions = (tf.sin(angles) * weights["sin_mask"]
+                         + tf.cos(angles) * weights["cos_mask"])
+        else:
+            positions = self.target_positions(x[:, None], start_index=index)[:, 0]
+        embedded = x = x + positions
+        max_length = tf.shape(state["self_cache"][0])[2]
+        visible = tf.less_equal(tf.range(max_length), index)[None, :, None]
+        source_visible = tf.cast(state["source_mask"], "bool")[:, :, None]
+        caches, attention = [], []
+        for i, layer in enumerate(self.decoder_layers):
+            x, cache, w = layer.call_step(x, state["self_cache"][i], state["cross_cache"][i],
+                                          index, visible, source_visible, weights["layers"][i])
+            caches.append(cache)
+            attention.append(w)
+        if self.norm_first:
+            x = layer_norm(x, *weights["norm"], self.decoder_norm.epsilon)
+        logits = tf.matmul(x, weights["output_kernel"])
+        if self.copy:
+            logits = self._pointer(logits[:, None], x[:, None], embedded[:, None],
+                                   attention[-1][:, :, None], state["copy_ids"])[:, 0]
+        return logits, dict(state, self_cache=tuple(caches)), attention
+
+    def make_step(self, attention_layer: int = -1, attention_head: int | None = None,
+                  reference: bool = False):
         """The `step(tokens, state, index)` for `common.decoding`.
+
+        Unless `reference` (or `step_supported()` is False), the step is `fast_step` with the
+        weights read once, here: call `make_step` inside the `tf.function` that decodes (as
+        `seq2seq.inference.search` and the export do), so that they are read at every call.
 
         Args:
             attention_layer: which decoder layer's cross-attention to return (-1: the last).
             attention_head: which head, or None for the average over heads.
+            reference: use `step_with_weights` (each layer's `call_cached`), the step the
+                fast one is tested against.
 
         Returns:
             A function `(tokens (N,), state, index) -> (logits (N, V), state, alpha (N, S))`.
@@ -256,8 +338,16 @@ class TransformerTranslator(Translator):
                             f"0..{self.num_heads - 1} (or none for the average)")
         layer = range(self.num_layers)[attention_layer]
 
+        if reference or not self.step_supported():
+            run = self.step_with_weights
+        else:
+            weights = self.step_weights()
+
+            def run(tokens, state, index):
+                return self.fast_step(tokens, state, index, weights)
+
         def step(tokens, state, index):
-            logits, new_state, weights = self.step_with_weights(tokens, state, index)
+            logits, new_state, weights = run(tokens, state, index)
             w = weights[layer]
             alpha = ops.mean(w, axis=1) if attention_head is None else w[:, attention_head]
             return logits, new_state, alpha

@@ -14,6 +14,8 @@ head size (`D / H` unless `head_dim` says otherwise).
 
 from __future__ import annotations
 
+import math
+
 import keras
 from keras import ops
 
@@ -216,6 +218,148 @@ class TransformerDecoderLayer(_Block):
             False,
         )
         return self._feed_forward(x, False), new_cache[0], weights
+
+
+    def step_weights(self) -> dict:
+        """This layer's weights as the tensors `call_step` reads, read and laid out once per
+        decode, outside its loop: the self-attention's query, key and value kernels side by
+        side `(D, 3 H K)` (and biases), the cross-attention's query kernel `(D, H K)`, the
+        output kernels `(H K, D)`, the feed-forward kernels and the norms' scales and offsets.
+        The variables are unchanged (checkpoints too); only their values are read here."""
+        import tensorflow as tf
+
+        self_attention, cross_attention = self.self_attention, self.cross_attention
+        width = self.num_heads * self.key_dim
+
+        def kernel(dense, rows):
+            return tf.reshape(tf.convert_to_tensor(dense.kernel), (rows, -1))
+
+        def bias(dense):
+            return None if dense.bias is None else tf.reshape(
+                tf.convert_to_tensor(dense.bias), (-1,))
+
+        qkv = (self_attention.query_dense, self_attention.key_dense, self_attention.value_dense)
+        qkv_bias = [bias(d) for d in qkv]
+        weights = {
+            "qkv_kernel": tf.concat([kernel(d, self.hidden_dim) for d in qkv], axis=-1),
+            "qkv_bias": None if None in qkv_bias else tf.concat(qkv_bias, axis=0),
+            "self_out_kernel": kernel(self_attention.output_dense, width),
+            "self_out_bias": bias(self_attention.output_dense),
+            "cross_query_kernel": kernel(cross_attention.query_dense, self.hidden_dim),
+            "cross_query_bias": bias(cross_attention.query_dense),
+            "cross_out_kernel": kernel(cross_attention.output_dense, width),
+            "cross_out_bias": bias(cross_attention.output_dense),
+            "ffn_inner_kernel": tf.convert_to_tensor(self.ffn_inner.kernel),
+            "ffn_inner_bias": bias(self.ffn_inner),
+            "ffn_outer_kernel": tf.convert_to_tensor(self.ffn_outer.kernel),
+            "ffn_outer_bias": bias(self.ffn_outer),
+        }
+        for name in ("self_attention_norm", "cross_attention_norm", "ffn_norm"):
+            norm = getattr(self, name)
+            weights[f"{name}_gamma"] = tf.convert_to_tensor(norm.gamma)
+            weights[f"{name}_beta"] = tf.convert_to_tensor(norm.beta)
+        return weights
+
+    def step_supported(self) -> bool:
+        """Whether `call_step` computes what `call_cached` does: float32, the sub-layers as
+        this class builds them (no quantized or mixed-precision weights)."""
+        layers = (self, self.self_attention, self.cross_attention, self.ffn_inner,
+                  self.ffn_outer, self.self_attention_norm, self.cross_attention_norm,
+                  self.ffn_norm)
+        return (all(layer.compute_dtype == "float32" and layer.variable_dtype == "float32"
+                    and getattr(layer, "quantization_mode", None) is None for layer in layers)
+                and self.ffn_inner.activation is keras.activations.relu
+                and all(not getattr(self, n).rms_scaling and getattr(self, n).center
+                        and getattr(self, n).scale
+                        for n in ("self_attention_norm", "cross_attention_norm", "ffn_norm")))
+
+    def call_step(self, x, self_cache, cross_cache, index, visible, source_visible, weights):
+        """`call_cached` in fewer graph ops, for the decoding loop (the same tokens; the
+        logits equal to float rounding, tested): one step as `(B, D)` rows, the new token's
+        query, key and value as one product with `step_weights`, the key and value written
+        into the cache with one update, the masks made once per step by the caller. The
+        attention is taken over the cache in its `(B, S, H, K)` layout (products and sums
+        over `K`, softmax over `S` written out), without the transposes of a batched matrix
+        product or a softmax over a middle axis, which copy the cache at every step.
+
+        Args:
+            x: `(B, D)` the new target position.
+            self_cache: `(B, 2, T_max, H, K)` keys/values of the earlier positions.
+            cross_cache: `(B, 2, S, H, K)` from `cross_attention_cache`.
+            index: scalar int32, the position of `x`.
+            visible: `(1, T_max, 1)` bool, the cache positions `<= index`.
+            source_visible: `(B, S, 1)` bool, the real source tokens.
+            weights: this layer's `step_weights()`.
+
+        Returns:
+            `(x (B, D), new self_cache, cross_weights (B, H, S))`.
+        """
+        import tensorflow as tf
+
+        heads, key_dim = self.num_heads, self.key_dim
+        scale = tf.constant(1.0 / math.sqrt(key_dim), x.dtype)
+        epsilon = self.ffn_norm.epsilon
+
+        def dense(h, name):
+            y = tf.matmul(h, weights[f"{name}_kernel"])
+            b = weights[f"{name}_bias"]
+            return y if b is None else y + b
+
+        def residual(x, name, fn):
+            norm = (weights[f"{name}_gamma"], weights[f"{name}_beta"], epsilon)
+            h = layer_norm(x, *norm) if self.norm_first else x
+            x = x + fn(h)
+            return x if self.norm_first else layer_norm(x, *norm)
+
+        def attend(query, keys, values, allowed, name):
+            """`MultiHeadAttention._attend` for one query `(B, H, K)` over `(B, S, H, K)`
+            keys and values: -> `(output (B, D), weights (B, S, H); (B, H, S) for cross)`."""
+            logits = tf.reduce_sum(keys * (query * scale)[:, None], axis=-1)  # (B, S, H)
+            logits = tf.where(allowed, logits, tf.constant(-1e9, logits.dtype))
+            exp = tf.exp(logits - tf.reduce_max(logits, axis=1, keepdims=True))
+            probs = exp / tf.reduce_sum(exp, axis=1, keepdims=True)
+            if name == "cross":  # a row of no real source token gets zero weights
+                probs = tf.where(allowed, probs, tf.zeros_like(probs))
+            # (The causal row always sees its own position: its masked weights are exactly 0.)
+            context = tf.reduce_sum(values * probs[..., None], axis=1)
+            probs = tf.transpose(probs, (0, 2, 1)) if name == "cross" else probs
+            return dense(tf.reshape(context, (-1, heads * key_dim)), f"{name}_out"), probs
+
+        new_cache = []
+
+        def self_attend(h):
+            qkv = tf.reshape(dense(h, "qkv"), (-1, 3, heads, key_dim))
+            cache = ops.slice_update(self_cache, [0, 0, index, 0, 0], qkv[:, 1:, None])
+            new_cache.append(cache)
+            keys, values = tf.unstack(cache, axis=1)
+            return attend(qkv[:, 0], keys, values, visible, "self")[0]
+
+        cross_weights = []
+
+        def cross_attend(h):
+            query = tf.reshape(dense(h, "cross_query"), (-1, heads, key_dim))
+            keys, values = tf.unstack(cross_cache, axis=1)
+            out, probs = attend(query, keys, values, source_visible, "cross")
+            cross_weights.append(probs)
+            return out
+
+        x = residual(x, "self_attention_norm", self_attend)
+        x = residual(x, "cross_attention_norm", cross_attend)
+        x = residual(x, "ffn_norm", lambda h: dense(
+            tf.nn.relu(dense(h, "ffn_inner")), "ffn_outer"))
+        return x, new_cache[0], cross_weights[0]
+
+
+def layer_norm(x, gamma, beta, epsilon):
+    """`keras.ops.layer_normalization` over the last axis of float32 `x`, the same operations
+    in the same order (so the same values) without its reshapes of `gamma` and `beta` and its
+    `stop_gradient`: for the decoding step, where every op costs."""
+    import tensorflow as tf
+
+    mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+    variance = tf.reduce_mean(tf.math.squared_difference(x, mean), axis=-1, keepdims=True)
+    inv = tf.math.rsqrt(variance + epsilon) * gamma
+    return x * inv + (beta - mean * inv)
 
 
 @keras.saving.register_keras_serializable(package="seq2seq")

@@ -138,6 +138,115 @@ def test_cached_decoding_under_xla_matches_the_graph(method, positions):
             np.testing.assert_array_equal(tokens[row, :n], logits[row, :n].argmax(-1))
 
 
+def _randomized(model, seed=0):
+    """`model` built, every weight drawn at random (biases and norm offsets are zeros and
+    scales ones at initialization, which would hide a dropped bias or norm)."""
+    model({"source": SOURCE, "target_in": TARGET_IN})
+    rng = np.random.default_rng(seed)
+    for variable in model.weights:
+        variable.assign(rng.normal(0.0, 0.5, variable.shape).astype("float32"))
+    return model
+
+
+# A third row of padding only: its cross-attention weights are all zero on both paths.
+PADDED_SOURCE = np.concatenate([SOURCE, np.zeros((1, 6), np.int32)], axis=0)
+
+
+@pytest.mark.parametrize("options", [
+    dict(positions="sine", norm_first=True),
+    dict(positions="learned", norm_first=False, tie_embeddings=True),
+    dict(head_dim=6, num_heads=3),
+    dict(copy=True),
+])
+def test_fast_step_equals_the_reference_step(options):
+    """`fast_step` (fused query/key/value product, one cache update, weights read once) gives
+    the logits, attention and cache of `step_with_weights` (each layer's `call_cached`)."""
+    copy = options.pop("copy", False)
+    if copy:
+        config = ModelConfig(transformer=TransformerConfig(
+            num_layers=2, hidden_dim=8, num_heads=2, intermediate_dim=16, dropout=0.0,
+            max_length=16), copy=True)
+        model = TransformerTranslator(config, 20, 30)
+    else:
+        model = tiny(**options)
+    model = _randomized(model)
+    assert model.step_supported()
+    fast, reference = model.make_step(), model.make_step(reference=True)
+    fast_state = reference_state = model.initial_state(PADDED_SOURCE, max_length=8)
+    tokens = np.array([[1, 9, 10, 11, 12], [1, 12, 13, 14, 15], [1, 3, 4, 5, 6]], np.int32)
+    if copy:
+        tokens[0, 2] = 30 + 1  # an extended id: a copy of source position 1
+    for t in range(tokens.shape[1]):
+        args = (tf.constant(tokens[:, t]), tf.constant(t))
+        fast_logits, fast_state, fast_alpha = fast(args[0], fast_state, args[1])
+        logits, reference_state, alpha = reference(args[0], reference_state, args[1])
+        assert float(np.abs(logits).max()) > 1.0  # not a trivially small output
+        np.testing.assert_allclose(fast_logits, logits, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(fast_alpha, alpha, atol=1e-6)
+        assert np.all(np.asarray(fast_alpha)[2] == 0)
+        for new, old in zip(fast_state["self_cache"], reference_state["self_cache"]):
+            np.testing.assert_allclose(new, old, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+def test_fast_step_decodes_the_tokens_of_the_reference_step(method):
+    """Whole decodes in one `tf.function` (greedy, beam search): the same tokens and lengths
+    with the fast step as with the reference step, scores and attention to float rounding."""
+    from common.decoding import make_strategy
+
+    model = _randomized(tiny(), seed=1)
+    strategy = make_strategy(method, beam_size=3, n_best=2, length_penalty=0.6)
+
+    def decode(source, reference):
+        state = model.initial_state(source, max_length=10)
+        return strategy(model.make_step(reference=reference), state, tf.shape(source)[0], 1,
+                        2, 10)
+
+    fast = tf.function(lambda s: decode(s, False), autograph=False)(PADDED_SOURCE)
+    reference = tf.function(lambda s: decode(s, True), autograph=False)(PADDED_SOURCE)
+    np.testing.assert_array_equal(fast.tokens, reference.tokens)
+    np.testing.assert_array_equal(fast.lengths, reference.lengths)
+    np.testing.assert_allclose(fast.scores, reference.scores, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fast.attention, reference.attention, atol=1e-5)
+
+
+def test_fast_step_reads_the_weights_at_each_call_of_the_function():
+    """`make_step` inside the decoding `tf.function` reads the variables there: a weight
+    changed after tracing changes the next decode."""
+    model = _randomized(tiny(), seed=2)
+
+    @tf.function(autograph=False)
+    def first_logits(source):
+        state = model.initial_state(source, max_length=4)
+        return model.make_step()(tf.fill([tf.shape(source)[0]], 1), state, tf.constant(0))[0]
+
+    before = first_logits(SOURCE).numpy()
+    model.decoder_norm.beta.assign(model.decoder_norm.beta + 1.0)
+    after = first_logits(SOURCE).numpy()
+    reference = model.make_step(reference=True)(
+        tf.constant([1, 1]), model.initial_state(SOURCE, max_length=4), tf.constant(0))[0]
+    assert not np.allclose(before, after)
+    np.testing.assert_allclose(after, reference, rtol=1e-5, atol=1e-5)
+
+
+def test_mixed_precision_decodes_with_the_reference_step():
+    """The fast step is float32 only: under a mixed policy `make_step` keeps `call_cached`."""
+    import keras
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        model = tiny()
+        model({"source": SOURCE, "target_in": TARGET_IN})
+    finally:
+        keras.config.set_dtype_policy(previous)
+    assert not model.step_supported()
+    state = model.initial_state(SOURCE, max_length=4)
+    args = (tf.constant([1, 1]), state, tf.constant(0))
+    np.testing.assert_array_equal(model.make_step()(*args)[0],
+                                  model.make_step(reference=True)(*args)[0])
+
+
 def _attentions(model):
     return [getattr(layer, name) for layer in model.encoder_layers + model.decoder_layers
             for name in ("self_attention", "cross_attention") if hasattr(layer, name)]
