@@ -219,7 +219,6 @@ class TransformerDecoderLayer(_Block):
         )
         return self._feed_forward(x, False), new_cache[0], weights
 
-
     def step_weights(self) -> dict:
         """This layer's weights as the tensors `call_step` reads, read and laid out once per
         decode, outside its loop: the self-attention's query, key and value kernels side by
