@@ -23,7 +23,7 @@ from captioner.config import (
 from captioner.datasets import DATASETS
 from captioner.presets import PRESETS, get_preset
 from common.catalog import SCORES
-from common.cli import add_checkpoint_argument, choose, non_negative_float, positive_int
+from common.cli import ON_OFF, add_checkpoint_argument, choose, non_negative_float, positive_int
 from common.config import add_config_option
 from common.errors import UserError
 from common.family import Family
@@ -100,7 +100,7 @@ Typical use:
         add(p, "--dataset", path="data.dataset", **choose(DATASETS,
             "dataset name: {names}"))
         add_data_arguments(p, add)
-        add(p, "--cache-features", path="data.cache_features", action="store_true",
+        add(p, "--cache-features", path="data.cache_features", action=ON_OFF,
             help="compute the frozen encoder's features once and train from them")
         g = p.add_argument_group("model")
         add(g, "--encoder", path="encoder.name", **choose(ENCODERS, "encoder: {names}"))

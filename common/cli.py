@@ -218,6 +218,11 @@ def read_text_lines(stream: Any = None, arguments: Sequence[str] | None = None
     return lines, invalid
 
 
+# The action of a config flag: `--X` sets it, `--no-X` clears it (what a preset turned on can be
+# turned off on the command line), and neither leaves the preset's value.
+ON_OFF = argparse.BooleanOptionalAction
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1."""
     try:
@@ -382,14 +387,14 @@ def add_training_options(group: Any) -> None:
         help="Adam's learning rate (the Transformer's peak after warm-up)")
     add("--clip-norm", type=positive_float, help="clip the gradient to this global norm")
     add("--seed", type=int)
-    add("--deterministic", action="store_true",
+    add("--deterministic", action=ON_OFF,
         help="bit-identical runs for one seed (op determinism, no graph rewriting)")
     add("--checkpoint-every", type=int, metavar="N",
         help="also save a checkpoint every N steps (0: at epoch ends only)")
     add("--precision", choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
         help="mixed_float16 adds loss scaling; auto (the default): bfloat16 on GPUs of compute "
              "capability 8+, float16 on 7.x, float32 on CPU")
-    add("--jit-compile", action=argparse.BooleanOptionalAction,
+    add("--jit-compile", action=ON_OFF,
         help="compile the training step with XLA (default: on with a GPU)")
     add("--keep-checkpoints", type=positive_int, metavar="N",
         help="how many of the latest checkpoints to keep (the best one is kept apart)")

@@ -10,7 +10,7 @@ trains into `OUT_DIR/NAME-seedS` (replacing what is there) and records the train
 time; it then scores, on `DATA/SPLIT.tsv` with `seq2seq evaluate` (sacreBLEU on raw cased
 references), the run's best checkpoint by validation (when it keeps one), its last, and with
 `--average N` the mean of its last N checkpoints (`seq2seq average`, into `...-avgN`), each at
-every length penalty asked for. One JSON line per (seed, checkpoint, penalty) goes to stdout
+every length penalty asked for (by default at the run's own, which its preset sets). One JSON line per (seed, checkpoint, penalty) goes to stdout
 and `OUT_DIR/results.jsonl`, then one summary line per (checkpoint, penalty) with the mean,
 standard deviation, minimum and maximum over the seeds.
 
@@ -41,19 +41,22 @@ def _seq2seq(*args: str, quiet: bool = False) -> subprocess.CompletedProcess:
                           capture_output=quiet)
 
 
-def _evaluate(target: Path, checkpoint: str | None, args, penalty: float) -> dict:
+def _evaluate(target: Path, checkpoint: str | None, args, penalty: float | None) -> dict:
+    """The scores of `seq2seq evaluate` (the run's own length penalty where `penalty` is None)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "scores.json"
         command = ["evaluate", str(target), "--data", str(Path(args.data) / f"{args.split}.tsv"),
-                   "--beam-size", str(args.beam_size), "--length-penalty", str(penalty),
-                   "--json", str(out)]
+                   "--beam-size", str(args.beam_size), "--json", str(out)]
+        if penalty is not None:
+            command += ["--length-penalty", str(penalty)]
         if checkpoint:
             command += ["--checkpoint", checkpoint]
         done = _seq2seq(*command, quiet=True)
         if done.returncode != 0:
             raise RuntimeError(f"evaluate {target} failed: {done.stderr.strip()[-500:]}")
         scores = json.loads(out.read_text())
-    keep = ("bleu", "chrf", "exact_match", "brevity_penalty", "hyp_length", "ref_length")
+    keep = ("length_penalty", "bleu", "chrf", "exact_match", "brevity_penalty", "hyp_length",
+            "ref_length")
     return {k: scores[k] for k in keep if k in scores}
 
 
@@ -92,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=distinct_list(int), default=[1, 2, 3], metavar="S1,S2,...")
     p.add_argument("--out-dir", default="runs/recipes")
     p.add_argument("--beam-size", type=int, default=4)
-    p.add_argument("--length-penalties", type=distinct_list(float), default=[0.6],
-                   metavar="A1,A2,...")
+    p.add_argument("--length-penalties", type=distinct_list(float), default=None,
+                   metavar="A1,A2,...",
+                   help="score at each of these length penalties (default: the run's own, "
+                        "the preset's)")
     p.add_argument("--average", type=int, default=0, metavar="N",
                    help="also score the mean of the last N checkpoints (0: no)")
     args = p.parse_args(argv)
@@ -124,13 +129,12 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return done.returncode
         for label, target, checkpoint in _checkpoints(run_dir, args.average):
-            for penalty in args.length_penalties:
+            for penalty in args.length_penalties or [None]:
                 result = {"name": args.name, "seed": seed, "checkpoint": label,
-                          "length_penalty": penalty, "beam_size": args.beam_size,
-                          "split": args.split, "train_s": train_s,
-                          **_evaluate(target, checkpoint, args, penalty),
+                          "beam_size": args.beam_size, "split": args.split,
+                          "train_s": train_s, **_evaluate(target, checkpoint, args, penalty),
                           "train_args": train_args}
-                rows.setdefault((label, penalty), []).append(result)
+                rows.setdefault((label, result["length_penalty"]), []).append(result)
                 print(record(results_file, result), flush=True)
     for (label, penalty), results in rows.items():
         head = {"name": args.name, "checkpoint": label, "length_penalty": penalty,

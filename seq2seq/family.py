@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from common.catalog import SCORES, SENTENCEPIECE_TYPES
-from common.cli import add_checkpoint_argument, choose, non_negative_float, positive_int
+from common.cli import ON_OFF, add_checkpoint_argument, choose, non_negative_float, positive_int
 from common.config import add_config_option
 from common.errors import UserError
 from common.family import Family
@@ -81,7 +81,7 @@ Typical use:
             "one of: {names} (a new run needs it, here or in --config)"))
         add(p, "--data", path="data.data", help="training TSV (source<TAB>target), for "
             "--dataset tsv")
-        add(p, "--reverse", path="data.reverse", action="store_true",
+        add(p, "--reverse", path="data.reverse", action=ON_OFF,
             help="translate the second column into the first")
         add(p, "--min-count", path="data.min_count", type=positive_int,
             help="the fewest occurrences that put a token in a vocabulary")
@@ -94,7 +94,7 @@ Typical use:
             help="sentencepiece: pieces per vocabulary (default 8000)")
         add(p, "--sentencepiece-type", path="data.sentencepiece_type",
             choices=SENTENCEPIECE_TYPES, help="sentencepiece: the model (default unigram)")
-        add(p, "--shared-vocab", path="data.shared_vocab", action="store_true",
+        add(p, "--shared-vocab", path="data.shared_vocab", action=ON_OFF,
             help="sentencepiece: one vocabulary for source and target (with "
                  "--tie-embeddings: one embedding for source, target and output)")
         add(p, "--arch", path="model.arch", **choose(ARCHS,
@@ -110,15 +110,16 @@ Typical use:
             "bahdanau attention score: {names}"))
         add(g, "--attention-units", path="model.bahdanau.attention_units", type=positive_int,
             help="bahdanau additive score size")
-        add(g, "--input-feeding", path="model.bahdanau.input_feeding", action="store_true",
-            help="bahdanau")
+        add(g, "--input-feeding", path="model.bahdanau.input_feeding", action=ON_OFF,
+            help="bahdanau: Luong's input feeding (the last attentional state joins the next "
+                 "input)")
         add(g, "--local", path="model.bahdanau.local", choices=LOCAL_MODES,
             help="bahdanau: Luong's local attention, monotonic (local-m) or predictive "
                  "(local-p, with the Gaussian term); default global")
         add(g, "--attention-window", path="model.bahdanau.attention_window", type=positive_int,
             metavar="D", help="bahdanau --local: the window's half-width (2D+1 positions; "
             "default 5)")
-        add(g, "--copy", path="model.copy", action="store_true",
+        add(g, "--copy", path="model.copy", action=ON_OFF,
             help="bahdanau, transformer: a pointer-generator that copies source words (names "
                  "outside the target vocabulary come through)")
         for flag, field, what in (("--layers", "num_layers", "layers"),
@@ -133,9 +134,10 @@ Typical use:
         add(g, "--max-length", path="model.transformer.max_length", type=positive_int,
             help="transformer longest sequence")
         add(g, "--post-norm", path="model.transformer.norm_first", convert=lambda on: not on,
-            action="store_true", help="transformer: post-layer-norm (default pre)")
+            action=ON_OFF, help="transformer: post-layer-norm (default pre)")
         add(g, "--tie-embeddings", path="model.transformer.tie_embeddings",
-            action="store_true", help="transformer")
+            action=ON_OFF, help="transformer: one matrix for the target embedding and the "
+                                "output projection")
         add(g, "--warmup-steps", path="model.transformer.warmup_steps", type=positive_int,
             help="transformer warm-up")
         add(g, "--dropout", path=_dropout_path, type=non_negative_float)

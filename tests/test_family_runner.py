@@ -134,6 +134,34 @@ def test_seq2seq_config_file_sits_between_the_preset_and_the_options(monkeypatch
     assert config.preset == "tiny" and config.training["steps_per_epoch"] == 3
 
 
+@pytest.mark.parametrize("arch, flags, expected", [
+    ("transformer", [], True),  # spa-eng-cpu ties the Transformer's embeddings
+    ("transformer", ["--no-tie-embeddings"], False),
+    ("transformer", ["--no-tie-embeddings", "--tie-embeddings"], True),  # the last one given
+    ("bahdanau", [], True),  # and feeds Bahdanau's inputs
+    ("bahdanau", ["--no-input-feeding"], False),
+])
+def test_a_flag_the_preset_turns_on_can_be_turned_off(monkeypatch, tmp_path, arch, flags,
+                                                      expected):
+    seen = captured(monkeypatch, "seq2seq.train")
+    assert seq2seq_main(["train", "--dataset", "dates", "--arch", arch, "--preset",
+                         "spa-eng-cpu", *flags, "--out", str(tmp_path / "r")]) == 0
+    (config,) = seen
+    model = config.model
+    on = model.transformer.tie_embeddings if arch == "transformer" else model.bahdanau.input_feeding
+    assert on is expected
+
+
+def test_a_no_flag_clears_what_the_config_file_set(monkeypatch, tmp_path):
+    seen = captured(monkeypatch, "captioner.train")
+    file = tmp_path / "mine.json"
+    file.write_text(json.dumps({"training": {"deterministic": True}}))
+    assert captioner_main(["train", "--preset", "tiny", "--config", str(file),
+                           "--no-deterministic", "--out", str(tmp_path / "r")]) == 0
+    (config,) = seen
+    assert config.training["deterministic"] is False
+
+
 @pytest.mark.parametrize("main, content, needle", [
     (captioner_main, {"decoder": {"unitz": 3}}, "unknown key 'decoder.unitz'"),
     (seq2seq_main, {"model": {"transformer": {"layers": 3}}},

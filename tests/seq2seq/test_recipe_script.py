@@ -72,6 +72,19 @@ def test_a_recipe_is_trained_per_seed_scored_and_summarized(tmp_path, data):
         assert summary["bleu"]["std"] == pytest.approx(np.std(values, ddof=1), abs=0.01)
 
 
+@pytest.mark.slow
+def test_without_length_penalties_each_checkpoint_is_scored_at_the_runs_own(tmp_path, data):
+    out = tmp_path / "runs"
+    done = _run("r", "--data", str(data), "--seeds", "3", "--beam-size", "2", "--out-dir",
+                str(out), "--", "--arch", "transformer", "--preset", "tiny",
+                "--length-penalty", "1.3")
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    runs = [line for line in lines if line.get("kind") != "summary"]
+    assert runs and len(lines) == 2 * len(runs)  # one summary per row: one seed
+    assert {line["length_penalty"] for line in lines} == {1.3}
+
+
 @pytest.mark.parametrize("args", [
     ["--seeds", "1,1"], ["--split", "nope"], ["--", "--out", "x"], ["--beam-size", "0"]])
 def test_bad_options_are_one_line_errors(tmp_path, data, args):
