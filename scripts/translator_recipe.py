@@ -10,7 +10,9 @@ trains into `OUT_DIR/NAME-seedS` (replacing what is there) and records the train
 time; it then scores, on `DATA/SPLIT.tsv` with `seq2seq evaluate` (sacreBLEU on raw cased
 references), the run's best checkpoint by validation (when it keeps one), its last, and with
 `--average N` the mean of its last N checkpoints (`seq2seq average`, into `...-avgN`), each at
-every length penalty asked for (by default at the run's own, which its preset sets). One JSON line per (seed, checkpoint, penalty) goes to stdout
+every length penalty asked for (by default at the run's own, which its preset sets). Each line
+also has what the run's history says of its training: the mean loss of every epoch
+(`epoch_loss`), the last (`train_loss`) and the median examples per second over the epochs. One JSON line per (seed, checkpoint, penalty) goes to stdout
 and `OUT_DIR/results.jsonl`, then one summary line per (checkpoint, penalty) with the mean,
 standard deviation, minimum and maximum over the seeds.
 
@@ -29,6 +31,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 from common.cli import distinct_list
 
@@ -58,6 +62,22 @@ def _evaluate(target: Path, checkpoint: str | None, args, penalty: float | None)
     keep = ("length_penalty", "bleu", "chrf", "exact_match", "brevity_penalty", "hyp_length",
             "ref_length")
     return {k: scores[k] for k in keep if k in scores}
+
+
+def _training(run_dir: Path) -> dict:
+    """What the run's history says of its training: the mean loss of each epoch (`epoch_loss`,
+    a curve the summary gives point by point), the last one (`train_loss`), and the median
+    training rate over the epochs (`examples_per_s`, steady state: the first epoch traces)."""
+    epochs = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()
+              if line.strip() and json.loads(line).get("kind") == "epoch"]
+    losses = [e["loss"] for e in epochs if "loss" in e]
+    rates = [e["examples_per_s"] for e in epochs if "examples_per_s" in e]
+    out = {}
+    if losses:
+        out.update(train_loss=losses[-1], epoch_loss=losses)
+    if rates:
+        out["examples_per_s"] = float(np.median(rates))
+    return out
 
 
 def _checkpoints(run_dir: Path, average: int) -> list[tuple[str, Path, str | None]]:
@@ -128,11 +148,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PROG}: error: training {run_dir} failed (exit {done.returncode})",
                   file=sys.stderr)
             return done.returncode
+        training = _training(run_dir)
         for label, target, checkpoint in _checkpoints(run_dir, args.average):
             for penalty in args.length_penalties or [None]:
                 result = {"name": args.name, "seed": seed, "checkpoint": label,
                           "beam_size": args.beam_size, "split": args.split,
-                          "train_s": train_s, **_evaluate(target, checkpoint, args, penalty),
+                          "train_s": train_s, **training,
+                          **_evaluate(target, checkpoint, args, penalty),
                           "train_args": train_args}
                 rows.setdefault((label, result["length_penalty"]), []).append(result)
                 print(record(results_file, result), flush=True)

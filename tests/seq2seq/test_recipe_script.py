@@ -63,6 +63,17 @@ def test_a_recipe_is_trained_per_seed_scored_and_summarized(tmp_path, data):
     assert row["bleu"] == pytest.approx(direct["bleu"], abs=0.01)
     assert row["chrf"] == pytest.approx(direct["chrf"], abs=0.01)
 
+    # The training's curve and rate are the run's history.
+    for seed in (1, 2):
+        history = [json.loads(line) for line in
+                   (out / f"r-seed{seed}" / "history.jsonl").read_text().splitlines()]
+        epochs = [h for h in history if h["kind"] == "epoch"]
+        row = next(r for r in runs if r["seed"] == seed)
+        assert row["epoch_loss"] == pytest.approx([e["loss"] for e in epochs], abs=0.01)
+        assert row["train_loss"] == row["epoch_loss"][-1] and len(row["epoch_loss"]) == 2
+        assert row["examples_per_s"] == pytest.approx(
+            np.median([e["examples_per_s"] for e in epochs]), abs=0.01)
+
     for summary in summaries:
         same = [r for r in runs if r["checkpoint"] == summary["checkpoint"]
                 and r["length_penalty"] == summary["length_penalty"]]
@@ -70,6 +81,9 @@ def test_a_recipe_is_trained_per_seed_scored_and_summarized(tmp_path, data):
         assert summary["runs"] == 2
         assert summary["bleu"]["mean"] == pytest.approx(np.mean(values), abs=0.01)
         assert summary["bleu"]["std"] == pytest.approx(np.std(values, ddof=1), abs=0.01)
+        curves = np.array([r["epoch_loss"] for r in same])
+        assert summary["epoch_loss"]["mean"] == pytest.approx(list(curves.mean(axis=0)),
+                                                              abs=0.01)
 
 
 @pytest.mark.slow
