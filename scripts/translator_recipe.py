@@ -10,11 +10,11 @@ trains into `OUT_DIR/NAME-seedS` (replacing what is there) and records the train
 time; it then scores, on `DATA/SPLIT.tsv` with `seq2seq evaluate` (sacreBLEU on raw cased
 references), the run's best checkpoint by validation (when it keeps one), its last, and with
 `--average N` the mean of its last N checkpoints (`seq2seq average`, into `...-avgN`), each at
-every length penalty asked for (by default at the run's own, which its preset sets). Each line
-also has what the run's history says of its training: the mean loss of every epoch
-(`epoch_loss`), the last (`train_loss`) and the median examples per second over the epochs. One JSON line per (seed, checkpoint, penalty) goes to stdout
-and `OUT_DIR/results.jsonl`, then one summary line per (checkpoint, penalty) with the mean,
-standard deviation, minimum and maximum over the seeds.
+every length penalty asked for (by default at the run's own, which its preset sets). One JSON
+line per (seed, checkpoint, penalty) goes to stdout and `OUT_DIR/results.jsonl`, with what the
+run's history says of its training: the mean loss of every epoch (`epoch_loss`), the last
+(`train_loss`) and the median examples per second over the epochs. Then one summary line per
+(checkpoint, penalty) gives the mean, standard deviation, minimum and maximum over the seeds.
 
 Choose a recipe on `valid` and report it on `test` once (`--split test`, with the checkpoint
 and penalty chosen); the preset is what a user should start from, not one tuned to the test
@@ -67,9 +67,10 @@ def _evaluate(target: Path, checkpoint: str | None, args, penalty: float | None)
 def _training(run_dir: Path) -> dict:
     """What the run's history says of its training: the mean loss of each epoch (`epoch_loss`,
     a curve the summary gives point by point), the last one (`train_loss`), and the median
-    training rate over the epochs (`examples_per_s`, steady state: the first epoch traces)."""
-    epochs = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()
-              if line.strip() and json.loads(line).get("kind") == "epoch"]
+    training rate over the epochs (`examples_per_s`; the first epoch's includes tracing, which
+    the median outweighs once there are 3 epochs or more)."""
+    lines = (run_dir / "history.jsonl").read_text().splitlines()
+    epochs = [r for r in map(json.loads, filter(str.strip, lines)) if r.get("kind") == "epoch"]
     losses = [e["loss"] for e in epochs if "loss" in e]
     rates = [e["examples_per_s"] for e in epochs if "examples_per_s" in e]
     out = {}

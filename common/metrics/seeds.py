@@ -50,7 +50,7 @@ def summarize(head: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
             continue
         values = np.array(rows, dtype=float)
         stats = {"mean": values.mean(axis=0),
-                 "std": values.std(axis=0, ddof=1) if len(values) > 1 else 0.0 * values[0],
+                 "std": values.std(axis=0, ddof=1) if len(values) > 1 else np.zeros_like(values[0]),
                  "min": values.min(axis=0), "max": values.max(axis=0)}
         summary[key] = {k: v.tolist() for k, v in stats.items()}
     return summary

@@ -100,7 +100,8 @@ def test_without_length_penalties_each_checkpoint_is_scored_at_the_runs_own(tmp_
 
 
 @pytest.mark.parametrize("args", [
-    ["--seeds", "1,1"], ["--split", "nope"], ["--", "--out", "x"], ["--beam-size", "0"]])
+    ["--seeds", "1,1"], ["--split", "nope"], ["--", "--out", "x"], ["--beam-size", "0"],
+    ["--length-penalties", "0.6,-1"]])
 def test_bad_options_are_one_line_errors(tmp_path, data, args):
     done = _run("bad", "--data", str(data), "--out-dir", str(tmp_path), *args)
     assert done.returncode == 2, done.stderr[-500:]
