@@ -16,6 +16,12 @@ run's history says of its training: the mean loss of every epoch (`epoch_loss`),
 (`train_loss`) and the median examples per second over the epochs. Then one summary line per
 (checkpoint, penalty) gives the mean, standard deviation, minimum and maximum over the seeds.
 
+Seeds trained by separate commands (two pinned to a core each, say) are summarized afterwards
+with `--summarize`: it trains nothing and writes the summary lines over `--seeds` from the
+lines `OUT_DIR/results.jsonl` already holds for NAME, SPLIT and the beam size (a seed's latest
+line wins), after checking that every seed has every (checkpoint, penalty) and that they all
+trained with the same options.
+
 Choose a recipe on `valid` and report it on `test` once (`--split test`, with the checkpoint
 and penalty chosen); the preset is what a user should start from, not one tuned to the test
 split. Only the commands the package offers are run, so the figures are what a user gets.
@@ -100,6 +106,52 @@ def _checkpoints(run_dir: Path, average: int) -> list[tuple[str, Path, str | Non
     return chosen
 
 
+def _recorded(results_file: Path, args) -> dict[tuple[str, float], list[dict]]:
+    """The seeds' lines in `results_file` for `args.name`, split and beam size (at
+    `args.length_penalties` when given), grouped by (checkpoint, penalty), a seed's latest line
+    for each; a `ValueError` says which seed lacks which line or trained differently."""
+    if not results_file.is_file():
+        raise ValueError(f"--summarize: no {results_file}")
+    latest = {}
+    for line in filter(str.strip, results_file.read_text(encoding="utf-8").splitlines()):
+        r = json.loads(line)
+        if (r.get("kind") != "summary" and r.get("name") == args.name
+                and r.get("seed") in args.seeds and r.get("split") == args.split
+                and r.get("beam_size") == args.beam_size
+                and (not args.length_penalties or r.get("length_penalty")
+                     in args.length_penalties)):
+            latest[(r["checkpoint"], r["length_penalty"], r["seed"])] = r
+    if not latest:
+        raise ValueError(f"--summarize: {results_file} has no line for {args.name} on "
+                         f"{args.split} at beam {args.beam_size} for seeds "
+                         f"{','.join(map(str, args.seeds))}")
+    rows: dict[tuple[str, float], list[dict]] = {}
+    for label, penalty in sorted({key[:2] for key in latest}):
+        for seed in args.seeds:
+            if (label, penalty, seed) not in latest:
+                raise ValueError(f"--summarize: seed {seed} has no {label} line at length "
+                                 f"penalty {penalty} in {results_file}")
+            rows.setdefault((label, penalty), []).append(latest[(label, penalty, seed)])
+    options = {json.dumps(r.get("train_args")) for r in latest.values()}
+    if len(options) > 1:
+        raise ValueError(f"--summarize: the seeds of {args.name} trained with different "
+                         f"options: {' | '.join(sorted(options))}")
+    return rows
+
+
+def _summarize(results_file: Path, rows: dict[tuple[str, float], list[dict]], args,
+               train_args: list[str]) -> None:
+    """One summary line per (checkpoint, penalty), to stdout and `results_file`."""
+    from common.metrics.seeds import record, summarize
+
+    for (label, penalty), results in rows.items():
+        head = {"name": args.name, "checkpoint": label, "length_penalty": penalty,
+                "beam_size": args.beam_size, "split": args.split,
+                "seeds": [r["seed"] for r in results], "train_args": train_args}
+        print(record(results_file, summarize(head, results, skip=("seed", "length_penalty",
+                                                                   "beam_size"))), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     train_args = []
@@ -110,8 +162,9 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 usage=f"{PROG} NAME --data DIR [options] -- TRAIN OPTIONS")
     p.add_argument("name", help="the recipe's name (its run directories under --out-dir)")
-    p.add_argument("--data", required=True,
-                   help="a folder with train.tsv and SPLIT.tsv (source<TAB>target)")
+    p.add_argument("--data",
+                   help="a folder with train.tsv and SPLIT.tsv (source<TAB>target); "
+                        "required unless --summarize")
     p.add_argument("--split", default="valid", help="what is scored: DATA/SPLIT.tsv")
     p.add_argument("--seeds", type=distinct_list(int), default=[1, 2, 3], metavar="S1,S2,...")
     p.add_argument("--out-dir", default="runs/recipes")
@@ -122,9 +175,26 @@ def main(argv: list[str] | None = None) -> int:
                         "the preset's)")
     p.add_argument("--average", type=int, default=0, metavar="N",
                    help="also score the mean of the last N checkpoints (0: no)")
+    p.add_argument("--summarize", action="store_true",
+                   help="train nothing: write the summary lines over --seeds from what "
+                        "OUT_DIR/results.jsonl holds for NAME (seeds trained by separate "
+                        "commands)")
     args = p.parse_args(argv)
     if args.beam_size < 1 or args.average < 0:
         p.error("--beam-size must be >= 1 and --average >= 0")
+    results_file = Path(args.out_dir) / "results.jsonl"
+    if args.summarize:
+        if train_args:
+            p.error("--summarize trains nothing: leave out the training options after --")
+        try:
+            rows = _recorded(results_file, args)
+        except ValueError as e:
+            p.error(str(e))
+        train_args = next(iter(rows.values()))[0].get("train_args", [])
+        _summarize(results_file, rows, args, train_args)
+        return 0
+    if args.data is None:
+        p.error("--data is required (unless --summarize)")
     for name in ("train.tsv", f"{args.split}.tsv"):
         if not (Path(args.data) / name).is_file():
             p.error(f"--data {args.data}: no {name} there")
@@ -134,9 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.average and "--keep-checkpoints" not in train_args:
         train_args += ["--keep-checkpoints", str(args.average)]
 
-    from common.metrics.seeds import record, summarize
+    from common.metrics.seeds import record
 
-    results_file = Path(args.out_dir) / "results.jsonl"
     rows: dict[tuple[str, float], list[dict]] = {}
     for seed in args.seeds:
         run_dir = Path(args.out_dir) / f"{args.name}-seed{seed}"
@@ -159,12 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                           "train_args": train_args}
                 rows.setdefault((label, result["length_penalty"]), []).append(result)
                 print(record(results_file, result), flush=True)
-    for (label, penalty), results in rows.items():
-        head = {"name": args.name, "checkpoint": label, "length_penalty": penalty,
-                "beam_size": args.beam_size, "split": args.split, "seeds": args.seeds,
-                "train_args": train_args}
-        print(record(results_file, summarize(head, results, skip=("seed", "length_penalty",
-                                                                   "beam_size"))), flush=True)
+    _summarize(results_file, rows, args, train_args)
     return 0
 
 

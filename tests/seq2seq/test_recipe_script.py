@@ -85,6 +85,23 @@ def test_a_recipe_is_trained_per_seed_scored_and_summarized(tmp_path, data):
         assert summary["epoch_loss"]["mean"] == pytest.approx(list(curves.mean(axis=0)),
                                                               abs=0.01)
 
+    # Summarizing the recorded seeds afterwards (as for seeds trained by separate commands)
+    # gives the lines the training command wrote, up to the rounding of the recorded lines
+    # it reads, and appends them.
+    again = _run("r", "--summarize", "--seeds", "1,2", "--beam-size", "2", "--out-dir", str(out))
+    assert again.returncode == 0, again.stderr[-2000:]
+    resummarized = [json.loads(line) for line in again.stdout.splitlines()]
+    key = lambda s: (s["checkpoint"], s["length_penalty"])  # noqa: E731
+    for new, old in zip(sorted(resummarized, key=key), sorted(summaries, key=key), strict=True):
+        assert new.keys() == old.keys()
+        for field, value in old.items():
+            if isinstance(value, dict):
+                for stat in value:
+                    assert new[field][stat] == pytest.approx(value[stat], abs=0.02), field
+            else:
+                assert new[field] == value
+    assert len((out / "results.jsonl").read_text().splitlines()) == len(lines) + len(summaries)
+
 
 @pytest.mark.slow
 def test_without_length_penalties_each_checkpoint_is_scored_at_the_runs_own(tmp_path, data):
@@ -99,9 +116,50 @@ def test_without_length_penalties_each_checkpoint_is_scored_at_the_runs_own(tmp_
     assert {line["length_penalty"] for line in lines} == {1.3}
 
 
+def _line(seed, bleu, checkpoint="last", penalty=1.0, train_args=("--preset", "x"), **more):
+    return {"name": "r", "seed": seed, "checkpoint": checkpoint, "length_penalty": penalty,
+            "beam_size": 4, "split": "valid", "bleu": bleu, "epoch_loss": [5.0 + seed, bleu],
+            "train_args": list(train_args), **more}
+
+
+def _write(path, lines):
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+
+
+def test_summarize_takes_each_seeds_latest_line_and_only_this_recipes(tmp_path):
+    _write(tmp_path / "results.jsonl", [
+        _line(1, 10.0), _line(2, 99.0), _line(2, 14.0),  # seed 2 was rerun: 14.0 counts
+        _line(3, 50.0),  # a seed not asked for
+        _line(1, 70.0, beam_size=1), _line(1, 70.0, split="test"), {**_line(1, 70.0), "name": "o"},
+        {"name": "r", "kind": "summary", "checkpoint": "last", "length_penalty": 1.0}])
+    done = _run("r", "--summarize", "--seeds", "1,2", "--out-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    (summary,) = [json.loads(line) for line in done.stdout.splitlines()]
+    assert summary["kind"] == "summary" and summary["seeds"] == [1, 2] and summary["runs"] == 2
+    assert summary["bleu"]["mean"] == pytest.approx(np.mean([10.0, 14.0]), abs=0.01)
+    assert summary["bleu"]["std"] == pytest.approx(np.std([10.0, 14.0], ddof=1), abs=0.01)
+    assert summary["epoch_loss"]["mean"] == pytest.approx([6.5, 12.0])
+    assert summary["train_args"] == ["--preset", "x"]
+    assert json.loads((tmp_path / "results.jsonl").read_text().splitlines()[-1]) == summary
+
+
+@pytest.mark.parametrize("lines, message", [
+    ([], "no line for r"),
+    ([_line(1, 10.0), _line(2, 12.0), _line(1, 11.0, checkpoint="best")],
+     "seed 2 has no best line at length penalty 1.0"),
+    ([_line(1, 10.0), _line(2, 12.0, train_args=("--preset", "y"))],
+     "trained with different options")])
+def test_summarize_refuses_what_does_not_match(tmp_path, lines, message):
+    _write(tmp_path / "results.jsonl", lines)
+    done = _run("r", "--summarize", "--seeds", "1,2", "--out-dir", str(tmp_path))
+    assert done.returncode == 2 and message in done.stderr, done.stderr[-500:]
+    assert "Traceback" not in done.stderr
+    assert (tmp_path / "results.jsonl").read_text().count("\n") == len(lines)
+
+
 @pytest.mark.parametrize("args", [
     ["--seeds", "1,1"], ["--split", "nope"], ["--", "--out", "x"], ["--beam-size", "0"],
-    ["--length-penalties", "0.6,-1"]])
+    ["--length-penalties", "0.6,-1"], ["--summarize", "--", "--epochs", "2"]])
 def test_bad_options_are_one_line_errors(tmp_path, data, args):
     done = _run("bad", "--data", str(data), "--out-dir", str(tmp_path), *args)
     assert done.returncode == 2, done.stderr[-500:]
