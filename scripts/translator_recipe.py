@@ -113,8 +113,14 @@ def _recorded(results_file: Path, args) -> dict[tuple[str, float], list[dict]]:
     if not results_file.is_file():
         raise ValueError(f"--summarize: no {results_file}")
     latest = {}
-    for line in filter(str.strip, results_file.read_text(encoding="utf-8").splitlines()):
-        r = json.loads(line)
+    for number, line in enumerate(results_file.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--summarize: {results_file}, line {number}: not JSON "
+                             f"({e.msg})") from None
         if (r.get("kind") != "summary" and r.get("name") == args.name
                 and r.get("seed") in args.seeds and r.get("split") == args.split
                 and r.get("beam_size") == args.beam_size

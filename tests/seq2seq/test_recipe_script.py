@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -91,7 +92,7 @@ def test_a_recipe_is_trained_per_seed_scored_and_summarized(tmp_path, data):
     again = _run("r", "--summarize", "--seeds", "1,2", "--beam-size", "2", "--out-dir", str(out))
     assert again.returncode == 0, again.stderr[-2000:]
     resummarized = [json.loads(line) for line in again.stdout.splitlines()]
-    key = lambda s: (s["checkpoint"], s["length_penalty"])  # noqa: E731
+    key = itemgetter("checkpoint", "length_penalty")
     for new, old in zip(sorted(resummarized, key=key), sorted(summaries, key=key), strict=True):
         assert new.keys() == old.keys()
         for field, value in old.items():
@@ -155,6 +156,13 @@ def test_summarize_refuses_what_does_not_match(tmp_path, lines, message):
     assert done.returncode == 2 and message in done.stderr, done.stderr[-500:]
     assert "Traceback" not in done.stderr
     assert (tmp_path / "results.jsonl").read_text().count("\n") == len(lines)
+
+
+def test_summarize_names_a_corrupt_line(tmp_path):
+    (tmp_path / "results.jsonl").write_text(json.dumps(_line(1, 10.0)) + '\n{"name": "r"\n')
+    done = _run("r", "--summarize", "--seeds", "1", "--out-dir", str(tmp_path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "results.jsonl, line 2: not JSON" in done.stderr.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize("args", [
