@@ -23,6 +23,7 @@ peak dense FLOP/s for the precision (`--peak-tflops`, defaulting from the GPU's 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -81,7 +82,7 @@ def default_peak(kinds: list[str]) -> float | None:
 
 
 def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
-              precision: str, seed: int) -> dict:
+              precision: str, seed: int, dropout: float = 0.1, profile: str | None = None) -> dict:
     import jax
     import keras
     import numpy as np
@@ -94,7 +95,7 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
     size = SIZES[size_name]
     sizes = TransformerConfig(
         num_layers=size["num_layers"], hidden_dim=size["hidden_dim"],
-        num_heads=size["num_heads"], intermediate_dim=size["intermediate_dim"], dropout=0.1,
+        num_heads=size["num_heads"], intermediate_dim=size["intermediate_dim"], dropout=dropout,
         max_length=max(64, length))
     model = TransformerTranslator(ModelConfig(transformer=sizes, label_smoothing=0.1),
                                   size["vocab"], size["vocab"])
@@ -114,7 +115,8 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
 
     grad_fn = jax.value_and_grad(loss_fn)
 
-    @jax.jit
+    # The state is donated, as in the project's JAX trainer: updated in place, not copied.
+    @functools.partial(jax.jit, donate_argnums=0)
     def train_step(state, data):
         trainable, non_trainable, opt_vars = state
         loss, grads = grad_fn(trainable, non_trainable, data)
@@ -136,13 +138,74 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
         state, loss = train_step(state, data)
     jax.block_until_ready(loss)
     seconds = (time.perf_counter() - t0) / steps
+    if profile:
+        state, loss = trace(train_step, state, data, profile)
     flops = model_flops_per_step(size, batch, length, length)
     params = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
     return {"size": size_name, **size, "batch_size": batch, "length": length,
-            "precision": precision, "parameters": params, "step_s": seconds,
+            "precision": precision, "dropout": dropout, "parameters": params, "step_s": seconds,
             "examples_per_s": batch / seconds, "target_tokens_per_s": batch * length / seconds,
             "model_tflops_per_step": flops / 1e12, "achieved_tflops": flops / seconds / 1e12,
             "first_loss": float(first_loss), "final_loss": float(loss), "warmup_and_compile_s": compile_s}
+
+
+def trace(train_step, state, data, folder: str, steps: int = 5):
+    """Profile `steps` more steps into `folder` (`jax.profiler`), write `folder/summary.json`
+    (device time per kernel and per HLO op, summed over the steps) and the step's optimized
+    HLO (`folder/train_step.hlo.txt`), so that a profile taken on a GPU machine can be read
+    where there is no profiler viewer. Returns the state and the last loss."""
+    import glob
+
+    import jax
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    jax.profiler.start_trace(folder)
+    for _ in range(steps):
+        state, loss = train_step(state, data)
+    jax.block_until_ready(loss)
+    jax.profiler.stop_trace()
+    found = sorted(glob.glob(f"{folder}/**/*.xplane.pb", recursive=True))
+    if found:
+        summary = summarize_profile(found[-1], steps)
+        Path(folder, "summary.json").write_text(json.dumps(summary, indent=1))
+        top = summary["device"]["by_hlo_op"][:12]
+        print(f"profile: {summary['device']['busy_ms_per_step']:.2f} ms/step of device time; "
+              "top HLO ops: " + ", ".join(f"{k} {v:.2f}" for k, v in top), flush=True)
+    # Compiles the step once more (a minute for Transformer-base): last, after the profile.
+    Path(folder, "train_step.hlo.txt").write_text(
+        train_step.lower(state, data).compile().as_text())
+    return state, loss
+
+
+def summarize_profile(path: str, steps: int) -> dict:
+    """Device time per kernel name and per HLO op (ms per step) from an `.xplane.pb`: the
+    kernels on a GPU's streams, or (no GPU plane: a CPU run) the events that name an HLO op."""
+    from collections import Counter
+
+    from jax.profiler import ProfileData
+
+    planes = list(ProfileData.from_file(path).planes)
+    on_gpu = any(p.name.startswith("/device:") for p in planes)
+    kernels, ops, lines = Counter(), Counter(), Counter()
+    for plane in planes:
+        if on_gpu and not plane.name.startswith("/device:"):
+            continue
+        for line in plane.lines:
+            if on_gpu and not line.name.startswith("Stream"):
+                continue
+            for event in line.events:
+                stats = dict(event.stats)
+                if not on_gpu and "hlo_op" not in stats:
+                    continue
+                ms = event.duration_ns / 1e6 / steps
+                kernels[event.name] += ms
+                ops[str(stats.get("hlo_op", "?"))] += ms
+                lines[f"{plane.name} {line.name}"] += ms
+    return {"device": {
+        "busy_ms_per_step": sum(kernels.values()),
+        "lines": dict(lines),
+        "by_hlo_op": ops.most_common(200),
+        "by_kernel": kernels.most_common(200)}}
 
 
 def main(argv=None) -> int:
@@ -157,8 +220,12 @@ def main(argv=None) -> int:
                    choices=("float32", "mixed_bfloat16", "mixed_float16"))
     p.add_argument("--peak-tflops", type=float,
                    help="the device's dense peak for the precision (default: from its name)")
+    p.add_argument("--dropout", type=float, default=0.1,
+                   help="the model's dropout rate (0: the cost of dropout, by difference)")
+    p.add_argument("--profile", metavar="DIR",
+                   help="profile 5 more steps of the first batch size into DIR (summary.json)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", help="also write the results to this JSON file")
+    p.add_argument("--out", help="also write the results to this JSON file (after each size)")
     args = p.parse_args(argv)
 
     os.environ.setdefault("KERAS_BACKEND", "jax")  # before Keras is first imported
@@ -169,9 +236,10 @@ def main(argv=None) -> int:
     info = device_info()
     peak = args.peak_tflops or default_peak(info["devices"])
     results = []
-    for batch in args.batch_size:
+    for i, batch in enumerate(args.batch_size):
         result = benchmark(args.size, batch, args.length, args.steps, args.warmup,
-                           args.precision, args.seed)
+                           args.precision, args.seed, args.dropout,
+                           args.profile if i == 0 else None)
         result["mfu"] = result["achieved_tflops"] / peak if peak else None
         results.append(result)
         mfu = f"{100 * result['mfu']:.1f}%" if peak else "n/a (no --peak-tflops)"
@@ -179,11 +247,11 @@ def main(argv=None) -> int:
               f"{result['step_s'] * 1e3:.1f} ms/step, {result['examples_per_s']:.0f} ex/s, "
               f"{result['target_tokens_per_s']:.0f} tok/s, "
               f"{result['achieved_tflops']:.1f} model TFLOP/s, MFU {mfu}", flush=True)
-    report = {"device": info, "peak_tflops": peak, "keras": keras.__version__,
-              "results": results}
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=2))
+        report = {"device": info, "peak_tflops": peak, "keras": keras.__version__,
+                  "xla_flags": os.environ.get("XLA_FLAGS", ""), "results": results}
+        if args.out:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(report, indent=2))
     return 0
 
 

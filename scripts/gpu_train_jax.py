@@ -1,24 +1,33 @@
-"""The GPU check of issue 17: train the spa-eng Transformer on one GPU for a fixed time on
-Keras's JAX backend (bf16, XLA), from a prepared folder, and bring back throughput, MFU and the
-weights.
+"""The GPU check of issue 17: train the spa-eng Transformer on one GPU on Keras's JAX backend
+(bf16, XLA) with the project's JAX trainer, from a prepared folder, and bring back throughput,
+MFU and the weights (the last and the average of the last checkpoints).
 
     # anywhere with the package (TensorFlow): the folder the GPU machine gets
-    seq2seq prepare --dataset tsv --data DATA --arch transformer --out PREPARED  # docs/jax.md
+    seq2seq prepare --dataset tsv --data DATA --arch transformer --preset spa-eng-cpu --out PREPARED
     # on the GPU machine (JAX, no TensorFlow):
-    KERAS_BACKEND=jax PYTHONPATH=. python scripts/gpu_train_jax.py --prepared PREPARED --minutes 8 --out $OUT
+    KERAS_BACKEND=jax PYTHONPATH=. python scripts/gpu_train_jax.py --prepared PREPARED --out $OUT
     # back on CPU: join the weights, import them into TensorFlow, export and score
     cat $OUT/run/model.weights.h5.part-* > RUN/model.weights.h5   # docs/jax.md
 
-Writes to `--out`: `gpu_train_jax.json` (device, steps, examples/s, target tokens/s, model
-TFLOP/s, MFU, first and last loss) and `run/` (the run's `config.json`, vocabularies and
-`model.weights.h5` split into parts under 16 MiB, `model.weights.h5.part-000`, ...).
+It runs `JaxTrainer.fit` as `seq2seq train --prepared` does (the folder's epochs and
+steps, checkpoints and validation loss; `--epochs` or `--minutes` shorten it), then averages
+the newest `--average` checkpoints (`JaxTrainer.average_checkpoints`, as `seq2seq average
+--last N` does for TensorFlow runs).
 
-FLOPs are counted from the model's sizes and each step's padded shape
-(`common.training.flops.transformer_training_flops`); the peak is the chip's dense bf16 peak
-(`common.training.flops.PEAK_TFLOPS`, matched on JAX's device kind) unless `--peak-tflops`
-is given. The clock starts after the first step of each bucket's shape (compilation).
+Writes to `--out`: `gpu_train_jax.json` (device, steps, wall time, examples/s, target
+tokens/s, model TFLOP/s, MFU, first and last loss, validation loss per epoch) and `run/` (the
+run's `config.json`, vocabularies, `history.jsonl`, and `model.weights.h5` and
+`model.avgN.weights.h5` each split into parts under 16 MiB, `NAME.part-000`, ...).
 
-`--quick` runs on CPU in seconds (float32, a few steps): the CI check that the script works.
+Throughput is measured over the epochs after the first (the first compiles a step per bucket
+shape; the trainer reads each step's loss one step late, so the device is not held up by
+Python). FLOPs are counted from the model's sizes and the padded shape of every batch those
+epochs trained on (`common.training.flops.transformer_training_flops`); the peak is the chip's
+dense bf16 peak (`common.training.flops.PEAK_TFLOPS`, matched on JAX's device kind) unless
+`--peak-tflops` is given.
+
+`--quick` runs on CPU in seconds (float32, 2 epochs of 3 steps): the CI check that the script
+works.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import os
 import shutil
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 PART_BYTES = 15 * 2**20  # under the 16 MiB a device check may bring back per file
@@ -76,64 +86,84 @@ def run(args: argparse.Namespace) -> dict:
     if prepared.family != "seq2seq" or prepared.config["model"]["arch"] != "transformer":
         raise SystemExit(f"error: {args.prepared} is not a Transformer translation folder")
     config = from_dict(RunConfig, prepared.config)
-    training = from_dict(TrainingConfig, {
-        **prepared.config["training"], "precision": args.precision, "seed": args.seed,
-        **({"batch_size": args.batch_size} if args.batch_size else {})})
+    overrides = {"precision": args.precision, "seed": args.seed}
+    for name in ("batch_size", "epochs", "steps_per_epoch"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
+    training = from_dict(TrainingConfig, {**prepared.config["training"], **overrides})
     out = Path(args.out)
     run_dir = out / "run"
     if run_dir.exists():
         shutil.rmtree(run_dir)
     trainer = JaxTrainer(prepared, run_dir, training, distribute="none")
+    if args.minutes:  # keep the epochs that fit, at the rate of the first two
+        trainer.config = training = replace(training, epochs=epochs_within(
+            trainer, args.minutes, training.epochs))
     vocab = len(prepared.vocabularies["target"])
     device = jax.devices()[0]
-    seen_shapes: set = set()
-    steps = timed_steps = 0
-    timed_seconds = timed_flops = timed_examples = timed_tokens = 0.0
-    first_loss = last_loss = None
-    deadline = time.perf_counter() + 60 * args.minutes
-    epoch = 0
-    while time.perf_counter() < deadline and steps < args.max_steps:
-        for batch in prepared.batches("train", training.batch_size, training.seed, epoch):
-            shape = (batch["source"].shape, batch["target_in"].shape)
-            started = time.perf_counter()
-            loss = float(trainer.step(batch)["loss"])  # waits: each step is timed alone
-            seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    records = trainer.fit(verbose=1)
+    wall = time.perf_counter() - started
+    weights = run_dir / "model.weights.h5"  # written by fit: the last step's weights
+    averaged_from = trainer.average_checkpoints(args.average)
+    average = run_dir / f"model.avg{len(averaged_from)}.weights.h5"
+    trainer.save_weights(average)
+    # Throughput over the epochs after the first, from the exact batches each trained on.
+    steady = records[1:] or records
+    seconds = sum(r["time_s"] for r in steady)
+    flops = examples = tokens = 0.0
+    steps = 0
+    for record in steady:
+        for batch in trainer.epoch_batches(record["epoch"]):
+            flops += step_flops(config, batch, vocab)
+            examples += len(batch["source"])
+            tokens += float((batch["target_out"] > 0).sum())
             steps += 1
-            first_loss = loss if first_loss is None else first_loss
-            last_loss = loss
-            if shape in seen_shapes:  # the first step of a shape compiles
-                timed_steps += 1
-                timed_seconds += seconds
-                timed_flops += step_flops(config, batch, vocab)
-                timed_examples += len(batch["source"])
-                timed_tokens += float((batch["target_out"] > 0).sum())
-            seen_shapes.add(shape)
-            if time.perf_counter() >= deadline or steps >= args.max_steps:
-                break
-        epoch += 1
     peak = args.peak_tflops or peak_tflops(device.device_kind)
-    achieved = timed_flops / timed_seconds if timed_seconds else None
-    run_dir.mkdir(parents=True, exist_ok=True)
-    trainer.save_weights(run_dir / "model.weights.h5")
-    for file in ["config.json", *prepared.vocab_files.values()]:
-        shutil.copyfile(prepared.path / file, run_dir / file)
-    parts = split_file(run_dir / "model.weights.h5")
+    parts = {name: [p.name for p in split_file(path)] for name, path in
+             (("last", weights), ("average", average))}
+    history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    step_losses = [h["loss"] for h in history if h.get("kind") == "step"]
     report = {
         "device": device.device_kind, "platform": device.platform, "jax": jax.__version__,
         "keras": keras.__version__, "precision": training.precision,
-        "batch_size": training.batch_size, "minutes": args.minutes, "steps": steps,
-        "timed_steps": timed_steps, "compiled_shapes": len(seen_shapes),
-        "examples_per_s": timed_examples / timed_seconds if timed_seconds else None,
-        "target_tokens_per_s": timed_tokens / timed_seconds if timed_seconds else None,
-        "model_tflops_per_s": achieved / 1e12 if achieved else None,
-        "peak_tflops": peak,
-        "mfu": mfu(timed_flops / timed_steps, timed_steps / timed_seconds, peak)
-        if timed_steps else None,
-        "first_loss": first_loss, "last_loss": last_loss,
-        "weights": [p.name for p in parts],
+        "batch_size": training.batch_size, "epochs": training.epochs,
+        "steps": trainer.position["step"], "wall_s": wall,
+        "timed_epochs": len(steady), "timed_steps": steps, "timed_s": seconds,
+        "examples_per_s": examples / seconds, "target_tokens_per_s": tokens / seconds,
+        "model_tflops_per_s": flops / seconds / 1e12, "peak_tflops": peak,
+        "mfu": mfu(flops / steps, steps / seconds, peak) if peak else None,
+        "first_loss": step_losses[0] if step_losses else records[0]["loss"],
+        "last_loss": records[-1]["loss"],
+        "val_loss": [r.get("val_loss") for r in records],
+        "averaged": [Path(p).name for p in averaged_from],
+        "weights": parts["last"], "average_weights": parts["average"],
     }
     (out / "gpu_train_jax.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
+
+
+def epochs_within(trainer, minutes: float, epochs: int) -> int:
+    """How many of `epochs` fit in `minutes`, timing one warm-up step per batch shape of
+    the first epoch and then a few steps (the trainer's state is put back afterwards)."""
+    import jax
+
+    state, position = trainer.state, dict(trainer.position)
+    trainer.state = jax.tree.map(lambda x: x.copy(), state)  # the step donates its input
+    shapes, timed, seconds = set(), 0, 0.0
+    for batch in trainer.epoch_batches(0):
+        shape = (batch["source"].shape, batch["target_in"].shape)
+        started = time.perf_counter()
+        float(trainer.step(batch)["loss"])
+        if shape in shapes:
+            timed, seconds = timed + 1, seconds + time.perf_counter() - started
+        shapes.add(shape)
+        if timed >= 20:
+            break
+    trainer.state, trainer.position = state, position
+    steps = trainer.config.steps_per_epoch or sum(1 for _ in trainer.epoch_batches(0))
+    per_epoch = seconds / max(timed, 1) * steps
+    return max(1, min(epochs, int(60 * minutes / max(per_epoch, 1e-9))))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,24 +172,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prepared", required=True, help="a prepared Transformer folder")
     parser.add_argument("--out", default=os.environ.get("OUT", "runs/gpu_train_jax"),
                         help="where the report and the weights go (default: $OUT)")
-    parser.add_argument("--minutes", type=float, default=8.0, help="training time")
-    parser.add_argument("--max-steps", type=int, default=10**9, help="stop after this many")
+    parser.add_argument("--minutes", type=float,
+                        help="train at most the epochs that fit in this time (default: all)")
+    parser.add_argument("--epochs", type=int, help="default: the folder's config")
+    parser.add_argument("--steps-per-epoch", type=int, help="default: the folder's config")
     parser.add_argument("--batch-size", type=int, help="default: the folder's config")
+    parser.add_argument("--average", type=int, default=5, metavar="N",
+                        help="average the newest N checkpoints (default: 5)")
     parser.add_argument("--precision", default="mixed_bfloat16",
                         choices=("mixed_bfloat16", "float32"))
     parser.add_argument("--peak-tflops", type=float,
                         help="the chip's dense bf16 peak (default: from its device kind)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true",
-                        help="CPU smoke run: float32, at most 6 steps and 1 minute")
+                        help="CPU smoke run: float32, 2 epochs of 3 steps")
     args = parser.parse_args(argv)
     if args.quick:
-        args.precision, args.max_steps, args.minutes = "float32", 6, min(args.minutes, 1.0)
+        args.precision, args.epochs, args.steps_per_epoch, args.minutes = "float32", 2, 3, None
     os.environ.setdefault("KERAS_BACKEND", "jax")  # before Keras is first imported
     report = run(args)
     mfu_text = f"{100 * report['mfu']:.1f}%" if report["mfu"] is not None else "n/a"
-    print(f"{report['device']}: {report['steps']} steps, "
-          f"{report['examples_per_s'] or 0:.0f} pairs/s, MFU {mfu_text}, "
+    print(f"{report['device']}: {report['steps']} steps in {report['wall_s']:.0f} s, "
+          f"{report['examples_per_s']:.0f} pairs/s, MFU {mfu_text}, "
           f"loss {report['first_loss']:.3f} -> {report['last_loss']:.3f}", flush=True)
     return 0
 

@@ -48,6 +48,7 @@ Dimensions: `B` global batch, `P` processes.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -382,36 +383,56 @@ class JaxTrainer:
         self._write_status("finished", checkpoint=self._latest())
         return records
 
-    def _run_epoch(self, epoch: int, skip: int, verbose: int) -> dict[str, Any]:
+    def epoch_batches(self, epoch: int):
+        """The host batches epoch `epoch` trains on, in order: `steps_per_epoch` of them from
+        the repeated, reshuffled data when set, else one pass."""
         steps = self.config.steps_per_epoch
         batches = self._batches("train", epoch, repeat=steps is not None)
+        return itertools.islice(batches, steps) if steps is not None else batches
+
+    def _run_epoch(self, epoch: int, skip: int, verbose: int) -> dict[str, Any]:
+        steps = self.config.steps_per_epoch
+        every = self.config.checkpoint_every
+        batches = self.epoch_batches(epoch)
         means, window = RunningMeans(), RunningMeans()
         step, step_in_epoch = self.position["step"], skip
         started = time.perf_counter()
-        examples = 0.0
-        for index, batch in enumerate(batches):
-            if steps is not None and step_in_epoch >= steps:
-                break
-            if index < skip:
-                continue
-            metrics = {k: float(v) for k, v in self.step(batch).items()}
+
+        def settle(number: int, queued: dict[str, Any]) -> None:
+            """Read step `number`'s metrics (waiting for it), check and log them."""
+            metrics = {k: float(v) for k, v in queued.items()}
             if not math.isfinite(metrics["loss"]):
                 raise UserError(f"training diverged: the loss was {metrics['loss']} at step "
-                                f"{step + 1} (epoch {epoch}); stopped without saving. Last "
+                                f"{number} (epoch {epoch}); stopped without saving. Last "
                                 f"good checkpoint: {self._latest() or 'none yet'}; expected a "
                                 "finite loss, try a lower learning_rate or set clip_norm")
-            step += 1
-            step_in_epoch += 1
-            examples += metrics["examples"]
-            self.position = {"step": step, "epoch": epoch, "step_in_epoch": step_in_epoch}
             means.add(metrics)
             window.add(metrics)
-            if step % self.config.log_every == 0:
-                self._log({"kind": "step", "epoch": epoch, "step": step, **window.result()})
+            if number % self.config.log_every == 0:
+                self._log({"kind": "step", "epoch": epoch, "step": number, **window.result()})
                 window.reset()
-            every = self.config.checkpoint_every
+
+        # Step N's metrics are read after step N + 1 is queued, so the device never waits on
+        # Python between steps (JAX dispatches asynchronously); a checkpoint reads its step's
+        # metrics first, so that a diverged step is never saved.
+        pending = None
+        for index, batch in enumerate(batches):
+            if index < skip:
+                continue
+            queued = self.step(batch)
+            step += 1
+            step_in_epoch += 1
+            self.position = {"step": step, "epoch": epoch, "step_in_epoch": step_in_epoch}
+            if pending is not None:
+                settle(*pending)
+            pending = (step, queued)
             if every and step % every == 0 and not (steps is not None and step_in_epoch >= steps):
+                settle(*pending)
+                pending = None
                 self._save()
+        if pending is not None:
+            settle(*pending)
+        examples = means.examples
         if step_in_epoch == 0:
             raise UserError(f"epoch {epoch} gave no batches; expected at least one")
         elapsed = time.perf_counter() - started
@@ -500,23 +521,51 @@ class JaxTrainer:
         self._write_status("training", checkpoint=str(final))
 
     def _restore(self) -> str | None:
-        import jax
-
         found = complete_jax_checkpoints(self.checkpoints)
         if not found:
             return None
-        with np.load(found[0] / STATE_FILE) as npz:
-            host = {k: npz[k] for k in npz.files}
+        self._put_host_state(self._read_state(found[0]), found[0])
+        self.position = json.loads((found[0] / POSITION_FILE).read_text(encoding="utf-8"))
+        return str(found[0])
+
+    def average_checkpoints(self, last: int) -> list[str]:
+        """Set the model's values to their mean over the newest `last` JAX checkpoints, as
+        `common.training.checkpoints.average_checkpoints` does for TensorFlow runs: floating
+        model values summed in float64 and cast back, integer ones (random-generator states)
+        and the optimizer's state from the newest. Returns the folders read, newest first.
+        """
+        found = complete_jax_checkpoints(self.checkpoints)[:last]
+        if not found:
+            raise UserError(f"nothing to average: no checkpoint in {self.checkpoints}")
+        host = self._read_state(found[0])
+        averaged = {k: v for k, v in host.items()
+                    if k[0] in "tn" and np.issubdtype(v.dtype, np.floating)}
+        sums = {k: v.astype(np.float64) for k, v in averaged.items()}
+        for folder in found[1:]:
+            other = self._read_state(folder)
+            for key in sums:
+                sums[key] += other[key].astype(np.float64)
+        host.update({k: (sums[k] / len(found)).astype(v.dtype) for k, v in averaged.items()})
+        self._put_host_state(host, found[0])
+        return [str(p) for p in found]
+
+    @staticmethod
+    def _read_state(folder: Path) -> dict[str, np.ndarray]:
+        with np.load(folder / STATE_FILE) as npz:
+            return {k: npz[k] for k in npz.files}
+
+    def _put_host_state(self, host: dict[str, np.ndarray], source: Path) -> None:
+        """Lay `host` (as `host_state` writes it) out on the devices as the state."""
+        import jax
+
         state = []
         for prefix, values in zip("tno", self.state):
             if sum(k[0] == prefix for k in host) != len(values):
-                raise UserError(f"{found[0]} holds another model's state; expected "
+                raise UserError(f"{source} holds another model's state; expected "
                                 f"{len(values)} '{prefix}' arrays")
             state.append([jax.device_put(host[f"{prefix}{i:05d}"].astype(v.dtype), v.sharding)
                           for i, v in enumerate(values)])
         self.state = tuple(state)
-        self.position = json.loads((found[0] / POSITION_FILE).read_text(encoding="utf-8"))
-        return str(found[0])
 
     # -- run directory -------------------------------------------------------------------------
 

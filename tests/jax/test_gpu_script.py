@@ -23,15 +23,20 @@ def test_quick_run_writes_the_report_and_split_weights(translation_folder, tmp_p
         env=worker_env(), capture_output=True, text=True, timeout=300, cwd=REPO)
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads((tmp_path / "gpu_train_jax.json").read_text())
-    assert report["steps"] == 6 and report["timed_steps"] == 5  # one bucket: 1 compile
+    # --quick: 2 epochs of 3 steps; the second (no compilation) is timed.
+    assert report["steps"] == 6 and report["timed_epochs"] == 1 and report["timed_steps"] == 3
     assert report["platform"] == "cpu"
     # MFU = FLOPs per step (the tiny Transformer, batch 8 x 8 tokens) x steps/s / peak.
     flops = transformer_training_flops(1, 16, 32, len(
         (translation_folder / "vocab.target.txt").read_text().splitlines()), 8, 8, 8, 16)
     assert report["mfu"] == pytest.approx(
         flops * report["examples_per_s"] / 8 / 1e9, rel=1e-6)
-    parts = sorted((tmp_path / "run").glob("model.weights.h5.part-*"))
-    assert [p.name for p in parts] == report["weights"] and parts
-    assert all(p.stat().st_size <= 15 * 2**20 for p in parts)
+    # The weights come back in parts; the averaged ones are the mean of the two checkpoints.
+    run = tmp_path / "run"
+    for key, name in (("weights", "model.weights.h5"), ("average_weights", "model.avg2.weights.h5")):
+        parts = sorted(run.glob(f"{name}.part-*"))
+        assert [p.name for p in parts] == report[key] and parts
+        assert all(p.stat().st_size <= 15 * 2**20 for p in parts)
+    assert report["averaged"] == ["ckpt-6", "ckpt-3"]
     for name in ("config.json", "vocab.source.txt", "vocab.target.txt"):
-        assert (tmp_path / "run" / name).is_file()
+        assert (run / name).is_file()
