@@ -82,12 +82,15 @@ def default_peak(kinds: list[str]) -> float | None:
 
 
 def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
-              precision: str, seed: int, dropout: float = 0.1, profile: str | None = None) -> dict:
+              precision: str, seed: int, dropout: float = 0.1, profile: str | None = None,
+              output_dtype: str = "compute", loss_kind: str = "logits", hlo: bool = False) -> dict:
     import jax
     import keras
     import numpy as np
+    from keras import ops
 
     from seq2seq.config import ModelConfig, TransformerConfig
+    from seq2seq.losses import log_prob_loss_terms
     from seq2seq.transformer import TransformerTranslator
 
     keras.mixed_precision.set_global_policy(precision)
@@ -103,6 +106,8 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
     ids = lambda: rng.integers(4, size["vocab"], size=(batch, length), dtype=np.int32)  # noqa: E731
     batch_data = {"source": ids(), "target_in": ids(), "target_out": ids()}
     model(batch_data)  # build
+    if output_dtype == "float32":  # the tied output projection in float32 (before issue 17)
+        model.target_embedding.reverse_dtype = None
     optimizer = keras.optimizers.Adam(1e-4)
     optimizer.build(model.trainable_variables)
 
@@ -110,7 +115,12 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
         # stateless_call runs `loss_terms` with these variable values in place.
         with keras.StatelessScope(state_mapping=list(zip(model.trainable_variables, trainable))
                                   + list(zip(model.non_trainable_variables, non_trainable))):
-            terms = model.loss_terms(data, training=True)
+            if loss_kind == "log-softmax":  # the loss through a log-softmax tensor (before issue 17)
+                logits = ops.cast(model(data, training=True), "float32")
+                terms = log_prob_loss_terms(ops.log_softmax(logits, axis=-1), data["target_out"],
+                                            model.label_smoothing)
+            else:
+                terms = model.loss_terms(data, training=True)
         return terms["loss_sum"] / terms["count"]
 
     grad_fn = jax.value_and_grad(loss_fn)
@@ -139,17 +149,18 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
     jax.block_until_ready(loss)
     seconds = (time.perf_counter() - t0) / steps
     if profile:
-        state, loss = trace(train_step, state, data, profile)
+        state, last = trace(train_step, state, data, profile, hlo)
     flops = model_flops_per_step(size, batch, length, length)
     params = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
     return {"size": size_name, **size, "batch_size": batch, "length": length,
-            "precision": precision, "dropout": dropout, "parameters": params, "step_s": seconds,
+            "precision": precision, "dropout": dropout, "output_dtype": output_dtype,
+            "loss": loss_kind, "parameters": params, "step_s": seconds,
             "examples_per_s": batch / seconds, "target_tokens_per_s": batch * length / seconds,
             "model_tflops_per_step": flops / 1e12, "achieved_tflops": flops / seconds / 1e12,
             "first_loss": float(first_loss), "final_loss": float(loss), "warmup_and_compile_s": compile_s}
 
 
-def trace(train_step, state, data, folder: str, steps: int = 5):
+def trace(train_step, state, data, folder: str, hlo: bool = False, steps: int = 5):
     """Profile `steps` more steps into `folder` (`jax.profiler`), write `folder/summary.json`
     (device time per kernel and per HLO op, summed over the steps) and the step's optimized
     HLO (`folder/train_step.hlo.txt`), so that a profile taken on a GPU machine can be read
@@ -171,9 +182,9 @@ def trace(train_step, state, data, folder: str, steps: int = 5):
         top = summary["device"]["by_hlo_op"][:12]
         print(f"profile: {summary['device']['busy_ms_per_step']:.2f} ms/step of device time; "
               "top HLO ops: " + ", ".join(f"{k} {v:.2f}" for k, v in top), flush=True)
-    # Compiles the step once more (a minute for Transformer-base): last, after the profile.
-    Path(folder, "train_step.hlo.txt").write_text(
-        train_step.lower(state, data).compile().as_text())
+    if hlo:  # compiles the step once more (about 30 s for Transformer-base on a GPU)
+        Path(folder, "train_step.hlo.txt").write_text(
+            train_step.lower(state, data).compile().as_text())
     return state, loss
 
 
@@ -222,6 +233,14 @@ def main(argv=None) -> int:
                    help="the device's dense peak for the precision (default: from its name)")
     p.add_argument("--dropout", type=float, default=0.1,
                    help="the model's dropout rate (0: the cost of dropout, by difference)")
+    p.add_argument("--output-dtype", default="compute", choices=("compute", "float32"),
+                   help="the tied output projection's dtype: the compute dtype (the model's "
+                   "own), or float32 as before issue 17 (an ablation)")
+    p.add_argument("--loss", default="logits", choices=("logits", "log-softmax"),
+                   help="the model's loss from the logits, or through a log-softmax tensor as "
+                   "before issue 17 (an ablation)")
+    p.add_argument("--hlo", action="store_true",
+                   help="with --profile, also write the step's optimized HLO (compiles again)")
     p.add_argument("--profile", metavar="DIR",
                    help="profile 5 more steps of the first batch size into DIR (summary.json)")
     p.add_argument("--seed", type=int, default=0)
@@ -239,7 +258,8 @@ def main(argv=None) -> int:
     for i, batch in enumerate(args.batch_size):
         result = benchmark(args.size, batch, args.length, args.steps, args.warmup,
                            args.precision, args.seed, args.dropout,
-                           args.profile if i == 0 else None)
+                           args.profile if i == 0 else None, args.output_dtype, args.loss,
+                           args.hlo)
         result["mfu"] = result["achieved_tflops"] / peak if peak else None
         results.append(result)
         mfu = f"{100 * result['mfu']:.1f}%" if peak else "n/a (no --peak-tflops)"

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The GPU measurements of issue 17 in one run on one H100/H200 that has JAX but no TensorFlow
-# (about 7 minutes):
+# (about 8 minutes; train 4, mfu 4):
 #   1. the spa-eng Transformer trained by the project's JAX trainer in bf16
 #      (scripts/gpu_train_jax.py): throughput, MFU, and the last and averaged weights, which
 #      are imported, exported and scored on test.tsv back on a machine with TensorFlow;
 #   2. Transformer-base at sequence 64 in bf16 (scripts/benchmark_transformer_jax.py): MFU by
-#      batch size, the cost of dropout (the same step with dropout 0), and a profile of the
-#      step (device time per HLO op, and the optimized HLO to look the ops up in).
+#      batch size with a profile of the step (device time per kernel), the cost of dropout (the
+#      same step with dropout 0), and the step as it was before issue 17's two changes.
 #
-#   bash scripts/gpu_check_jax.sh            # on the GPU machine, from the repository
-#   bash scripts/gpu_check_jax.sh --quick    # tiny sizes on CPU: the smoke test CI runs
+#   bash scripts/gpu_check_jax.sh [PART]          # on the GPU machine, from the repository
+#   bash scripts/gpu_check_jax.sh --quick [PART]  # tiny sizes on CPU: the smoke test CI runs
+# PART: all (default), train (1 only) or mfu (2 only).
 #
 # It needs a prepared spa-eng folder (PREPARED, default .gpu/spa-eng; `seq2seq prepare`,
 # docs/jax.md) and, where keras and keras-hub are not installed, their wheels and those of
@@ -21,7 +22,12 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 QUICK=0
-[ "${1:-}" = "--quick" ] && QUICK=1
+[ "${1:-}" = "--quick" ] && { QUICK=1; shift; }
+PART=${1:-all}
+case "$PART" in
+  all|train|mfu) ;;
+  *) echo "error: unknown part '$PART'; expected all, train or mfu" >&2; exit 2 ;;
+esac
 OUT=${OUT:-runs/gpu_check_jax}
 PREPARED=${PREPARED:-.gpu/spa-eng}
 WHEELS=${WHEELS:-.whl}
@@ -58,20 +64,27 @@ step() {
   [ $rc -eq 0 ] || { echo "    $name failed (exit $rc)"; FAILED+=("$name"); }
 }
 
+# The spa-eng training, then Transformer-base: the model as it is at batch 256 and 512 (with a
+# profile), without dropout, and with the output projection and loss as they were before
+# issue 17 (float32 projection; log-softmax tensor), each at batch 256 in its own process.
 if [ $QUICK = 1 ]; then
-  step train 300 "$PY" scripts/gpu_train_jax.py --quick --prepared "$PREPARED" --out "$WORK/train"
-  step base 300 "$PY" scripts/benchmark_transformer_jax.py --size tiny --batch-size 8 16 \
-    --length 8 --steps 3 --profile "$LOGS/profile" --out "$LOGS/base_bf16.json"
-  step base_no_dropout 300 "$PY" scripts/benchmark_transformer_jax.py --size tiny \
-    --batch-size 8 --length 8 --steps 3 --dropout 0 --out "$LOGS/base_bf16_no_dropout.json"
+  TRAIN=(--quick) BASE=(--size tiny --length 8 --steps 3) SIZES=(8 16) ONE=8 LIMIT=300
 else
-  step train 300 "$PY" scripts/gpu_train_jax.py --prepared "$PREPARED" --out "$WORK/train" \
-    --minutes 3
-  step base 200 "$PY" scripts/benchmark_transformer_jax.py --size base \
-    --batch-size 256 512 1024 --length 64 --steps 20 --profile "$LOGS/profile" \
-    --out "$LOGS/base_bf16.json"
-  step base_no_dropout 100 "$PY" scripts/benchmark_transformer_jax.py --size base \
-    --batch-size 256 --length 64 --steps 20 --dropout 0 --out "$LOGS/base_bf16_no_dropout.json"
+  TRAIN=(--minutes 3) BASE=(--size base --length 64 --steps 20) SIZES=(256 512) ONE=256 LIMIT=100
+fi
+if [ "$PART" != mfu ]; then
+  step train 300 "$PY" scripts/gpu_train_jax.py "${TRAIN[@]}" --prepared "$PREPARED" \
+    --out "$WORK/train"
+fi
+if [ "$PART" != train ]; then
+  step base $((LIMIT * 2)) "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
+    --batch-size "${SIZES[@]}" --profile "$LOGS/profile" --out "$LOGS/base_bf16.json"
+  step base_no_dropout $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
+    --batch-size $ONE --dropout 0 --out "$LOGS/base_bf16_no_dropout.json"
+  step base_f32_output $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
+    --batch-size $ONE --output-dtype float32 --out "$LOGS/base_bf16_f32_output.json"
+  step base_before $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
+    --batch-size $ONE --output-dtype float32 --loss log-softmax --out "$LOGS/base_bf16_before.json"
 fi
 
 # At most 8 files come back from a device check: the report, the history, the weight parts

@@ -34,8 +34,20 @@ def token_loss_terms(logits, targets, label_smoothing: float = 0.0, pad_id: int 
     >>> float(terms["count"])
     1.0
     """
+    # Written from the logits, not from a `log_softmax` tensor: `-log p[y] = lse - logits[y]`
+    # and `mean_v(-log p[v]) = lse - mean_v(logits)`, so the (B, T, V) log-probabilities are
+    # never materialized; every term is a reduction over the logits that XLA fuses with the
+    # cast, and the gradient is one element-wise pass (softmax - targets). On a GPU the
+    # log-softmax tensor and its passes cost more than the output projection (docs/benchmarks.md).
     logits = ops.cast(logits, "float32")
-    return log_prob_loss_terms(ops.log_softmax(logits, axis=-1), targets, label_smoothing, pad_id)
+    targets = ops.cast(targets, "int32")
+    mask = ops.cast(ops.not_equal(targets, pad_id), "float32")
+    lse = ops.logsumexp(logits, axis=-1)
+    one_hot = ops.one_hot(targets, ops.shape(logits)[-1], dtype="float32")
+    nll = lse - ops.sum(one_hot * logits, axis=-1)
+    if label_smoothing:
+        nll = (1.0 - label_smoothing) * nll + label_smoothing * (lse - ops.mean(logits, axis=-1))
+    return _sums(nll, logits, targets, mask)
 
 
 def log_prob_loss_terms(log_probs, targets, label_smoothing: float = 0.0, pad_id: int = 0,
@@ -67,7 +79,12 @@ def log_prob_loss_terms(log_probs, targets, label_smoothing: float = 0.0, pad_id
         smoothed = log_probs if smoothing_size is None else log_probs[..., :smoothing_size]
         smooth = -ops.mean(smoothed, axis=-1)
         nll = (1.0 - label_smoothing) * nll + label_smoothing * smooth
-    predictions = ops.cast(ops.argmax(log_probs, axis=-1), "int32")
+    return _sums(nll, log_probs, targets, mask)
+
+
+def _sums(nll, scores, targets, mask) -> dict:
+    """The `loss_terms` dict of per-token losses `nll (B, T)`, accuracy by `argmax(scores)`."""
+    predictions = ops.cast(ops.argmax(scores, axis=-1), "int32")
     correct = ops.cast(ops.equal(predictions, targets), "float32") * mask
     return {
         "loss_sum": ops.sum(nll * mask),

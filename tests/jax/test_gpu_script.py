@@ -40,3 +40,39 @@ def test_quick_run_writes_the_report_and_split_weights(translation_folder, tmp_p
     assert report["averaged"] == ["ckpt-6", "ckpt-3"]
     for name in ("config.json", "vocab.source.txt", "vocab.target.txt"):
         assert (run / name).is_file()
+
+
+def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder, tmp_path):
+    """`scripts/gpu_check_jax.sh --quick`: both parts on CPU at tiny sizes, and what comes
+    back fits the device tool's limits (at most 8 files, each under 16 MiB)."""
+    import tarfile
+
+    out = tmp_path / "out"
+    result = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_check_jax.sh"), "--quick"],
+        env=worker_env(OUT=str(out), PREPARED=str(translation_folder), PYTHON=sys.executable,
+                       WHEELS=str(tmp_path / "no-wheels")),
+        capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    files = sorted(p.name for p in out.iterdir())
+    assert len(files) <= 8 and all((out / f).stat().st_size < 16 * 2**20 for f in files)
+    assert {"gpu_train_jax.json", "history.jsonl", "results.tar.gz"} <= set(files)
+    assert any(f.startswith("model.avg2.weights.h5.part-") for f in files)
+    with tarfile.open(out / "results.tar.gz") as archive:
+        names = set(archive.getnames())
+        base = json.load(archive.extractfile("results/base_bf16.json"))
+        before = json.load(archive.extractfile("results/base_bf16_before.json"))
+        summary = json.load(archive.extractfile("results/profile/summary.json"))
+    assert "results/base_bf16_no_dropout.json" in names
+    assert [r["batch_size"] for r in base["results"]] == [8, 16]
+    assert before["results"][0]["output_dtype"] == "float32"
+    assert before["results"][0]["loss"] == "log-softmax"
+    assert summary["device"]["busy_ms_per_step"] > 0 and summary["device"]["by_hlo_op"]
+
+
+def test_the_device_script_refuses_an_unknown_part():
+    result = subprocess.run(["bash", str(REPO / "scripts" / "gpu_check_jax.sh"), "everything"],
+                            capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("error: unknown part 'everything'; expected all, train or "
+                                     "mfu")

@@ -53,3 +53,41 @@ def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(
     for key, value in reference.items():
         np.testing.assert_array_equal(resumed[key], value, err_msg=key)
     assert result["records"][-1]["step"] == single_device_run["result"]["records"][-1]["step"]
+
+
+def test_average_checkpoints_is_the_mean_of_the_newest(translation_folder, single_device_run,
+                                                      tmp_path):
+    """Floating model values: the float64 mean over the newest checkpoints; integer ones
+    (random-generator states) and the optimizer's: the newest's."""
+    from pathlib import Path
+
+    from common.training.jax_trainer import STATE_FILE, complete_jax_checkpoints
+
+    run_dir = Path(single_device_run["run_dir"])
+    result = run_worker("average", {"prepared": str(translation_folder), "run_dir": str(run_dir),
+                                    "state": str(tmp_path / "avg.npz"), "training": {},
+                                    "last": 2})
+    newest = complete_jax_checkpoints(run_dir / "jax")[:2]
+    assert [Path(f) for f in result["folders"]] == newest and len(newest) == 2
+    states = [load_state(folder / STATE_FILE) for folder in newest]
+    averaged = load_state(tmp_path / "avg.npz")
+    assert sorted(averaged) == sorted(states[0])
+    moved = 0
+    for key, value in averaged.items():
+        if key[0] in "tn" and np.issubdtype(value.dtype, np.floating):
+            mean = np.mean([s[key].astype(np.float64) for s in states], axis=0)
+            np.testing.assert_allclose(value, mean, rtol=1e-6, atol=1e-7, err_msg=key)
+            moved += not np.array_equal(value, states[0][key])
+        else:
+            np.testing.assert_array_equal(value, states[0][key], err_msg=key)
+    assert moved > 0  # the two checkpoints differ, so the mean is neither of them
+
+
+def test_a_diverging_run_stops_without_a_non_finite_checkpoint(translation_folder, tmp_path):
+    """The trainer reads each step's loss one step late; a checkpoint step is read first, so
+    a step whose loss or weights are not finite is never saved."""
+    result = run_worker("diverge", {
+        "prepared": str(translation_folder), "run_dir": str(tmp_path / "run"),
+        "training": {"learning_rate": 1e12, "clip_norm": None, "checkpoint_every": 1}})
+    assert result["error"] is not None and "diverged" in result["error"]
+    assert all(result["finite"])

@@ -111,6 +111,46 @@ def task_train(args):
             "processes": jax.process_count(), "tensorflow": "tensorflow" in sys.modules}
 
 
+def task_average(args):
+    """`JaxTrainer.average_checkpoints(args["last"])` on a trained run; saves the state."""
+    from common.config import from_dict
+    from common.training.config import TrainingConfig
+    from common.training.jax_trainer import JaxTrainer
+    from common.training.prepare import load_prepared
+
+    prepared = load_prepared(args["prepared"])
+    training = from_dict(TrainingConfig, {**prepared.config["training"], **args["training"]})
+    trainer = JaxTrainer(prepared, args["run_dir"], training, "none")
+    folders = trainer.average_checkpoints(args["last"])
+    np.savez(args["state"], **trainer.host_state())
+    return {"folders": folders}
+
+
+def task_diverge(args):
+    """Train until the trainer stops on a non-finite loss or weight; report its message and
+    whether every checkpoint it left is finite."""
+    from common.config import from_dict
+    from common.errors import UserError
+    from common.training.config import TrainingConfig
+    from common.training.jax_trainer import STATE_FILE, JaxTrainer, complete_jax_checkpoints
+    from common.training.prepare import load_prepared
+
+    prepared = load_prepared(args["prepared"])
+    training = from_dict(TrainingConfig, {**prepared.config["training"], **args["training"]})
+    trainer = JaxTrainer(prepared, args["run_dir"], training, "none")
+    try:
+        trainer.fit(verbose=0)
+        error = None
+    except UserError as exc:
+        error = str(exc)
+    finite = []
+    for folder in complete_jax_checkpoints(trainer.checkpoints):
+        with np.load(folder / STATE_FILE) as npz:
+            finite.append(all(np.all(np.isfinite(npz[k])) for k in npz.files
+                              if np.issubdtype(npz[k].dtype, np.floating)))
+    return {"error": error, "finite": finite, "step": trainer.position["step"]}
+
+
 def task_greedy(args):
     """The JAX model of a run directory decodes `args["sources"]` greedily, step by step
     through its public `initial_state` / `make_step`, up to `<end>` or `max_length` tokens."""

@@ -247,6 +247,33 @@ def test_mixed_precision_decodes_with_the_reference_step():
                                   model.make_step(reference=True)(*args)[0])
 
 
+def test_the_output_projection_runs_in_the_compute_dtype():
+    """Under mixed_bfloat16 the tied output projection (whose embedding variable is not
+    autocast) is a bfloat16 product, `bf16(x) @ bf16(E)^T`, giving bfloat16 logits."""
+    import keras
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        model = tiny()
+        logits = model({"source": SOURCE, "target_in": TARGET_IN})
+    finally:
+        keras.config.set_dtype_policy(previous)
+    assert logits.dtype == tf.bfloat16
+    x = tf.random.stateless_normal((3, model.hidden_dim), seed=(1, 2))
+    layer = model.target_embedding
+    kernel = (tf.transpose(layer.embeddings) if layer.tie_weights
+              else tf.convert_to_tensor(layer.reverse_embeddings))
+    assert kernel.dtype == tf.float32
+    want = tf.matmul(tf.cast(x, tf.bfloat16), tf.cast(kernel, tf.bfloat16))
+    got = model.target_embedding(tf.cast(x, tf.bfloat16), reverse=True)
+    assert got.dtype == tf.bfloat16
+    # Before: `ops.matmul` promoted the bfloat16 input and float32 kernel to float32 logits.
+    np.testing.assert_allclose(got.numpy().astype(np.float32), want.numpy().astype(np.float32),
+                               rtol=2e-2, atol=2e-2)
+    assert tiny().target_embedding.reverse_dtype == "float32"  # float32 policy: unchanged
+
+
 def _attentions(model):
     return [getattr(layer, name) for layer in model.encoder_layers + model.decoder_layers
             for name in ("self_attention", "cross_attention") if hasattr(layer, name)]
