@@ -83,12 +83,14 @@ def default_peak(kinds: list[str]) -> float | None:
 
 def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
               precision: str, seed: int, dropout: float = 0.1, profile: str | None = None,
-              output_dtype: str = "compute", loss_kind: str = "logits", hlo: bool = False) -> dict:
+              output_dtype: str = "compute", loss_kind: str = "logits", hlo: bool = False,
+              dropout_generator: str = "keras") -> dict:
     import jax
     import keras
     import numpy as np
     from keras import ops
 
+    from common.layers.dropout import dropout_rng
     from seq2seq.config import ModelConfig, TransformerConfig
     from seq2seq.losses import log_prob_loss_terms
     from seq2seq.transformer import TransformerTranslator
@@ -114,7 +116,8 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
     def loss_fn(trainable, non_trainable, data):
         # stateless_call runs `loss_terms` with these variable values in place.
         with keras.StatelessScope(state_mapping=list(zip(model.trainable_variables, trainable))
-                                  + list(zip(model.non_trainable_variables, non_trainable))):
+                                  + list(zip(model.non_trainable_variables, non_trainable))), \
+                dropout_rng(dropout_generator):
             if loss_kind == "log-softmax":  # the loss through a log-softmax tensor (before issue 17)
                 logits = ops.cast(model(data, training=True), "float32")
                 terms = log_prob_loss_terms(ops.log_softmax(logits, axis=-1), data["target_out"],
@@ -154,7 +157,7 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
     params = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
     return {"size": size_name, **size, "batch_size": batch, "length": length,
             "precision": precision, "dropout": dropout, "output_dtype": output_dtype,
-            "loss": loss_kind, "parameters": params, "step_s": seconds,
+            "loss": loss_kind, "dropout_rng": dropout_generator, "parameters": params, "step_s": seconds,
             "examples_per_s": batch / seconds, "target_tokens_per_s": batch * length / seconds,
             "model_tflops_per_step": flops / 1e12, "achieved_tflops": flops / seconds / 1e12,
             "first_loss": float(first_loss), "final_loss": float(loss), "warmup_and_compile_s": compile_s}
@@ -239,6 +242,9 @@ def main(argv=None) -> int:
     p.add_argument("--loss", default="logits", choices=("logits", "log-softmax"),
                    help="the model's loss from the logits, or through a log-softmax tensor as "
                    "before issue 17 (an ablation)")
+    p.add_argument("--dropout-rng", default="keras", choices=("keras", "rbg"),
+                   help="dropout's random bits: Keras's threefry, or XLA's RngBitGenerator "
+                   "(common.layers.dropout_rng)")
     p.add_argument("--hlo", action="store_true",
                    help="with --profile, also write the step's optimized HLO (compiles again)")
     p.add_argument("--profile", metavar="DIR",
@@ -259,7 +265,7 @@ def main(argv=None) -> int:
         result = benchmark(args.size, batch, args.length, args.steps, args.warmup,
                            args.precision, args.seed, args.dropout,
                            args.profile if i == 0 else None, args.output_dtype, args.loss,
-                           args.hlo)
+                           args.hlo, args.dropout_rng)
         result["mfu"] = result["achieved_tflops"] / peak if peak else None
         results.append(result)
         mfu = f"{100 * result['mfu']:.1f}%" if peak else "n/a (no --peak-tflops)"

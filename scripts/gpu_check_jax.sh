@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The GPU measurements of issue 17 in one run on one H100/H200 that has JAX but no TensorFlow
-# (about 8 minutes; train 4, mfu 4):
+# (about 10 minutes: train 4, mfu 6; GPU_CHECK_BUDGET caps it):
 #   1. the spa-eng Transformer trained by the project's JAX trainer in bf16
 #      (scripts/gpu_train_jax.py): throughput, MFU, and the last and averaged weights, which
 #      are imported, exported and scored on test.tsv back on a machine with TensorFlow;
 #   2. Transformer-base at sequence 64 in bf16 (scripts/benchmark_transformer_jax.py): MFU by
-#      batch size with a profile of the step (device time per kernel), the cost of dropout (the
-#      same step with dropout 0), and the step as it was before issue 17's two changes.
+#      batch size with a profile of the step (device time per kernel), dropout's mask from
+#      XLA's RngBitGenerator, the cost of dropout (the same step with dropout 0), and the step as
+#      it was before issue 17's two changes.
 #
 #   bash scripts/gpu_check_jax.sh [PART]          # on the GPU machine, from the repository
 #   bash scripts/gpu_check_jax.sh --quick [PART]  # tiny sizes on CPU: the smoke test CI runs
@@ -18,7 +19,8 @@
 # installed into a temporary folder, nothing else is touched. Everything comes back in
 # at most 8 files under $OUT (default runs/gpu_check_jax): gpu_train_jax.json, history.jsonl,
 # the weights in parts under 16 MiB (model.weights.h5.part-*, model.avg5.weights.h5.part-*),
-# and results.tar.gz (the benchmark JSON, the profile summary and HLO, every log).
+# and results.tar.gz (the benchmark JSON, the profile summary, every log), written after each
+# step, so that a run cut short still brings back what it measured.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 QUICK=0
@@ -36,6 +38,7 @@ WORK=$(mktemp -d)
 LOGS="$WORK/results"
 mkdir -p "$OUT" "$LOGS"
 START=$(date +%s)
+BUDGET=${GPU_CHECK_BUDGET:-900}  # seconds for the whole run; set it under the device call's limit
 FAILED=()
 
 if [ ! -f "$PREPARED/prepared.json" ]; then
@@ -53,20 +56,39 @@ export KERAS_BACKEND=jax PYTHONUNBUFFERED=1
 { nvidia-smi 2>&1 || true; "$PY" -c 'import jax, keras; print(jax.devices(), jax.__version__, keras.__version__)'; } \
   > "$LOGS/machine.txt" 2>&1
 
-# step NAME SECONDS COMMAND...: run with a time limit, log to results/NAME.log, go on if it fails.
+# collect: what has come so far into $OUT (at most 8 files): the report, the history, the weight
+# parts (4 for the spa-eng model) and one archive of everything else. Run after every step, so
+# that a run cut short by the device's time limit still brings back what it measured.
+collect() {
+  if [ -f "$WORK/train/gpu_train_jax.json" ]; then
+    cp "$WORK/train/gpu_train_jax.json" "$WORK/train/run/history.jsonl" "$OUT"/ 2>/dev/null
+    cp "$WORK/train/run/"*.part-* "$OUT"/ 2>/dev/null
+  fi
+  rm -rf "$LOGS/profile/plugins"  # the raw trace: summary.json holds what is read from it
+  tar -czf "$OUT/results.tar.gz.tmp" -C "$WORK" results && mv "$OUT/results.tar.gz.tmp" "$OUT/results.tar.gz"
+}
+
+# step NAME SECONDS COMMAND...: run with a time limit (cut to what is left of BUDGET seconds;
+# skipped under 30), log to results/NAME.log, collect, go on if it fails.
 step() {
-  local name=$1 limit=$2
+  local name=$1 limit=$2 left=$(( BUDGET - ($(date +%s) - START) ))
   shift 2
-  echo "==> [$(( $(date +%s) - START ))s] $name: $*"
+  if [ $left -lt 30 ]; then
+    echo "==> $name skipped: ${left}s left of GPU_CHECK_BUDGET=${BUDGET}s"; FAILED+=("$name"); return
+  fi
+  [ $limit -gt $left ] && limit=$left
+  echo "==> [$(( $(date +%s) - START ))s] $name (at most ${limit}s): $*"
   timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1
   local rc=$?
   grep -v '^\(I0000\|WARNING: All log\)' "$LOGS/$name.log" | tail -n 4
   [ $rc -eq 0 ] || { echo "    $name failed (exit $rc)"; FAILED+=("$name"); }
+  collect
 }
 
 # The spa-eng training, then Transformer-base: the model as it is at batch 256 and 512 (with a
-# profile), without dropout, and with the output projection and loss as they were before
-# issue 17 (float32 projection; log-softmax tensor), each at batch 256 in its own process.
+# profile), with dropout's bits from XLA's RngBitGenerator, without dropout, and with the output
+# projection and loss as they were before issue 17 (float32 projection; log-softmax tensor),
+# each at batch 256 in its own process.
 if [ $QUICK = 1 ]; then
   TRAIN=(--quick) BASE=(--size tiny --length 8 --steps 3) SIZES=(8 16) ONE=8 LIMIT=300
 else
@@ -79,6 +101,8 @@ fi
 if [ "$PART" != train ]; then
   step base $((LIMIT * 2)) "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
     --batch-size "${SIZES[@]}" --profile "$LOGS/profile" --out "$LOGS/base_bf16.json"
+  step base_rbg_dropout $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
+    --batch-size $ONE --dropout-rng rbg --out "$LOGS/base_bf16_rbg_dropout.json"
   step base_no_dropout $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
     --batch-size $ONE --dropout 0 --out "$LOGS/base_bf16_no_dropout.json"
   step base_f32_output $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
@@ -87,14 +111,7 @@ if [ "$PART" != train ]; then
     --batch-size $ONE --output-dtype float32 --loss log-softmax --out "$LOGS/base_bf16_before.json"
 fi
 
-# At most 8 files come back from a device check: the report, the history, the weight parts
-# (4 for the spa-eng model) and one archive of everything else.
-if [ -d "$WORK/train/run" ]; then
-  cp "$WORK/train/gpu_train_jax.json" "$WORK/train/run/history.jsonl" "$OUT"/ 2>/dev/null
-  cp "$WORK/train/run/"*.part-* "$OUT"/ 2>/dev/null
-fi
-rm -rf "$LOGS/profile/plugins"  # the raw trace: summary.json holds what is read from it
-tar -czf "$OUT/results.tar.gz" -C "$WORK" results
+collect
 echo "==> [$(( $(date +%s) - START ))s] done; under $OUT: $(ls "$OUT" | tr '\n' ' ')"
 rm -rf "$WORK"
 if [ ${#FAILED[@]} -gt 0 ]; then

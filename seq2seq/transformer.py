@@ -17,6 +17,7 @@ import keras_hub
 from keras import ops
 
 from common.errors import UserError
+from common.layers.dropout import Dropout
 from seq2seq.config import ModelConfig, TransformerConfig
 from seq2seq.copying import UNK_ID, embeddable, pointer_generator_log_probs
 from seq2seq.transformer_layers import (
@@ -117,7 +118,7 @@ class TransformerTranslator(Translator):
             setattr(self, f"decoder_{i}", TransformerDecoderLayer(**block, name=f"decoder_{i}"))
         self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="encoder_norm")
         self.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="decoder_norm")
-        self.drop = keras.layers.Dropout(self.dropout)
+        self.drop = Dropout(self.dropout)
         self._scale = math.sqrt(hidden_dim)
         if self.copy:
             self.generate_gate = keras.layers.Dense(1, activation="sigmoid", name="generate_gate")

@@ -19,6 +19,7 @@ import math
 import keras
 from keras import ops
 
+from common.layers.dropout import Dropout
 from common.layers.multi_head_attention import MultiHeadAttention
 
 # The `__init__` arguments of both layers (and the fields of `TransformerConfig` they take).
@@ -56,7 +57,7 @@ class _Block(keras.layers.Layer):
                                             **policy)
         self.ffn_outer = keras.layers.Dense(hidden_dim, name="ffn_outer", **policy)
         self.ffn_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="ffn_norm", **policy)
-        self.drop = keras.layers.Dropout(dropout, **policy)
+        self.drop = Dropout(dropout, **policy)
         for name in self.attentions:
             setattr(self, name, MultiHeadAttention(num_heads=num_heads, key_dim=self.key_dim,
                                                    dropout=dropout, name=name, **policy))

@@ -1,4 +1,5 @@
-"""The attention family: scores, soft, hard, local and multi-head attention, kernel pooling.
+"""The attention family: scores, soft, hard, local and multi-head attention, kernel pooling;
+and `Dropout` with a choice of random-bit generator on JAX.
 
 Importing this package registers every score in `SCORES`.
 """
@@ -7,6 +8,7 @@ from common.layers.additive_score import AdditiveScore
 from common.layers.attention import Attention
 from common.layers.cosine_score import CosineScore
 from common.layers.dot_score import DotScore
+from common.layers.dropout import DROPOUT_RNGS, Dropout, dropout_rng
 from common.layers.general_score import GeneralScore
 from common.layers.hard_attention import HardAttention
 from common.layers.kernel_pooling import KERNELS, KernelPooling
@@ -23,12 +25,14 @@ from common.layers.scaled_dot_score import ScaledDotScore
 from common.layers.score import SCORES, Score, get_score
 
 __all__ = [
+    "DROPOUT_RNGS",
     "KERNELS",
     "SCORES",
     "AdditiveScore",
     "Attention",
     "CosineScore",
     "DotScore",
+    "Dropout",
     "GeneralScore",
     "HardAttention",
     "KernelPooling",
@@ -38,6 +42,7 @@ __all__ = [
     "ScaledDotScore",
     "Score",
     "causal_mask",
+    "dropout_rng",
     "expand_key_mask",
     "get_score",
     "masked_log_softmax",

@@ -63,7 +63,7 @@ def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder,
         base = json.load(archive.extractfile("results/base_bf16.json"))
         before = json.load(archive.extractfile("results/base_bf16_before.json"))
         summary = json.load(archive.extractfile("results/profile/summary.json"))
-    assert "results/base_bf16_no_dropout.json" in names
+    assert {"results/base_bf16_no_dropout.json", "results/base_bf16_rbg_dropout.json"} <= names
     assert [r["batch_size"] for r in base["results"]] == [8, 16]
     assert before["results"][0]["output_dtype"] == "float32"
     assert before["results"][0]["loss"] == "log-softmax"
@@ -76,3 +76,20 @@ def test_the_device_script_refuses_an_unknown_part():
     assert result.returncode == 2
     assert result.stderr.strip() == ("error: unknown part 'everything'; expected all, train or "
                                      "mfu")
+
+
+def test_the_device_script_skips_what_its_budget_leaves_no_time_for(translation_folder, tmp_path):
+    """GPU_CHECK_BUDGET caps the run: steps that would start with under 30 s left are skipped
+    (exit 1, naming them), and what there is still comes back."""
+    import tarfile
+
+    out = tmp_path / "out"
+    result = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_check_jax.sh"), "--quick", "mfu"],
+        env=worker_env(OUT=str(out), PREPARED=str(translation_folder), PYTHON=sys.executable,
+                       WHEELS=str(tmp_path / "no-wheels"), GPU_CHECK_BUDGET="1"),
+        capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert result.returncode == 1
+    assert "failed: base base_rbg_dropout base_no_dropout base_f32_output base_before" in result.stdout
+    with tarfile.open(out / "results.tar.gz") as archive:
+        assert "results/machine.txt" in archive.getnames()

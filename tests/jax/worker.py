@@ -151,6 +151,48 @@ def task_diverge(args):
     return {"error": error, "finite": finite, "step": trainer.position["step"]}
 
 
+def task_dropout(args):
+    """`common.layers.Dropout` under `dropout_rng("rbg")` on JAX: mask statistics, determinism,
+    Keras's masks outside the context, and the seed state through a jitted stateless step."""
+    import jax
+    import keras
+
+    from common.layers import Dropout, dropout_rng
+
+    rate, shape, seed = args["rate"], tuple(args["shape"]), args["seed"]
+    x = np.ones(shape, np.float32)
+    with dropout_rng("rbg"):
+        first = np.asarray(Dropout(rate, seed=seed)(x, training=True))
+        again = np.asarray(Dropout(rate, seed=seed)(x, training=True))
+        rows = np.asarray(Dropout(rate, noise_shape=(None, 1), seed=seed)(x, training=True))
+    keras_mask = np.asarray(keras.layers.Dropout(rate, seed=seed)(x, training=True))
+    plain = np.asarray(Dropout(rate, seed=seed)(x, training=True))
+
+    layer = Dropout(rate, seed=seed)
+    state = [v.value for v in layer.non_trainable_variables]
+
+    @jax.jit
+    def step(state, x):
+        with keras.StatelessScope(state_mapping=list(zip(layer.non_trainable_variables, state))
+                                  ) as scope, dropout_rng("rbg"):
+            y = layer(x, training=True)
+        return y, [scope.get_current_value(v) for v in layer.non_trainable_variables]
+
+    y1, state1 = step(state, x)
+    y2, state2 = step(state1, x)
+    return {
+        "backend": keras.backend.backend(),
+        "kept": float((first != 0).mean()),
+        "values": sorted(float(v) for v in np.unique(first)),
+        "same_seed_same_mask": bool(np.array_equal(first, again)),
+        "keras_mask_differs": not np.array_equal(first != 0, keras_mask != 0),
+        "outside_context_equals_keras": bool(np.array_equal(plain, keras_mask)),
+        "jit_steps_differ": not np.array_equal(np.asarray(y1), np.asarray(y2)),
+        "jit_state_advanced": not np.array_equal(np.asarray(state[0]), np.asarray(state1[0])),
+        "noise_shape_broadcast": bool(np.all(rows == rows[:, :1])),
+    }
+
+
 def task_greedy(args):
     """The JAX model of a run directory decodes `args["sources"]` greedily, step by step
     through its public `initial_state` / `make_step`, up to `<end>` or `max_length` tokens."""
