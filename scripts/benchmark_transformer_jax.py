@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from common.errors import UserError
+
 # Transformer-base (Vaswani et al. 2017, table 3) and smaller sizes for a quick look.
 SIZES = {
     "base": dict(num_layers=6, hidden_dim=512, num_heads=8, intermediate_dim=2048, vocab=32000),
@@ -152,7 +154,7 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
     jax.block_until_ready(loss)
     seconds = (time.perf_counter() - t0) / steps
     if profile:
-        state, last = trace(train_step, state, data, profile, hlo)
+        state, _ = trace(train_step, state, data, profile, hlo)
     flops = model_flops_per_step(size, batch, length, length)
     params = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
     return {"size": size_name, **size, "batch_size": batch, "length": length,
@@ -164,10 +166,10 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
 
 
 def trace(train_step, state, data, folder: str, hlo: bool = False, steps: int = 5):
-    """Profile `steps` more steps into `folder` (`jax.profiler`), write `folder/summary.json`
-    (device time per kernel and per HLO op, summed over the steps) and the step's optimized
-    HLO (`folder/train_step.hlo.txt`), so that a profile taken on a GPU machine can be read
-    where there is no profiler viewer. Returns the state and the last loss."""
+    """Profile `steps` more steps into `folder` (`jax.profiler`) and write `folder/summary.json`
+    (device time per kernel and per HLO op, ms per step), so that a profile taken on a GPU
+    machine can be read where there is no profiler viewer; with `hlo`, also the step's
+    optimized HLO (`folder/train_step.hlo.txt`). Returns the state and the last loss."""
     import glob
 
     import jax
@@ -262,10 +264,14 @@ def main(argv=None) -> int:
     peak = args.peak_tflops or default_peak(info["devices"])
     results = []
     for i, batch in enumerate(args.batch_size):
-        result = benchmark(args.size, batch, args.length, args.steps, args.warmup,
-                           args.precision, args.seed, args.dropout,
-                           args.profile if i == 0 else None, args.output_dtype, args.loss,
-                           args.hlo, args.dropout_rng)
+        try:
+            result = benchmark(args.size, batch, args.length, args.steps, args.warmup,
+                               args.precision, args.seed, args.dropout,
+                               args.profile if i == 0 else None, args.output_dtype, args.loss,
+                               args.hlo, args.dropout_rng)
+        except UserError as error:  # a model option out of range, e.g. --dropout 1.5
+            print(f"benchmark_transformer_jax: {error}", file=sys.stderr)
+            return 2
         result["mfu"] = result["achieved_tflops"] / peak if peak else None
         results.append(result)
         mfu = f"{100 * result['mfu']:.1f}%" if peak else "n/a (no --peak-tflops)"

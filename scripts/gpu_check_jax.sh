@@ -13,8 +13,8 @@
 #   bash scripts/gpu_check_jax.sh --quick [PART]  # tiny sizes on CPU: the smoke test CI runs
 # PART: all (default), train (1 only) or mfu (2 only).
 #
-# It needs a prepared spa-eng folder (PREPARED, default .gpu/spa-eng; `seq2seq prepare`,
-# docs/jax.md) and, where keras and keras-hub are not installed, their wheels and those of
+# The train part needs a prepared spa-eng folder (PREPARED, default .gpu/spa-eng; `seq2seq
+# prepare`, docs/jax.md) and, where keras and keras-hub are not installed, their wheels and those of
 # their needs that the machine lacks (WHEELS, default .whl; docs/jax.md lists them): they are
 # installed into a temporary folder, nothing else is touched. Everything comes back in
 # at most 8 files under $OUT (default runs/gpu_check_jax): gpu_train_jax.json, history.jsonl,
@@ -34,17 +34,16 @@ OUT=${OUT:-runs/gpu_check_jax}
 PREPARED=${PREPARED:-.gpu/spa-eng}
 WHEELS=${WHEELS:-.whl}
 PY=${PYTHON:-python3}
+if [ "$PART" != mfu ] && [ ! -f "$PREPARED/prepared.json" ]; then
+  echo "error: no prepared folder at $PREPARED; run 'seq2seq prepare' first (docs/jax.md)" >&2
+  exit 2
+fi
 WORK=$(mktemp -d)
 LOGS="$WORK/results"
 mkdir -p "$OUT" "$LOGS"
 START=$(date +%s)
 BUDGET=${GPU_CHECK_BUDGET:-900}  # seconds for the whole run; set it under the device call's limit
 FAILED=()
-
-if [ ! -f "$PREPARED/prepared.json" ]; then
-  echo "error: no prepared folder at $PREPARED; run 'seq2seq prepare' first (docs/jax.md)" >&2
-  exit 2
-fi
 if compgen -G "$WHEELS/*.whl" >/dev/null; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/site" \
     "$WHEELS"/*.whl || { echo "error: could not install the wheels of $WHEELS" >&2; exit 3; }

@@ -15,7 +15,8 @@ the newest `--average` checkpoints (`JaxTrainer.average_checkpoints`, as `seq2se
 --last N` does for TensorFlow runs).
 
 Writes to `--out`: `gpu_train_jax.json` (device, steps, wall time, examples/s, target
-tokens/s, model TFLOP/s, MFU, first and last loss, validation loss per epoch) and `run/` (the
+tokens/s, model TFLOP/s, MFU, the first logged loss (the mean of the first `log_every` steps)
+and the last epoch's, validation loss per epoch) and `run/` (the
 run's `config.json`, vocabularies, `history.jsonl`, and `model.weights.h5` and
 `model.avgN.weights.h5` each split into parts under 16 MiB, `NAME.part-000`, ...).
 
@@ -40,6 +41,9 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+
+from common.cli import positive_float, positive_int  # noqa: E402
+from common.errors import UserError  # noqa: E402
 
 PART_BYTES = 15 * 2**20  # under the 16 MiB a device check may bring back per file
 
@@ -96,7 +100,7 @@ def run(args: argparse.Namespace) -> dict:
     if run_dir.exists():
         shutil.rmtree(run_dir)
     trainer = JaxTrainer(prepared, run_dir, training, distribute="none")
-    if args.minutes:  # keep the epochs that fit, at the rate of the first two
+    if args.minutes:  # keep the epochs that fit, at the rate of a few timed steps
         trainer.config = training = replace(training, epochs=epochs_within(
             trainer, args.minutes, training.epochs))
     vocab = len(prepared.vocabularies["target"])
@@ -172,12 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prepared", required=True, help="a prepared Transformer folder")
     parser.add_argument("--out", default=os.environ.get("OUT", "runs/gpu_train_jax"),
                         help="where the report and the weights go (default: $OUT)")
-    parser.add_argument("--minutes", type=float,
+    parser.add_argument("--minutes", type=positive_float,
                         help="train at most the epochs that fit in this time (default: all)")
-    parser.add_argument("--epochs", type=int, help="default: the folder's config")
-    parser.add_argument("--steps-per-epoch", type=int, help="default: the folder's config")
-    parser.add_argument("--batch-size", type=int, help="default: the folder's config")
-    parser.add_argument("--average", type=int, default=5, metavar="N",
+    parser.add_argument("--epochs", type=positive_int, help="default: the folder's config")
+    parser.add_argument("--steps-per-epoch", type=positive_int, help="default: the folder's config")
+    parser.add_argument("--batch-size", type=positive_int, help="default: the folder's config")
+    parser.add_argument("--average", type=positive_int, default=5, metavar="N",
                         help="average the newest N checkpoints (default: 5)")
     parser.add_argument("--precision", default="mixed_bfloat16",
                         choices=("mixed_bfloat16", "float32"))
@@ -190,7 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.precision, args.epochs, args.steps_per_epoch, args.minutes = "float32", 2, 3, None
     os.environ.setdefault("KERAS_BACKEND", "jax")  # before Keras is first imported
-    report = run(args)
+    try:
+        report = run(args)
+    except UserError as error:
+        print(f"gpu_train_jax: {error}", file=sys.stderr)
+        return 2
     mfu_text = f"{100 * report['mfu']:.1f}%" if report["mfu"] is not None else "n/a"
     print(f"{report['device']}: {report['steps']} steps in {report['wall_s']:.0f} s, "
           f"{report['examples_per_s']:.0f} pairs/s, MFU {mfu_text}, "

@@ -41,13 +41,12 @@ def token_loss_terms(logits, targets, label_smoothing: float = 0.0, pad_id: int 
     # log-softmax tensor and its passes cost more than the output projection (docs/benchmarks.md).
     logits = ops.cast(logits, "float32")
     targets = ops.cast(targets, "int32")
-    mask = ops.cast(ops.not_equal(targets, pad_id), "float32")
     lse = ops.logsumexp(logits, axis=-1)
     one_hot = ops.one_hot(targets, ops.shape(logits)[-1], dtype="float32")
     nll = lse - ops.sum(one_hot * logits, axis=-1)
     if label_smoothing:
         nll = (1.0 - label_smoothing) * nll + label_smoothing * (lse - ops.mean(logits, axis=-1))
-    return _sums(nll, logits, targets, mask)
+    return _sums(nll, logits, targets, pad_id)
 
 
 def log_prob_loss_terms(log_probs, targets, label_smoothing: float = 0.0, pad_id: int = 0,
@@ -71,7 +70,6 @@ def log_prob_loss_terms(log_probs, targets, label_smoothing: float = 0.0, pad_id
     """
     log_probs = ops.cast(log_probs, "float32")
     targets = ops.cast(targets, "int32")
-    mask = ops.cast(ops.not_equal(targets, pad_id), "float32")
     vocab_size = ops.shape(log_probs)[-1]
     one_hot = ops.one_hot(targets, vocab_size, dtype="float32")
     nll = -ops.sum(one_hot * log_probs, axis=-1)
@@ -79,11 +77,13 @@ def log_prob_loss_terms(log_probs, targets, label_smoothing: float = 0.0, pad_id
         smoothed = log_probs if smoothing_size is None else log_probs[..., :smoothing_size]
         smooth = -ops.mean(smoothed, axis=-1)
         nll = (1.0 - label_smoothing) * nll + label_smoothing * smooth
-    return _sums(nll, log_probs, targets, mask)
+    return _sums(nll, log_probs, targets, pad_id)
 
 
-def _sums(nll, scores, targets, mask) -> dict:
-    """The `loss_terms` dict of per-token losses `nll (B, T)`, accuracy by `argmax(scores)`."""
+def _sums(nll, scores, targets, pad_id: int) -> dict:
+    """The `loss_terms` dict of per-token losses `nll (B, T)` over the tokens that are not
+    `pad_id`, accuracy by `argmax(scores)`."""
+    mask = ops.cast(ops.not_equal(targets, pad_id), "float32")
     predictions = ops.cast(ops.argmax(scores, axis=-1), "int32")
     correct = ops.cast(ops.equal(predictions, targets), "float32") * mask
     return {

@@ -534,6 +534,9 @@ class JaxTrainer:
         model values summed in float64 and cast back, integer ones (random-generator states)
         and the optimizer's state from the newest. Returns the folders read, newest first.
         """
+        if last < 1:
+            raise UserError(f"nothing to average: asked for the newest {last} checkpoints; "
+                            "expected at least 1")
         found = complete_jax_checkpoints(self.checkpoints)[:last]
         if not found:
             raise UserError(f"nothing to average: no checkpoint in {self.checkpoints}")

@@ -93,3 +93,21 @@ def test_the_device_script_skips_what_its_budget_leaves_no_time_for(translation_
     assert "failed: base base_rbg_dropout base_no_dropout base_f32_output base_before" in result.stdout
     with tarfile.open(out / "results.tar.gz") as archive:
         assert "results/machine.txt" in archive.getnames()
+
+
+@pytest.mark.parametrize("script, args, message", [
+    ("gpu_train_jax.py", ["--prepared", "/no/such/folder"],
+     "gpu_train_jax: /no/such/folder: no such prepared folder"),
+    ("gpu_train_jax.py", ["--prepared", "x", "--average", "0"],
+     "argument --average: expected a positive integer, got 0"),
+    ("benchmark_transformer_jax.py", ["--size", "tiny", "--batch-size", "2", "--length", "4",
+                                      "--steps", "1", "--dropout", "1.5"],
+     "benchmark_transformer_jax: dropout must be in [0, 1), got 1.5"),
+])
+def test_the_gpu_scripts_refuse_bad_input_in_one_line(script, args, message, tmp_path):
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / script), *args,
+                             *(["--out", str(tmp_path / "out")] if script.startswith("gpu") else [])],
+                            env=worker_env(), capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert result.returncode == 2
+    assert message in result.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in result.stderr
