@@ -86,7 +86,7 @@ def default_peak(kinds: list[str]) -> float | None:
 def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
               precision: str, seed: int, dropout: float = 0.1, profile: str | None = None,
               output_dtype: str = "compute", loss_kind: str = "logits", hlo: bool = False,
-              dropout_generator: str = "keras") -> dict:
+              dropout_generator: str = "keras", attention_dropout: float | None = None) -> dict:
     import jax
     import keras
     import numpy as np
@@ -103,7 +103,7 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
     sizes = TransformerConfig(
         num_layers=size["num_layers"], hidden_dim=size["hidden_dim"],
         num_heads=size["num_heads"], intermediate_dim=size["intermediate_dim"], dropout=dropout,
-        max_length=max(64, length))
+        attention_dropout=attention_dropout, max_length=max(64, length))
     model = TransformerTranslator(ModelConfig(transformer=sizes, label_smoothing=0.1),
                                   size["vocab"], size["vocab"])
     rng = np.random.default_rng(seed)
@@ -142,6 +142,8 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
              [v.value for v in model.non_trainable_variables],
              [v.value for v in optimizer.variables])
     data = {k: jax.device_put(v) for k, v in batch_data.items()}
+    # Whether the attention runs as cuDNN's fused kernel: its custom call in the lowered step.
+    fused_attention = "cudnn$fmha" in train_step.lower(state, data).as_text()
     t0 = time.perf_counter()
     state, first_loss = train_step(state, data)
     for _ in range(warmup - 1):
@@ -159,6 +161,8 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
     params = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
     return {"size": size_name, **size, "batch_size": batch, "length": length,
             "precision": precision, "dropout": dropout, "output_dtype": output_dtype,
+            "attention_dropout": dropout if attention_dropout is None else attention_dropout,
+            "fused_attention": fused_attention,
             "loss": loss_kind, "dropout_rng": dropout_generator, "parameters": params, "step_s": seconds,
             "examples_per_s": batch / seconds, "target_tokens_per_s": batch * length / seconds,
             "model_tflops_per_step": flops / 1e12, "achieved_tflops": flops / seconds / 1e12,
@@ -244,6 +248,9 @@ def main(argv=None) -> int:
     p.add_argument("--loss", default="logits", choices=("logits", "log-softmax"),
                    help="the model's loss from the logits, or through a log-softmax tensor as "
                    "before issue 17 (an ablation)")
+    p.add_argument("--attention-dropout", type=float,
+                   help="the attention weights' dropout rate (default: --dropout); at 0, as in "
+                   "the paper, the attention may run as cuDNN's fused kernel")
     p.add_argument("--dropout-rng", default="keras", choices=("keras", "rbg"),
                    help="dropout's random bits: Keras's threefry, or XLA's RngBitGenerator "
                    "(common.layers.dropout_rng)")
@@ -268,7 +275,7 @@ def main(argv=None) -> int:
             result = benchmark(args.size, batch, args.length, args.steps, args.warmup,
                                args.precision, args.seed, args.dropout,
                                args.profile if i == 0 else None, args.output_dtype, args.loss,
-                               args.hlo, args.dropout_rng)
+                               args.hlo, args.dropout_rng, args.attention_dropout)
         except UserError as error:  # a model option out of range, e.g. --dropout 1.5
             print(f"benchmark_transformer_jax: {error}", file=sys.stderr)
             return 2
@@ -278,7 +285,8 @@ def main(argv=None) -> int:
         print(f"{args.size} batch {batch}x{args.length} {args.precision}: "
               f"{result['step_s'] * 1e3:.1f} ms/step, {result['examples_per_s']:.0f} ex/s, "
               f"{result['target_tokens_per_s']:.0f} tok/s, "
-              f"{result['achieved_tflops']:.1f} model TFLOP/s, MFU {mfu}", flush=True)
+              f"{result['achieved_tflops']:.1f} model TFLOP/s, MFU {mfu}"
+              f"{', fused attention' if result['fused_attention'] else ''}", flush=True)
         report = {"device": info, "peak_tflops": peak, "keras": keras.__version__,
                   "xla_flags": os.environ.get("XLA_FLAGS", ""), "results": results}
         if args.out:

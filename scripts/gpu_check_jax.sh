@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The GPU measurements of issue 17 in one run on one H100/H200 that has JAX but no TensorFlow
-# (about 10 minutes: train 4, mfu 6; GPU_CHECK_BUDGET caps it):
+# (about 12 minutes: train 4, mfu 8; GPU_CHECK_BUDGET caps it):
 #   1. the spa-eng Transformer trained by the project's JAX trainer in bf16
 #      (scripts/gpu_train_jax.py): throughput, MFU, and the last and averaged weights, which
 #      are imported, exported and scored on test.tsv back on a machine with TensorFlow;
 #   2. Transformer-base at sequence 64 in bf16 (scripts/benchmark_transformer_jax.py): MFU by
-#      batch size with a profile of the step (device time per kernel), dropout's mask from
-#      XLA's RngBitGenerator, the cost of dropout (the same step with dropout 0), and the step as
-#      it was before issue 17's two changes.
+#      batch size with a profile of the step (device time per kernel); the paper's model
+#      (no dropout on the attention weights), whose attention can run as cuDNN's fused kernel,
+#      with dropout's masks from XLA's RngBitGenerator (profiled too); each of the two alone;
+#      the cost of dropout (the same step with dropout 0), and the step as it was before
+#      issue 17's two changes.
 #
 #   bash scripts/gpu_check_jax.sh [PART]          # on the GPU machine, from the repository
 #   bash scripts/gpu_check_jax.sh --quick [PART]  # tiny sizes on CPU: the smoke test CI runs
@@ -63,7 +65,7 @@ collect() {
     cp "$WORK/train/gpu_train_jax.json" "$WORK/train/run/history.jsonl" "$OUT"/ 2>/dev/null
     cp "$WORK/train/run/"*.part-* "$OUT"/ 2>/dev/null
   fi
-  rm -rf "$LOGS/profile/plugins"  # the raw trace: summary.json holds what is read from it
+  rm -rf "$LOGS"/profile*/plugins  # the raw traces: summary.json holds what is read from them
   tar -czf "$OUT/results.tar.gz.tmp" -C "$WORK" results && mv "$OUT/results.tar.gz.tmp" "$OUT/results.tar.gz"
 }
 
@@ -85,13 +87,16 @@ step() {
 }
 
 # The spa-eng training, then Transformer-base: the model as it is at batch 256 and 512 (with a
-# profile), with dropout's bits from XLA's RngBitGenerator, without dropout, and with the output
-# projection and loss as they were before issue 17 (float32 projection; log-softmax tensor),
-# each at batch 256 in its own process.
+# profile); without attention-weight dropout (fused attention) and with dropout's bits from XLA's
+# RngBitGenerator, at 256, 512 and 1024 (with a profile); then, at batch 256, each of those two
+# alone, without dropout, and with the output projection and loss as they were before issue 17
+# (float32 projection; log-softmax tensor), each in its own process.
 if [ $QUICK = 1 ]; then
-  TRAIN=(--quick) BASE=(--size tiny --length 8 --steps 3) SIZES=(8 16) ONE=8 LIMIT=300
+  TRAIN=(--quick) BASE=(--size tiny --length 8 --steps 3) SIZES=(8 16) MORE=(8 16 32) ONE=8
+  LIMIT=300
 else
-  TRAIN=(--minutes 3) BASE=(--size base --length 64 --steps 20) SIZES=(256 512) ONE=256 LIMIT=100
+  TRAIN=(--minutes 3) BASE=(--size base --length 64 --steps 20) SIZES=(256 512)
+  MORE=(256 512 1024) ONE=256 LIMIT=100
 fi
 if [ "$PART" != mfu ]; then
   step train 300 "$PY" scripts/gpu_train_jax.py "${TRAIN[@]}" --prepared "$PREPARED" \
@@ -100,6 +105,11 @@ fi
 if [ "$PART" != train ]; then
   step base $((LIMIT * 2)) "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
     --batch-size "${SIZES[@]}" --profile "$LOGS/profile" --out "$LOGS/base_bf16.json"
+  step base_fused_rbg $((LIMIT * 3)) "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
+    --batch-size "${MORE[@]}" --attention-dropout 0 --dropout-rng rbg \
+    --profile "$LOGS/profile_fused_rbg" --out "$LOGS/base_bf16_fused_rbg.json"
+  step base_fused $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
+    --batch-size $ONE --attention-dropout 0 --out "$LOGS/base_bf16_fused.json"
   step base_rbg_dropout $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
     --batch-size $ONE --dropout-rng rbg --out "$LOGS/base_bf16_rbg_dropout.json"
   step base_no_dropout $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \

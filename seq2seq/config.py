@@ -84,6 +84,10 @@ class TransformerConfig:
             the source embedding too when the run has one vocabulary, `DataConfig.shared_vocab`).
         warmup_steps: warm-up of the inverse-square-root learning-rate schedule.
         head_dim: each head's query/key/value size (None: `hidden_dim / num_heads`).
+        attention_dropout: dropout rate of the attention weights (None: `dropout`). The paper
+            drops only sub-layer outputs and embeddings (0 here); at 0 the attention may run
+            fused, without forming its weights (`common.layers.MultiHeadAttention`: cuDNN's
+            flash attention on a GPU under JAX).
     """
 
     num_layers: int = 2
@@ -97,6 +101,7 @@ class TransformerConfig:
     tie_embeddings: bool = False
     warmup_steps: int = 400
     head_dim: int | None = None
+    attention_dropout: float | None = None
 
     def __post_init__(self) -> None:
         if self.positions not in POSITIONS:
@@ -112,6 +117,8 @@ class TransformerConfig:
                 f"hidden_dim {self.hidden_dim} is not a multiple of num_heads {self.num_heads}"
             )
         _check_rate(self.dropout)
+        if self.attention_dropout is not None:
+            _check_rate(self.attention_dropout, "attention_dropout")
 
 
 @dataclass(frozen=True)
@@ -233,6 +240,6 @@ def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
         raise UserError(f"unknown {name} {value!r}; choose one of: {', '.join(choices)}")
 
 
-def _check_rate(rate: float) -> None:
+def _check_rate(rate: float, name: str = "dropout") -> None:
     if not 0.0 <= rate < 1.0:
-        raise UserError(f"dropout must be in [0, 1), got {rate}")
+        raise UserError(f"{name} must be in [0, 1), got {rate}")

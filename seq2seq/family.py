@@ -141,6 +141,9 @@ Typical use:
         add(g, "--warmup-steps", path="model.transformer.warmup_steps", type=positive_int,
             help="transformer warm-up")
         add(g, "--dropout", path=_dropout_path, type=non_negative_float)
+        add(g, "--attention-dropout", path="model.transformer.attention_dropout",
+            type=non_negative_float, help="transformer: dropout of the attention weights "
+            "(default: --dropout; at 0, as in the paper, the attention may run fused)")
         add(g, "--label-smoothing", path="model.label_smoothing", type=non_negative_float)
         add(g, "--max-decode-length", path="model.max_decode_length", type=positive_int)
         add(g, "--length-penalty", path="model.length_penalty", type=non_negative_float,

@@ -56,7 +56,8 @@ class TransformerTranslator(Translator):
             dict, or a `TransformerConfig` alone. The sizes (`num_layers` `N`, `hidden_dim`
             `D`, `num_heads` `H`, `intermediate_dim`, `dropout`, `positions`, `max_length` (the
             longest sequence: learned positions, cache size), `norm_first`, `tie_embeddings`,
-            `head_dim` `K`, None for `D / H`) become attributes of the model.
+            `head_dim` `K`, None for `D / H`; `attention_dropout`, None for `dropout`) become
+            attributes of the model.
         source_vocab_size: source vocabulary size.
         target_vocab_size: target vocabulary size `V`.
 
@@ -148,18 +149,22 @@ class TransformerTranslator(Translator):
             x = self.encoder_norm(x)
         return x, source_mask
 
-    def decode(self, target_in, memory, source_mask, training=False, source_copy=None):
+    def decode(self, target_in, memory, source_mask, training=False, source_copy=None,
+               return_weights=True):
         """Teacher-forced decoder: -> `(logits (B, T, V), [cross weights (B, H, T, S)] * N)`
-        (log-probabilities `(B, T, V + S)` with `copy`)."""
+        (log-probabilities `(B, T, V + S)` with `copy`). With `return_weights=False` the
+        weights are None (but the last layer's with `copy`, which reads them), so that the
+        cross-attention may run fused."""
         if self.copy:
             target_in = embeddable(target_in, self.target_vocab_size)
         target_mask = ops.not_equal(target_in, 0)
         embedded = x = self._embed(self.target_embedding, self.target_positions, target_in,
                                    training=training)
         weights = []
-        for layer in self.decoder_layers:
+        for i, layer in enumerate(self.decoder_layers):
+            need = return_weights or (self.copy and i == self.num_layers - 1)
             x, w = layer(x, memory, target_mask=target_mask, source_mask=source_mask,
-                         training=training)
+                         training=training, return_weights=need)
             weights.append(w)
         if self.norm_first:
             x = self.decoder_norm(x)
@@ -181,7 +186,8 @@ class TransformerTranslator(Translator):
     def call(self, inputs, training=False, return_attention=False):
         memory, source_mask = self.encode(inputs["source"], training=training)
         logits, weights = self.decode(inputs["target_in"], memory, source_mask, training,
-                                      source_copy=inputs.get("source_copy"))
+                                      source_copy=inputs.get("source_copy"),
+                                      return_weights=return_attention)
         if return_attention:
             return logits, weights
         return logits

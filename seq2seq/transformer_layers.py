@@ -23,7 +23,8 @@ from common.layers.dropout import Dropout
 from common.layers.multi_head_attention import MultiHeadAttention
 
 # The `__init__` arguments of both layers (and the fields of `TransformerConfig` they take).
-BLOCK_SIZES = ("hidden_dim", "num_heads", "intermediate_dim", "dropout", "norm_first", "head_dim")
+BLOCK_SIZES = ("hidden_dim", "num_heads", "intermediate_dim", "dropout", "norm_first", "head_dim",
+               "attention_dropout")
 
 
 class _Block(keras.layers.Layer):
@@ -41,6 +42,7 @@ class _Block(keras.layers.Layer):
         dropout: float = 0.1,
         norm_first: bool = True,
         head_dim: int | None = None,
+        attention_dropout: float | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -50,7 +52,9 @@ class _Block(keras.layers.Layer):
         self.dropout = dropout
         self.norm_first = norm_first
         self.head_dim = head_dim
+        self.attention_dropout = attention_dropout
         self.key_dim = head_dim or hidden_dim // num_heads
+        weights_rate = dropout if attention_dropout is None else attention_dropout
         # Sub-layers compute in this layer's dtype policy (mixed precision included).
         policy = {"dtype": self.dtype_policy}
         self.ffn_inner = keras.layers.Dense(intermediate_dim, activation="relu", name="ffn_inner",
@@ -58,9 +62,15 @@ class _Block(keras.layers.Layer):
         self.ffn_outer = keras.layers.Dense(hidden_dim, name="ffn_outer", **policy)
         self.ffn_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="ffn_norm", **policy)
         self.drop = Dropout(dropout, **policy)
+        # The attention weights' dropout: `drop` when the rates agree (the default, so the
+        # layers and checkpoints of runs from before `attention_dropout`), its own layer when
+        # they differ, none at 0.
+        self.weights_drop = None
+        if weights_rate != dropout and weights_rate > 0:
+            self.weights_drop = Dropout(weights_rate, name="weights_drop", **policy)
         for name in self.attentions:
             setattr(self, name, MultiHeadAttention(num_heads=num_heads, key_dim=self.key_dim,
-                                                   dropout=dropout, name=name, **policy))
+                                                   dropout=weights_rate, name=name, **policy))
             setattr(self, f"{name}_norm", keras.layers.LayerNormalization(
                 epsilon=1e-5, name=f"{name}_norm", **policy))
 
@@ -75,9 +85,9 @@ class _Block(keras.layers.Layer):
 
     def _weights_dropout(self, weights):
         """The attention weights' dropout (`MultiHeadAttention`'s `weights_dropout`): this
-        block's `drop`, of the same rate, so that the attention's fused projections (when
-        turned on) run when training too."""
-        return self.drop(weights, training=True)
+        block's `drop` (or `weights_drop` where `attention_dropout` differs), so that the
+        attention's fused projections (when turned on) run when training too."""
+        return (self.weights_drop or self.drop)(weights, training=True)
 
     def _feed_forward(self, x, training):
         x, _ = self._residual(
@@ -104,6 +114,7 @@ class TransformerEncoderLayer(_Block):
         dropout: dropout rate.
         norm_first: pre-layer-norm (True) or post-layer-norm (False).
         head_dim: each head's query/key/value size `K` (None: `D / H`).
+        attention_dropout: dropout rate of the attention weights (None: `dropout`).
 
     Call arguments:
         x: `(B, S, D)`.
@@ -125,7 +136,8 @@ class TransformerEncoderLayer(_Block):
         x, _ = self._residual(
             x, self.self_attention_norm,
             lambda h: self.self_attention(h, h, mask=padding_mask, training=training,
-                                          weights_dropout=self._weights_dropout),
+                                          weights_dropout=self._weights_dropout,
+                                          return_weights=False),
             training,
         )
         return self._feed_forward(x, training)
@@ -146,6 +158,7 @@ class TransformerDecoderLayer(_Block):
         dropout: dropout rate.
         norm_first: pre-layer-norm (True) or post-layer-norm (False).
         head_dim: each head's query/key/value size `K` (None: `D / H`).
+        attention_dropout: dropout rate of the attention weights (None: `dropout`).
 
     Call arguments:
         x: `(B, T, D)` target states.
@@ -153,9 +166,11 @@ class TransformerDecoderLayer(_Block):
         target_mask: `(B, T)` bool, True for real target tokens.
         source_mask: `(B, S)` bool, True for real source tokens.
         training: whether dropout is on.
+        return_weights: False: the cross-attention weights are not needed (None), so that
+            the attention may run fused (`MultiHeadAttention`).
 
     Returns:
-        `(x (B, T, D), cross_weights (B, H, T, S))`.
+        `(x (B, T, D), cross_weights (B, H, T, S) or None)`.
 
     Example:
     >>> layer = TransformerDecoderLayer(8, 2, 16)
@@ -166,19 +181,21 @@ class TransformerDecoderLayer(_Block):
 
     attentions = ("self_attention", "cross_attention")
 
-    def call(self, x, memory, target_mask=None, source_mask=None, training=None):
+    def call(self, x, memory, target_mask=None, source_mask=None, training=None,
+             return_weights=True):
         x, _ = self._residual(
             x, self.self_attention_norm,
             lambda h: self.self_attention(
                 h, h, mask=target_mask, use_causal_mask=True, training=training,
-                weights_dropout=self._weights_dropout,
+                weights_dropout=self._weights_dropout, return_weights=False,
             ),
             training,
         )
         x, (weights,) = self._residual(
             x, self.cross_attention_norm,
             lambda h: self.cross_attention(h, memory, mask=source_mask, training=training,
-                                           weights_dropout=self._weights_dropout),
+                                           weights_dropout=self._weights_dropout,
+                                           return_weights=return_weights),
             training,
         )
         return self._feed_forward(x, training), weights

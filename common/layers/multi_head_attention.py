@@ -44,6 +44,15 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     it applies no dropout, and refuses `training=True` when `dropout > 0`. Implicit Keras
     masks (`_keras_mask`) are not read: pass `mask` explicitly.
 
+    A caller that does not need the weights says so with `return_weights=False`. Where no
+    dropout applies to the weights (not training, or `dropout == 0`) and the backend is one of
+    `FUSED_BACKENDS`, the attention is then computed by `keras.ops.dot_product_attention`,
+    which never forms the `(B, H, T, S)` weights where the backend has a fused kernel (cuDNN's
+    flash attention on a GPU under JAX, in bf16 or fp16) and is the same formula elsewhere;
+    the output is the same, to float rounding, including zeros for a query row with no allowed
+    key. TensorFlow has no such kernel, so there the weights are formed as ever and dropped:
+    nothing to gain, and its numerics and CPU figures stay as they were.
+
     Args:
         num_heads: `H`.
         key_dim: `K`, the size of each head's queries and keys.
@@ -71,10 +80,13 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             training (e.g. the caller's `keras.layers.Dropout` of rate `dropout`, called with
             `training=True`); without it, training with `dropout > 0` runs keras' `call`
             (its own dropout layer), which is slower.
+        return_weights: False: the weights are not needed (`weights` is None), so that the
+            attention may be fused (see above). Without a cache only.
 
     Returns:
         output: `(B, T, D)`.
-        weights: `(B, H, T, S)` (`(B, H, T, S_max)` with a cache).
+        weights: `(B, H, T, S)` (`(B, H, T, S_max)` with a cache), or None with
+            `return_weights=False`.
         cache: the updated `(B, 2, S_max, H, K)` cache, only when `cache` is given.
 
     Example:
@@ -84,6 +96,10 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     >>> output.shape, weights.shape
     ((2, 3, 8), (2, 2, 3, 3))
     """
+
+    # The backends on which `return_weights=False` computes through
+    # `keras.ops.dot_product_attention` (see the class docstring): JAX, where it is tested.
+    FUSED_BACKENDS = ("jax",)
 
     def __init__(self, num_heads: int, key_dim: int, fused_projections: bool = False,
                  **kwargs):
@@ -134,6 +150,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         cache_update_index=None,
         training=None,
         weights_dropout=None,
+        return_weights=True,
     ):
         if cache is None:
             if cache_update_index is not None:
@@ -145,20 +162,27 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                 use_causal_mask, 0,
             )
             dropping = bool(training) and self.dropout > 0
+            if (not (return_weights or dropping) and len(query.shape) == 3
+                    and keras.backend.backend() in self.FUSED_BACKENDS):
+                return self._fused_call(query, value, key, allowed), None
             if (not self.fused_projections or len(query.shape) != 3
                     or not isinstance(self._output_dim or 0, int)
                     or (dropping and weights_dropout is None)):
-                return self._keras_call(query, value, key, allowed, training)
-            query, key, value = self._project(query, value, key)
-            context, weights = self._attend(
-                query, key, value, allowed, weights_dropout if dropping else None)
-            return self._output_projection(context), weights
+                output, weights = self._keras_call(query, value, key, allowed, training)
+            else:
+                query, key, value = self._project(query, value, key)
+                context, weights = self._attend(
+                    query, key, value, allowed, weights_dropout if dropping else None)
+                output = self._output_projection(context)
+            return output, weights if return_weights else None
 
         if training is True and self.dropout > 0:
             raise ValueError(
                 "the cached call is for decoding and applies no dropout; call it with "
                 "training=False (or without a cache to train)"
             )
+        if not return_weights:
+            raise ValueError("the cached call always returns the weights; omit return_weights")
         key = value if key is None else key
         key_cache, value_cache = cache[:, 0, ...], cache[:, 1, ...]
         if cache_update_index is None:
@@ -178,6 +202,45 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         )
         context, weights = self._attend(self.query_dense(query), key, value, allowed)
         return self.output_dense(context), weights, cache
+
+    def _fused_call(self, query, value, key, allowed):
+        """The output `(B, T, D)` through `keras.ops.dot_product_attention`, without the
+        weights (no dropout on them): the projections as the layer computes them, then the
+        attention of `_fused_attend` where it applies (equal head sizes), `_attend` otherwise."""
+        if self.fused_projections and isinstance(self._output_dim or 0, int):
+            query, key, value = self._project(query, value, key)
+            output_projection = self._output_projection
+        else:
+            key = value if key is None else key
+            query, key, value = self.query_dense(query), self.key_dense(key), self.value_dense(value)
+            output_projection = self.output_dense
+        if self.key_dim == self.value_dim:
+            context = self._fused_attend(query, key, value, allowed)
+        else:
+            context, _ = self._attend(query, key, value, allowed)
+        return output_projection(context)
+
+    def _fused_attend(self, query, key, value, allowed):
+        """`_attend`'s context `(B, T, H, K)` by `keras.ops.dot_product_attention`, which
+        takes this `(B, T, H, K)` layout as it is. The mask goes in whole, `(B, 1, T, S)` (cuDNN
+        takes a mask of every query and key; JAX falls back to its XLA formula otherwise), and
+        a query with no allowed key, which the formula would spread evenly over all keys, gets
+        a zero context, as in `_attend`."""
+        mask = None
+        if allowed is not None:
+            shape = (ops.shape(query)[0], ops.shape(query)[1], ops.shape(key)[1])
+            allowed = ops.broadcast_to(allowed, shape)
+            mask = ops.expand_dims(allowed, 1)  # the head axis
+        # cuDNN's kernel takes bf16 and fp16 only: other dtypes ask for the formula outright,
+        # rather than have Keras try the kernel and log its refusal.
+        half = keras.backend.standardize_dtype(query.dtype) in ("bfloat16", "float16")
+        context = ops.dot_product_attention(query, key, value, mask=mask,
+                                            scale=1.0 / math.sqrt(self.key_dim),
+                                            flash_attention=None if half else False)
+        if allowed is not None:
+            any_key = ops.any(allowed, axis=-1)[:, :, None, None]  # (B, T, 1, 1)
+            context = ops.where(any_key, context, ops.zeros_like(context))
+        return context
 
     def _keras_call(self, query, value, key, allowed, training):
         """Keras' own `call` (the reference of the fused projections)."""
@@ -289,6 +352,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         # The arguments of `call`, bound by name.
         arguments = inspect.signature(self.call).bind(*args, **kwargs).arguments
         query, value, cache = arguments["query"], arguments["value"], arguments.get("cache")
+        return_weights = arguments.get("return_weights", True)
         output_dim = self._output_dim if self._output_dim else query.shape[-1]
         if isinstance(output_dim, int):
             output_dim = (output_dim,)
@@ -302,4 +366,4 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         )
         if cache is not None:
             return output, weights, keras.KerasTensor(cache.shape, dtype=self.compute_dtype)
-        return output, weights
+        return output, weights if return_weights else None

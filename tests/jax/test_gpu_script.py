@@ -63,8 +63,15 @@ def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder,
         base = json.load(archive.extractfile("results/base_bf16.json"))
         before = json.load(archive.extractfile("results/base_bf16_before.json"))
         summary = json.load(archive.extractfile("results/profile/summary.json"))
-    assert {"results/base_bf16_no_dropout.json", "results/base_bf16_rbg_dropout.json"} <= names
+        fused = json.load(archive.extractfile("results/base_bf16_fused_rbg.json"))
+        assert json.load(archive.extractfile("results/profile_fused_rbg/summary.json"))
+    assert {"results/base_bf16_no_dropout.json", "results/base_bf16_rbg_dropout.json",
+            "results/base_bf16_fused.json"} <= names
     assert [r["batch_size"] for r in base["results"]] == [8, 16]
+    assert [(r["batch_size"], r["attention_dropout"], r["dropout"], r["dropout_rng"])
+            for r in fused["results"]] == [(b, 0.0, 0.1, "rbg") for b in (8, 16, 32)]
+    assert not fused["results"][0]["fused_attention"]  # no cuDNN on a CPU
+    assert base["results"][0]["attention_dropout"] == 0.1
     assert before["results"][0]["output_dtype"] == "float32"
     assert before["results"][0]["loss"] == "log-softmax"
     assert summary["device"]["busy_ms_per_step"] > 0 and summary["device"]["by_hlo_op"]
@@ -90,7 +97,8 @@ def test_the_device_script_skips_what_its_budget_leaves_no_time_for(translation_
                        WHEELS=str(tmp_path / "no-wheels"), GPU_CHECK_BUDGET="1"),
         capture_output=True, text=True, timeout=300, cwd=REPO)
     assert result.returncode == 1
-    assert "failed: base base_rbg_dropout base_no_dropout base_f32_output base_before" in result.stdout
+    assert ("failed: base base_fused_rbg base_fused base_rbg_dropout base_no_dropout "
+            "base_f32_output base_before") in result.stdout
     with tarfile.open(out / "results.tar.gz") as archive:
         assert "results/machine.txt" in archive.getnames()
 

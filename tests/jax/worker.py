@@ -222,6 +222,58 @@ def task_greedy(args):
     return {"ids": outputs}
 
 
+
+def task_fused_attention(args):
+    """`common.layers.MultiHeadAttention` without weights (`keras.ops.dot_product_attention`)
+    against the path that forms them, on this backend, in `args["precision"]`: the largest
+    difference of the outputs and of the gradients of every variable and input (a jitted
+    `jax.grad` through `stateless_call`), and whether Keras logged a failed implementation."""
+    import logging
+
+    import jax
+    import keras
+
+    from common.layers import MultiHeadAttention
+
+    failures = []
+
+    class Catch(logging.Handler):
+        def emit(self, record):
+            if "Failed to apply" in record.getMessage():
+                failures.append(record.getMessage())
+
+    logging.getLogger().addHandler(Catch())
+    keras.mixed_precision.set_global_policy(args["precision"])
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 6, 16)).astype(np.float32)
+    source = rng.normal(size=(2, 4, 16)).astype(np.float32)
+    mask = np.array([[1] * 6, [1, 1, 1, 1, 0, 0]], bool)
+    no_source = np.array([[1, 1, 1, 0], [0, 0, 0, 0]], bool)  # row 1: no key to attend
+    layer = MultiHeadAttention(num_heads=2, key_dim=8, fused_projections=args["fused_projections"])
+    layer(x, x)
+    variables = layer.trainable_variables
+
+    def loss(values, x, return_weights):
+        (self_out, _), _ = layer.stateless_call(
+            values, [], x, x, mask=mask, use_causal_mask=True, training=True,
+            return_weights=return_weights)
+        (cross_out, _), _ = layer.stateless_call(
+            values, [], x, source, mask=no_source, training=True, return_weights=return_weights)
+        return keras.ops.sum(keras.ops.cast(self_out + cross_out, "float32") ** 2)
+
+    values = [v.value for v in variables]
+    grads = {flag: jax.jit(jax.value_and_grad(loss, argnums=(0, 1)), static_argnums=2)(
+        values, x, flag) for flag in (False, True)}
+    (fused_loss, (fused_dv, fused_dx)), (loss_ref, (ref_dv, ref_dx)) = grads[False], grads[True]
+    gradient_error = max(float(np.max(np.abs(np.asarray(a, np.float32) - np.asarray(b, np.float32))))
+                         for a, b in zip(list(fused_dv) + [fused_dx], list(ref_dv) + [ref_dx]))
+    scale = max(float(np.max(np.abs(np.asarray(b, np.float32)))) for b in list(ref_dv) + [ref_dx])
+    return {"backend": keras.backend.backend(), "loss": float(fused_loss),
+            "loss_reference": float(loss_ref), "gradient_error": gradient_error,
+            "gradient_scale": scale, "failures": failures}
+
+
 if __name__ == "__main__":
     task, arguments = sys.argv[1], json.loads(sys.argv[2])
     result = globals()[f"task_{task}"](arguments)

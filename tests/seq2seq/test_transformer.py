@@ -302,3 +302,51 @@ def test_fused_attention_projections_train_as_keras_attention(head_dim):
         np.testing.assert_allclose(np.asarray(tf.convert_to_tensor(got)),
                                    np.asarray(tf.convert_to_tensor(want)),
                                    rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("attention_dropout, rate, own_layer",
+                         [(None, 0.1, False), (0.0, 0.0, False), (0.3, 0.3, True)])
+def test_attention_dropout_sets_the_attention_rate_and_keeps_the_variables(
+        attention_dropout, rate, own_layer):
+    """`attention_dropout` is the attention weights' rate (None: `dropout`); only a rate of
+    its own (not 0, not `dropout`) adds a dropout layer, so a model of the default config
+    has the variables of runs from before the option (checkpoints load). Keras's dropout
+    holds a seed generator only at a rate above 0: at 0 the attention layers hold none."""
+    model = tiny(dropout=0.1, attention_dropout=attention_dropout)
+    batch = {"source": SOURCE, "target_in": TARGET_IN}
+    model(batch)
+    reference = tiny(dropout=0.1)
+    reference(batch)
+    assert {layer.dropout for layer in _attentions(model)} == {rate}
+    blocks = model.encoder_layers + model.decoder_layers
+    assert all((block.weights_drop is not None) == own_layer for block in blocks)
+    if own_layer:
+        assert {block.weights_drop.rate for block in blocks} == {rate}
+    # A seed generator's state per block's own dropout layer; none in attention at rate 0.
+    extra = len(blocks) if own_layer else -len(_attentions(model)) if rate == 0 else 0
+    assert len(model.variables) == len(reference.variables) + extra
+    clone = TransformerTranslator.from_config(model.get_config())
+    assert clone.attention_dropout == attention_dropout
+
+
+def test_a_full_pass_without_attention_weights_equals_the_one_with_them(monkeypatch):
+    """`call` without `return_attention` runs the cross-attention fused (no weights; on
+    TensorFlow too here); its logits are those of the pass that returns the weights, when
+    training without dropout too."""
+    from common.layers import MultiHeadAttention
+
+    monkeypatch.setattr(MultiHeadAttention, "FUSED_BACKENDS", ("tensorflow",))
+    model = tiny(dropout=0.0)
+    batch = {"source": SOURCE, "target_in": TARGET_IN}
+    for training in (False, True):
+        fused = model(batch, training=training)
+        reference, weights = model(batch, training=training, return_attention=True)
+        assert len(weights) == 2 and all(w is not None for w in weights)
+        np.testing.assert_allclose(np.asarray(fused), np.asarray(reference), atol=1e-5)
+
+
+def test_attention_dropout_out_of_range_is_a_user_error():
+    from common.errors import UserError
+
+    with pytest.raises(UserError, match=r"attention_dropout must be in \[0, 1\), got 1.0"):
+        TransformerConfig(attention_dropout=1.0)

@@ -85,6 +85,71 @@ def test_fully_masked_query_row_gets_zero_weights_not_nan():
     np.testing.assert_allclose(cached_weights, weights, atol=1e-6)
 
 
+
+@pytest.mark.parametrize("fused_projections", [False, True], ids=["keras-dense", "fused-proj"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"use_bias": False}, {"value_dim": 5, "output_shape": 6}],
+    ids=["default", "no-bias", "value-dim-and-output-shape"],
+)
+def test_without_weights_matches_numpy(options, fused_projections, monkeypatch):
+    """`return_weights=False` (attention by `ops.dot_product_attention` where the head sizes
+    agree, on TensorFlow too here) gives the NumPy formula's output, a query row with no
+    allowed key included."""
+    monkeypatch.setattr(MultiHeadAttention, "FUSED_BACKENDS", ("tensorflow",))
+    x = _x(B, T, D)
+    attention_mask = _x(B, T, T, seed=1) > -0.5
+    attention_mask[1, 2] = False  # row 1, query 2: no key allowed
+    layer = MultiHeadAttention(num_heads=H, key_dim=K, fused_projections=fused_projections,
+                               **options)
+    output, weights = layer(x, x, mask=SELF_MASK, attention_mask=attention_mask,
+                            use_causal_mask=True, return_weights=False)
+    assert weights is None
+    allowed = SELF_MASK[:, None, :] & attention_mask & np.tril(np.ones((T, T), bool))[None]
+    expected, _ = _numpy_mha(layer, x, x, allowed)
+    np.testing.assert_allclose(np.asarray(output), expected, atol=1e-5)
+    if layer.output_dense.bias is not None:  # no context: the output projection's bias
+        np.testing.assert_allclose(np.asarray(output)[1, 2], np.asarray(layer.output_dense.bias),
+                                   atol=1e-6)
+
+
+@pytest.mark.parametrize("fused_backend", [True, False], ids=["fused", "tf-weights-dropped"])
+@pytest.mark.parametrize("fused_projections", [False, True], ids=["keras-dense", "fused-proj"])
+def test_without_weights_has_the_gradients_of_the_weights_path(fused_projections, fused_backend,
+                                                               monkeypatch):
+    if fused_backend:
+        monkeypatch.setattr(MultiHeadAttention, "FUSED_BACKENDS", ("tensorflow",))
+    x, source = tf.constant(_x(B, T, D)), tf.constant(_x(B, S, D, seed=2))
+    probe = tf.constant(_x(B, T, D, seed=3))
+    layer = MultiHeadAttention(num_heads=H, key_dim=K, fused_projections=fused_projections)
+    layer(x, source)
+
+    def gradients(return_weights):
+        with tf.GradientTape() as tape:
+            tape.watch([x, source])
+            self_out, _ = layer(x, x, mask=SELF_MASK, use_causal_mask=True, training=True,
+                                return_weights=return_weights)
+            cross_out, _ = layer(x, source, mask=SOURCE_MASK, training=True,
+                                 return_weights=return_weights)
+            loss = tf.reduce_sum((self_out + cross_out) * probe)
+        return tape.gradient(loss, [x, source] + layer.trainable_variables)
+
+    for fused, reference in zip(gradients(False), gradients(True)):
+        np.testing.assert_allclose(np.asarray(fused), np.asarray(reference), atol=1e-5)
+
+
+def test_without_weights_dropout_still_applies_when_training():
+    x = _x(B, T, D)
+    layer = MultiHeadAttention(num_heads=H, key_dim=K, dropout=0.5, seed=3)
+    plain, _ = layer(x, x, mask=SELF_MASK, return_weights=False)
+    dropped, weights = layer(x, x, mask=SELF_MASK, training=True, return_weights=False)
+    assert weights is None
+    assert not np.allclose(np.asarray(dropped), np.asarray(plain), atol=1e-3)
+    with pytest.raises(ValueError, match="always returns the weights"):
+        layer(x[:, :1], x[:, :1], cache=np.zeros((B, 2, T, H, K), "float32"),
+              cache_update_index=0, return_weights=False)
+
+
 def test_cached_decoding_matches_full_pass():
     x = _x(B, T, D)
     layer = MultiHeadAttention(num_heads=H, key_dim=K)
