@@ -13,9 +13,11 @@
 #
 #   bash scripts/gpu_check_jax.sh [PART]          # on the GPU machine, from the repository
 #   bash scripts/gpu_check_jax.sh --quick [PART]  # tiny sizes on CPU: the smoke test CI runs
-# PART: all (default), train (1 only) or mfu (2 only).
+# PART: all (default: 1 and 2), train (1 only), mfu (2 only) or seeds: 1 again for each seed of
+# SEEDS (default "1 2"; 1 itself is seed 0), bringing back the averaged weights only
+# (seedS.model.avgN.weights.h5.part-*; reports and histories in the archive, under seedS/).
 #
-# The train part needs a prepared spa-eng folder (PREPARED, default .gpu/spa-eng; `seq2seq
+# The train and seeds parts need a prepared spa-eng folder (PREPARED, default .gpu/spa-eng; `seq2seq
 # prepare`, docs/jax.md) and, where keras and keras-hub are not installed, their wheels and those of
 # their needs that the machine lacks (WHEELS, default .whl; docs/jax.md lists them): they are
 # installed into a temporary folder, nothing else is touched. Everything comes back in
@@ -29,9 +31,13 @@ QUICK=0
 [ "${1:-}" = "--quick" ] && { QUICK=1; shift; }
 PART=${1:-all}
 case "$PART" in
-  all|train|mfu) ;;
-  *) echo "error: unknown part '$PART'; expected all, train or mfu" >&2; exit 2 ;;
+  all|train|mfu|seeds) ;;
+  *) echo "error: unknown part '$PART'; expected all, train, mfu or seeds" >&2; exit 2 ;;
 esac
+SEEDS=${SEEDS:-1 2}
+for S in $SEEDS; do
+  [[ $S =~ ^[0-9]+$ ]] || { echo "error: SEEDS must be whole numbers, got '$S'" >&2; exit 2; }
+done
 OUT=${OUT:-runs/gpu_check_jax}
 PREPARED=${PREPARED:-.gpu/spa-eng}
 WHEELS=${WHEELS:-.whl}
@@ -65,6 +71,15 @@ collect() {
     cp "$WORK/train/gpu_train_jax.json" "$WORK/train/run/history.jsonl" "$OUT"/ 2>/dev/null
     cp "$WORK/train/run/"*.part-* "$OUT"/ 2>/dev/null
   fi
+  local seed part
+  for seed in "$WORK"/seed*; do
+    [ -f "$seed/gpu_train_jax.json" ] || continue
+    mkdir -p "$LOGS/${seed##*/}"
+    cp "$seed/gpu_train_jax.json" "$seed/run/history.jsonl" "$LOGS/${seed##*/}"/
+    for part in "$seed"/run/model.avg*.part-*; do
+      [ -f "$part" ] && cp "$part" "$OUT/${seed##*/}.${part##*/}"
+    done
+  done
   rm -rf "$LOGS"/profile*/plugins  # the raw traces: summary.json holds what is read from them
   tar -czf "$OUT/results.tar.gz.tmp" -C "$WORK" results && mv "$OUT/results.tar.gz.tmp" "$OUT/results.tar.gz"
 }
@@ -98,11 +113,16 @@ else
   TRAIN=(--minutes 3) BASE=(--size base --length 64 --steps 20) SIZES=(256 512)
   MORE=(256 512 1024) ONE=256 LIMIT=100
 fi
-if [ "$PART" != mfu ]; then
+if [ "$PART" = seeds ]; then
+  for S in $SEEDS; do
+    step "train_seed$S" 300 "$PY" scripts/gpu_train_jax.py "${TRAIN[@]}" --seed "$S" \
+      --prepared "$PREPARED" --out "$WORK/seed$S"
+  done
+elif [ "$PART" != mfu ]; then
   step train 300 "$PY" scripts/gpu_train_jax.py "${TRAIN[@]}" --prepared "$PREPARED" \
     --out "$WORK/train"
 fi
-if [ "$PART" != train ]; then
+if [ "$PART" = all ] || [ "$PART" = mfu ]; then
   step base $((LIMIT * 2)) "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
     --batch-size "${SIZES[@]}" --profile "$LOGS/profile" --out "$LOGS/base_bf16.json"
   step base_fused_rbg $((LIMIT * 3)) "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> dict:
     step_losses = [h["loss"] for h in history if h.get("kind") == "step"]
     report = {
         "device": device.device_kind, "platform": device.platform, "jax": jax.__version__,
-        "keras": keras.__version__, "precision": training.precision,
+        "keras": keras.__version__, "precision": training.precision, "seed": training.seed,
         "batch_size": training.batch_size, "epochs": training.epochs,
         "steps": trainer.position["step"], "wall_s": wall,
         "timed_epochs": len(steady), "timed_steps": steps, "timed_s": seconds,

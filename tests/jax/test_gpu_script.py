@@ -13,6 +13,16 @@ from tests.jax.conftest import REPO, requires_jax, worker_env
 pytestmark = [requires_jax, pytest.mark.slow]
 
 
+def run_check(tmp_path, folder, *args: str, timeout: int = 900, **env: str):
+    """`scripts/gpu_check_jax.sh ARGS` on this CPU, with `folder` prepared, no wheels, and
+    what comes back under `tmp_path/out`."""
+    return subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_check_jax.sh"), *args],
+        env=worker_env(OUT=str(tmp_path / "out"), PREPARED=str(folder), PYTHON=sys.executable,
+                       WHEELS=str(tmp_path / "no-wheels"), **env),
+        capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
 def test_quick_run_writes_the_report_and_split_weights(translation_folder, tmp_path):
     from common.training.flops import transformer_training_flops
 
@@ -48,11 +58,7 @@ def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder,
     import tarfile
 
     out = tmp_path / "out"
-    result = subprocess.run(
-        ["bash", str(REPO / "scripts" / "gpu_check_jax.sh"), "--quick"],
-        env=worker_env(OUT=str(out), PREPARED=str(translation_folder), PYTHON=sys.executable,
-                       WHEELS=str(tmp_path / "no-wheels")),
-        capture_output=True, text=True, timeout=900, cwd=REPO)
+    result = run_check(tmp_path, translation_folder, "--quick")
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     files = sorted(p.name for p in out.iterdir())
     assert len(files) <= 8 and all((out / f).stat().st_size < 16 * 2**20 for f in files)
@@ -81,8 +87,35 @@ def test_the_device_script_refuses_an_unknown_part():
     result = subprocess.run(["bash", str(REPO / "scripts" / "gpu_check_jax.sh"), "everything"],
                             capture_output=True, text=True, timeout=60, cwd=REPO)
     assert result.returncode == 2
-    assert result.stderr.strip() == ("error: unknown part 'everything'; expected all, train or "
-                                     "mfu")
+    assert result.stderr.strip() == ("error: unknown part 'everything'; expected all, train, "
+                                     "mfu or seeds")
+    result = subprocess.run(["bash", str(REPO / "scripts" / "gpu_check_jax.sh"), "seeds"],
+                            env=dict(worker_env(), SEEDS="1 two"),
+                            capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: SEEDS must be whole numbers, got 'two'"
+
+
+def test_the_seeds_part_brings_back_each_seeds_averaged_weights(translation_folder, tmp_path):
+    """`gpu_check_jax.sh seeds`: the spa-eng training again for each seed of SEEDS; what
+    comes back is each seed's averaged weights in parts, and its report and history in the
+    archive, which say which seed trained."""
+    import tarfile
+
+    out = tmp_path / "out"
+    result = run_check(tmp_path, translation_folder, "--quick", "seeds", SEEDS="1 2")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["results.tar.gz", "seed1.model.avg2.weights.h5.part-000",
+                     "seed2.model.avg2.weights.h5.part-000"]
+    with tarfile.open(out / "results.tar.gz") as archive:
+        reports = {s: json.load(archive.extractfile(f"results/seed{s}/gpu_train_jax.json"))
+                   for s in (1, 2)}
+        assert archive.extractfile("results/seed2/history.jsonl").read()
+    assert [reports[s]["seed"] for s in (1, 2)] == [1, 2]
+    assert reports[1]["last_loss"] != reports[2]["last_loss"]  # two seeds, two runs
+    weights = [(out / f).read_bytes() for f in files[1:]]
+    assert weights[0] != weights[1]
 
 
 def test_the_device_script_skips_what_its_budget_leaves_no_time_for(translation_folder, tmp_path):
@@ -91,11 +124,8 @@ def test_the_device_script_skips_what_its_budget_leaves_no_time_for(translation_
     import tarfile
 
     out = tmp_path / "out"
-    result = subprocess.run(
-        ["bash", str(REPO / "scripts" / "gpu_check_jax.sh"), "--quick", "mfu"],
-        env=worker_env(OUT=str(out), PREPARED=str(translation_folder), PYTHON=sys.executable,
-                       WHEELS=str(tmp_path / "no-wheels"), GPU_CHECK_BUDGET="1"),
-        capture_output=True, text=True, timeout=300, cwd=REPO)
+    result = run_check(tmp_path, translation_folder, "--quick", "mfu", timeout=300,
+                       GPU_CHECK_BUDGET="1")
     assert result.returncode == 1
     assert ("failed: base base_fused_rbg base_fused base_rbg_dropout base_no_dropout "
             "base_f32_output base_before") in result.stdout
