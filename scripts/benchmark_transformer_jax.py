@@ -86,7 +86,8 @@ def default_peak(kinds: list[str]) -> float | None:
 def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
               precision: str, seed: int, dropout: float = 0.1, profile: str | None = None,
               output_dtype: str = "compute", loss_kind: str = "logits", hlo: bool = False,
-              dropout_generator: str = "keras", attention_dropout: float | None = None) -> dict:
+              dropout_generator: str = "keras", attention_dropout: float | None = None,
+              attention: str = "auto") -> dict:
     import jax
     import keras
     import numpy as np
@@ -99,6 +100,10 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
 
     keras.mixed_precision.set_global_policy(precision)
     keras.utils.set_random_seed(seed)
+    if attention == "weights":  # the attention forms its weights wherever it runs
+        from common.layers import MultiHeadAttention
+
+        MultiHeadAttention.FUSED_BACKENDS = ()
     size = SIZES[size_name]
     sizes = TransformerConfig(
         num_layers=size["num_layers"], hidden_dim=size["hidden_dim"],
@@ -162,7 +167,7 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
     return {"size": size_name, **size, "batch_size": batch, "length": length,
             "precision": precision, "dropout": dropout, "output_dtype": output_dtype,
             "attention_dropout": dropout if attention_dropout is None else attention_dropout,
-            "fused_attention": fused_attention,
+            "attention": attention, "fused_attention": fused_attention,
             "loss": loss_kind, "dropout_rng": dropout_generator, "parameters": params, "step_s": seconds,
             "examples_per_s": batch / seconds, "target_tokens_per_s": batch * length / seconds,
             "model_tflops_per_step": flops / 1e12, "achieved_tflops": flops / seconds / 1e12,
@@ -251,6 +256,10 @@ def main(argv=None) -> int:
     p.add_argument("--attention-dropout", type=float,
                    help="the attention weights' dropout rate (default: --dropout); at 0, as in "
                    "the paper, the attention may run as cuDNN's fused kernel")
+    p.add_argument("--attention", default="auto", choices=("auto", "weights"),
+                   help="auto: the attention without weights where none are needed and none "
+                   "are dropped (fused on a GPU); weights: always form them, as before the "
+                   "fused path (so that --dropout 0 measures dropout alone)")
     p.add_argument("--dropout-rng", default="keras", choices=("keras", "rbg"),
                    help="dropout's random bits: Keras's threefry, or XLA's RngBitGenerator "
                    "(common.layers.dropout_rng)")
@@ -275,7 +284,8 @@ def main(argv=None) -> int:
             result = benchmark(args.size, batch, args.length, args.steps, args.warmup,
                                args.precision, args.seed, args.dropout,
                                args.profile if i == 0 else None, args.output_dtype, args.loss,
-                               args.hlo, args.dropout_rng, args.attention_dropout)
+                               args.hlo, args.dropout_rng, args.attention_dropout,
+                               args.attention)
         except UserError as error:  # a model option out of range, e.g. --dropout 1.5
             print(f"benchmark_transformer_jax: {error}", file=sys.stderr)
             return 2

@@ -133,7 +133,7 @@ if [ "$PART" = all ] || [ "$PART" = mfu ]; then
   step base_rbg_dropout $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
     --batch-size $ONE --dropout-rng rbg --out "$LOGS/base_bf16_rbg_dropout.json"
   step base_no_dropout $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
-    --batch-size $ONE --dropout 0 --out "$LOGS/base_bf16_no_dropout.json"
+    --batch-size $ONE --dropout 0 --attention weights --out "$LOGS/base_bf16_no_dropout.json"
   step base_f32_output $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
     --batch-size $ONE --output-dtype float32 --out "$LOGS/base_bf16_f32_output.json"
   step base_before $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \

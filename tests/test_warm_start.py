@@ -54,3 +54,19 @@ def test_other_vocabularies_or_a_missing_checkpoint_are_one_line(source_run, tmp
     status = captioner_main(["train", "--preset", "tiny", "--out", str(tmp_path / "d"),
                              "--init-from", str(source_run)])
     assert status == 2 and "not a captioner run config" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_warm_start_may_change_the_dropout_rates(source_run, tmp_path, capsys):
+    """The source trained without dropout (no random generators in its checkpoint); a warm
+    start with dropout and an attention rate of its own has more, and loads the weights."""
+    warm = tmp_path / "warm"
+    assert seq2seq_main([*TINY, "--out", str(warm), "--init-from", f"{source_run}:last",
+                         "--dropout", "0.2", "--attention-dropout", "0.3", "--verbose", "1"]) == 0
+    assert f"Starting from the weights of {source_run}/checkpoints/ckpt-" in capsys.readouterr().out
+    config = json.loads((warm / "config.json").read_text())["model"]["transformer"]
+    assert (config["dropout"], config["attention_dropout"]) == (0.2, 0.3)
+    cold = tmp_path / "cold"
+    assert seq2seq_main([*TINY, "--out", str(cold), "--dropout", "0.2",
+                         "--attention-dropout", "0.3"]) == 0
+    assert _epochs(warm)[0]["loss"] < _epochs(cold)[0]["loss"]

@@ -26,7 +26,8 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     keras' own `call` runs (with `return_attention_scores=True`, so its dropout
     applies): with `fused_projections=False`, and when training with dropout but no
     `weights_dropout` (keras' dropout layer is private). The call differs:
-    - it always returns the per-head attention weights `(B, H, T, S)`;
+    - it returns the per-head attention weights `(B, H, T, S)` (None with
+      `return_weights=False`);
     - `mask` is a `(B, S)` key padding mask, combined (logical and) with an optional
       `(B, T, S)` `attention_mask` and the causal mask of `use_causal_mask`;
     - a query row whose keys are all masked gets zero weights (not uniform ones), so its

@@ -271,13 +271,19 @@ class CheckpointKeeper:
             self.checkpoint, str(self._write_dir), max_to_keep=self.keep)
 
 
-def restore_model(model: keras.Model, checkpoint: str | os.PathLike) -> str:
+def restore_model(model: keras.Model, checkpoint: str | os.PathLike,
+                  weights_only: bool = False) -> str:
     """Load a training checkpoint's model weights into a built `model` (for evaluation, export).
 
     Args:
         model: a model of the same architecture whose variables exist (call it once first).
         checkpoint: a checkpoint path (`RUN_DIR/checkpoints/ckpt-N`) or a directory, whose
             latest checkpoint is used (`RUN_DIR/checkpoints` or `RUN_DIR`).
+        weights_only: load the weights and leave the model's random-generator states as they
+            are (a warm start: `Trainer.fit(init_from=...)`). The two models may then differ in
+            their dropout layers: a rate of 0, where Keras keeps no generator, or a rate of
+            their own (`--dropout`, `--attention-dropout`) change the generators, not the
+            weights, which must be the same in number, order and shape.
 
     Returns:
         The checkpoint path that was restored.
@@ -285,6 +291,7 @@ def restore_model(model: keras.Model, checkpoint: str | os.PathLike) -> str:
     Raises:
         UserError: no checkpoint there, or one that does not match the model.
     """
+    restore = _restore_weights if weights_only else _restore_model
     path = Path(checkpoint)
     if path.is_dir():
         directory = path / "checkpoints" if (path / "checkpoints").is_dir() else path
@@ -293,7 +300,7 @@ def restore_model(model: keras.Model, checkpoint: str | os.PathLike) -> str:
             raise UserError(f"no checkpoint in {directory}; expected a training run directory")
         for candidate in candidates:  # newest first; one cut short by a kill is skipped
             try:
-                return _restore_model(model, Path(candidate))
+                return restore(model, Path(candidate))
             except UNREADABLE as exc:
                 _skip_warning(candidate, exc)
         raise UserError(f"no checkpoint in {directory} can be read; expected at least one "
@@ -301,9 +308,40 @@ def restore_model(model: keras.Model, checkpoint: str | os.PathLike) -> str:
     if not tf.io.gfile.glob(str(path) + ".index"):
         raise UserError(f"no checkpoint at {path}; expected RUN_DIR/checkpoints/ckpt-N")
     try:
-        return _restore_model(model, path)
+        return restore(model, path)
     except UNREADABLE as exc:
         raise UserError(f"checkpoint {path} cannot be read: {_reason(exc)}") from None
+
+
+def _is_generator_state(dtype, shape) -> bool:
+    """Whether a variable of this dtype and shape is a Keras `SeedGenerator`'s state (two
+    integers, the seed and a counter)."""
+    return np.dtype(dtype).kind in "iu" and list(shape) == [2]
+
+
+def _restore_weights(model: keras.Model, path: Path) -> str:
+    """`restore_model(..., weights_only=True)`: the checkpoint's variables that are not
+    random-generator states, by order, into the model's."""
+    states = {id(v) for v in seed_generator_states(model)}
+    if any(_is_generator_state(v.dtype, v.shape) != (id(v) in states) for v in model.variables):
+        raise UserError(f"cannot load the weights of {path} alone: the model has a weight "
+                        "shaped like a random-generator state")
+    targets = [v for v in model.variables if id(v) not in states]
+    reader = tf.train.load_checkpoint(str(path))
+    shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
+    pattern = re.compile(r"model_variables/\d+/\.ATTRIBUTES/VARIABLE_VALUE")
+    keys = sorted(k for k in shapes if pattern.fullmatch(k))
+    saved = [k for k in keys if not _is_generator_state(dtypes[k].as_numpy_dtype, shapes[k])]
+    if len(saved) != len(targets):
+        raise UserError(f"checkpoint {path} does not match the model: it holds {len(saved)} "
+                        f"weights, the model has {len(targets)}")
+    for key, variable in zip(saved, targets):
+        if shapes[key] != list(variable.shape):
+            raise UserError(f"checkpoint {path} does not match the model: {variable.path} is "
+                            f"{tuple(variable.shape)} in the model, {tuple(shapes[key])} there")
+    for key, variable in zip(saved, targets):
+        variable.assign(reader.get_tensor(key))
+    return str(path)
 
 
 def _restore_model(model: keras.Model, path: Path) -> str:

@@ -235,8 +235,9 @@ class Trainer:
                 `(N, H, W, C)`, uint8 or floats in [0, 1]; attention maps).
             verbose: 0 silent, 1 a live progress bar, 2 one line per epoch.
             init_from: a checkpoint (of another run, or averaged) whose model weights start
-                this run (a warm start: the optimizer and the position start afresh). Used
-                only when the run starts; a resumed run continues from its own checkpoint.
+                this run (a warm start: the optimizer, the position and the random generators,
+                seeded by this run, start afresh; the dropout rates may differ). Used only when
+                the run starts; a resumed run continues from its own checkpoint.
             reset_optimizer: on resume, restore everything but the optimizer, which starts
                 afresh (its variables no longer match: more of the model became trainable,
                 as when `captioner train --resume --fine-tune N` unfreezes encoder layers).
@@ -278,7 +279,7 @@ class Trainer:
             if resume and verbose:
                 print(f"No checkpoint in {self.run_dir.checkpoints}; starting from scratch")
             if init_from is not None:
-                restored = restore_model(self.model, init_from)
+                restored = restore_model(self.model, init_from, weights_only=True)
                 if verbose:
                     print(f"Starting from the weights of {restored}")
         if self.chief:

@@ -70,6 +70,7 @@ def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder,
         before = json.load(archive.extractfile("results/base_bf16_before.json"))
         summary = json.load(archive.extractfile("results/profile/summary.json"))
         fused = json.load(archive.extractfile("results/base_bf16_fused_rbg.json"))
+        no_dropout = json.load(archive.extractfile("results/base_bf16_no_dropout.json"))
         assert json.load(archive.extractfile("results/profile_fused_rbg/summary.json"))
     assert {"results/base_bf16_no_dropout.json", "results/base_bf16_rbg_dropout.json",
             "results/base_bf16_fused.json"} <= names
@@ -78,6 +79,8 @@ def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder,
             for r in fused["results"]] == [(b, 0.0, 0.1, "rbg") for b in (8, 16, 32)]
     assert not fused["results"][0]["fused_attention"]  # no cuDNN on a CPU
     assert base["results"][0]["attention_dropout"] == 0.1
+    # Dropout 0 with the attention forming its weights, as in the rows before the fused path.
+    assert [(r["dropout"], r["attention"]) for r in no_dropout["results"]] == [(0.0, "weights")]
     assert before["results"][0]["output_dtype"] == "float32"
     assert before["results"][0]["loss"] == "log-softmax"
     assert summary["device"]["busy_ms_per_step"] > 0 and summary["device"]["by_hlo_op"]
