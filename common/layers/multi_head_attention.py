@@ -213,7 +213,8 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             output_projection = self._output_projection
         else:
             key = value if key is None else key
-            query, key, value = self.query_dense(query), self.key_dense(key), self.value_dense(value)
+            query, key, value = (self.query_dense(query), self.key_dense(key),
+                                 self.value_dense(value))
             output_projection = self.output_dense
         if self.key_dim == self.value_dim:
             context = self._fused_attend(query, key, value, allowed)

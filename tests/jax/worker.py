@@ -266,9 +266,10 @@ def task_fused_attention(args):
     grads = {flag: jax.jit(jax.value_and_grad(loss, argnums=(0, 1)), static_argnums=2)(
         values, x, flag) for flag in (False, True)}
     (fused_loss, (fused_dv, fused_dx)), (loss_ref, (ref_dv, ref_dx)) = grads[False], grads[True]
-    gradient_error = max(float(np.max(np.abs(np.asarray(a, np.float32) - np.asarray(b, np.float32))))
-                         for a, b in zip(list(fused_dv) + [fused_dx], list(ref_dv) + [ref_dx]))
-    scale = max(float(np.max(np.abs(np.asarray(b, np.float32)))) for b in list(ref_dv) + [ref_dx])
+    fused = [np.asarray(g, np.float32) for g in [*fused_dv, fused_dx]]
+    reference = [np.asarray(g, np.float32) for g in [*ref_dv, ref_dx]]
+    gradient_error = max(float(np.max(np.abs(a - b))) for a, b in zip(fused, reference))
+    scale = max(float(np.max(np.abs(b))) for b in reference)
     return {"backend": keras.backend.backend(), "loss": float(fused_loss),
             "loss_reference": float(loss_ref), "gradient_error": gradient_error,
             "gradient_scale": scale, "failures": failures}

@@ -21,7 +21,8 @@ def _saved(model, tmp_path):
     rng = np.random.default_rng(0)
     for variable in model.weights:
         variable.assign(rng.normal(size=variable.shape).astype(np.float32))
-    return write_model_checkpoint(model, tmp_path / "ckpt-1"), [np.asarray(v) for v in model.weights]
+    path = write_model_checkpoint(model, tmp_path / "ckpt-1")
+    return path, [np.asarray(v) for v in model.weights]
 
 
 @pytest.mark.parametrize("rates", [(0.3, 0.5), (0.0, 0.0), (0.2, 0.0)],
