@@ -160,7 +160,10 @@ Typical use:
         if not records:
             return None
         last = records[-1]
-        return f"trained {last['step']} steps into {run_dir}: loss {last['loss']:.4f}"
+        # (A run resumed after its epoch's last step, before the epoch's end, trains no step
+        # in that epoch: its record has no loss.)
+        loss = f": loss {last['loss']:.4f}" if "loss" in last else ""
+        return f"trained {last['step']} steps into {run_dir}{loss}"
 
     def add_evaluate_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("run_dir", metavar="RUN_DIR")

@@ -25,7 +25,8 @@ DECODER_LAYER_FIELDS = ("embedding_dim", "units", "attention_units", "attention"
 
 
 def doubly_stochastic_penalty(alpha, mask, tau=None):
-    """Per-caption `Σᵢ (τ − Σₜ αₜᵢ)²` over the real (unmasked) steps, `(B,)`.
+    """Per-caption `Σᵢ (τ − Σₜ αₜᵢ)²` over the real (unmasked) steps, `(B,)`; 0 for a row
+    with no real step (the padding rows that fill a last batch).
 
     Paper: Xu et al. 2015, equation 14 (section 4.2.1).
 
@@ -39,7 +40,8 @@ def doubly_stochastic_penalty(alpha, mask, tau=None):
     if tau is None:
         regions = ops.cast(ops.shape(alpha)[-1], alpha.dtype)
         tau = (ops.sum(mask, axis=1) / regions)[:, None]
-    return ops.sum(ops.square(tau - coverage), axis=-1)
+    real = ops.cast(ops.any(mask > 0, axis=1), alpha.dtype)
+    return ops.sum(ops.square(tau - coverage), axis=-1) * real
 
 
 def reinforce_surrogate(token_xent, mask, location_log_prob, sampled, baseline,

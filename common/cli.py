@@ -448,6 +448,10 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
                        help=f"train on Keras's JAX backend (KERAS_BACKEND=jax) from a folder of "
                             f"`{prog} prepare`; --distribute then takes none, data-parallel "
                             "(the default: every visible device) or model-parallel")
+        p.add_argument("--model-parallel", type=positive_int, default=1, metavar="M",
+                       help="with --prepared and --distribute model-parallel: devices on the "
+                            "model axis (the Transformer's large matrices split M ways; M "
+                            "must divide the device count; default 1)")
         p.add_argument("--init-from", metavar="RUN_DIR[:CHECKPOINT]",
                        help="start from another run's weights (its best checkpoint, else its "
                             "last; CHECKPOINT: best, last or a number); the vocabularies must "
@@ -468,11 +472,14 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
                 raise UserError("--prepared: the prepared folder holds the config; --preset, "
                                 "--config and --init-from apply to `prepare`/TensorFlow runs")
             records = runner.train_jax(args.prepared, args, resume=args.resume,
-                                       verbose=args.verbose)
+                                       verbose=args.verbose, model_parallel=args.model_parallel)
             summary = family.train_summary(records, args.out)
             if summary:
                 print(summary)
             return EXIT_OK
+        if args.model_parallel != 1:
+            raise UserError("--model-parallel splits a model over JAX devices; it applies to "
+                            "`train --prepared` on KERAS_BACKEND=jax")
         config = runner.make_config(args.preset, args.config, args, resume=args.resume)
         records = runner.train(config, resume=args.resume, verbose=args.verbose,
                                init_from=args.init_from)

@@ -29,6 +29,10 @@ from common.training.run_dir import RunDir
 
 # The training settings that say where a run goes on, not what it trains.
 PLACEMENT = ("distribute", "logical_cpus")
+# The TensorFlow trainer's settings that the JAX trainer does not honour: it validates by the
+# loss (no decoding, so no best checkpoint or early stopping) and always compiles with XLA.
+JAX_IGNORES = ("validation_examples", "validation_beam_size", "best_metric", "best_mode",
+               "early_stopping", "deterministic", "jit_compile", "logical_cpus")
 
 
 class Runner:
@@ -113,12 +117,17 @@ class Runner:
         return self.family.prepare(config, self.run.path)
 
     def train_jax(self, prepared: str | os.PathLike, options: argparse.Namespace | None = None,
-                  resume: bool = False, verbose: int = 1) -> list[dict[str, Any]]:
+                  resume: bool = False, verbose: int = 1, model_parallel: int = 1
+                  ) -> list[dict[str, Any]]:
         """Train the prepared folder's model into the run directory on Keras's JAX backend
         (`common.training.jax_trainer`), over every visible device by default.
 
         The model and data come from the folder; of `options` only the training settings
-        apply, `distribute` being the JAX one (none, data-parallel, model-parallel).
+        apply, `distribute` being the JAX one (none, data-parallel, model-parallel, with
+        `model_parallel` devices on the model axis). A resumed run keeps its own training
+        settings (`RUN_DIR/config.json`), as on TensorFlow; the options given change them.
+        Settings of the TensorFlow trainer that the JAX one does not honour (`JAX_IGNORES`),
+        given as options, are refused rather than dropped.
         """
         from common.config import load_json
         from common.errors import UserError
@@ -134,12 +143,26 @@ class Runner:
         if others:
             raise UserError(f"--prepared {prepared}: the model and data come from the prepared "
                             f"folder; options of {', '.join(others)} apply to `prepare`")
-        training = deep_merge(saved.get("training", {}), flags.get("training", {}))
-        distribute = flags.get("training", {}).get("distribute", "data-parallel")
+        given = flags.get("training", {})
+        ignored = [f"--{name.replace('_', '-')}" for name in JAX_IGNORES if name in given]
+        if ignored:
+            raise UserError(f"{', '.join(ignored)}: not honoured by the JAX trainer, which "
+                            "validates by the loss alone and always compiles with XLA "
+                            "(docs/jax.md); expected them left out with --prepared")
+        base = saved.get("training", {})
+        if resume and self.run.config.is_file():
+            run_config = load_json(self.run.config)
+            if isinstance(run_config, dict) and isinstance(run_config.get("training"), dict):
+                base = run_config["training"]
+        training = deep_merge(base, given)
+        distribute = given.get("distribute", "data-parallel")
+        if model_parallel != 1 and distribute != "model-parallel":
+            raise UserError(f"--model-parallel {model_parallel} needs --distribute "
+                            "model-parallel")
         training["distribute"] = "none"  # TrainingConfig names TensorFlow's strategies
         return train_jax(folder, self.run.path, training=training,
                          distribute="data-parallel" if distribute == "auto" else distribute,
-                         resume=resume, verbose=verbose)
+                         model_parallel=model_parallel, resume=resume, verbose=verbose)
 
     def average(self, out_dir: str | os.PathLike, last: int) -> Path:
         """Average the weights of the run's last `last` checkpoints into a new run directory.

@@ -40,8 +40,6 @@ SIZES = {
                      vocab=15000),
     "tiny": dict(num_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64, vocab=100),
 }
-# Dense bf16/fp16 tensor-core peaks, TFLOP/s (vendor data sheets, without sparsity).
-PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0}
 
 
 def matmul_macs_per_example(size: dict, source_len: int, target_len: int) -> dict:
@@ -77,10 +75,10 @@ def device_info() -> dict:
 
 
 def default_peak(kinds: list[str]) -> float | None:
-    for name, peak in PEAK_TFLOPS.items():
-        if kinds and name in kinds[0]:
-            return peak
-    return None
+    """The first device's dense bf16 peak (`common.training.flops.peak_tflops`), or None."""
+    from common.training.flops import peak_tflops
+
+    return peak_tflops(kinds[0]) if kinds else None
 
 
 def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,

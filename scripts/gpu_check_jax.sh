@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements of issue 17 in one run on one H100/H200 that has JAX but no TensorFlow
-# (about 12 minutes: train 4, mfu 8; GPU_CHECK_BUDGET caps it):
+# (about 12 minutes for all: train 4, mfu 8, so one part per device call; GPU_CHECK_BUDGET,
+# default 560 seconds, caps a call):
 #   1. the spa-eng Transformer trained by the project's JAX trainer in bf16
 #      (scripts/gpu_train_jax.py): throughput, MFU, and the last and averaged weights, which
 #      are imported, exported and scored on test.tsv back on a machine with TensorFlow;
@@ -13,6 +14,7 @@
 #
 #   bash scripts/gpu_check_jax.sh [PART]          # on the GPU machine, from the repository
 #   bash scripts/gpu_check_jax.sh --quick [PART]  # tiny sizes on CPU: the smoke test CI runs
+# (--quick and PART in either order; anything else is exit 2).
 # PART: all (default: 1 and 2), train (1 only), mfu (2 only) or seeds: 1 again for each seed of
 # SEEDS (default "1 2"; 1 itself is seed 0), bringing back the averaged weights only
 # (seedS.model.avgN.weights.h5.part-*; reports and histories in the archive, under seedS/).
@@ -28,12 +30,18 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 QUICK=0
-[ "${1:-}" = "--quick" ] && { QUICK=1; shift; }
-PART=${1:-all}
-case "$PART" in
-  all|train|mfu|seeds) ;;
-  *) echo "error: unknown part '$PART'; expected all, train, mfu or seeds" >&2; exit 2 ;;
-esac
+PART=
+for ARG in "$@"; do  # --quick and PART, in either order
+  case "$ARG" in
+    --quick) QUICK=1 ;;
+    all|train|mfu|seeds)
+      [ -z "$PART" ] || { echo "error: more than one part ('$PART', '$ARG')" >&2; exit 2; }
+      PART=$ARG ;;
+    *) echo "error: unknown argument '$ARG'; expected --quick and one of all, train, mfu," \
+         "seeds" >&2; exit 2 ;;
+  esac
+done
+PART=${PART:-all}
 SEEDS=${SEEDS:-1 2}
 for S in $SEEDS; do
   [[ $S =~ ^[0-9]+$ ]] || { echo "error: SEEDS must be whole numbers, got '$S'" >&2; exit 2; }
@@ -50,7 +58,7 @@ WORK=$(mktemp -d)
 LOGS="$WORK/results"
 mkdir -p "$OUT" "$LOGS"
 START=$(date +%s)
-BUDGET=${GPU_CHECK_BUDGET:-900}  # seconds for the whole run; set it under the device call's limit
+BUDGET=${GPU_CHECK_BUDGET:-560}  # seconds for the whole run: under a device call's 600 s limit
 FAILED=()
 if compgen -G "$WHEELS/*.whl" >/dev/null; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/site" \

@@ -20,9 +20,10 @@ and the last epoch's, validation loss per epoch) and `run/` (the
 run's `config.json`, vocabularies, `history.jsonl`, and `model.weights.h5` and
 `model.avgN.weights.h5` each split into parts under 16 MiB, `NAME.part-000`, ...).
 
-Throughput is measured over the epochs after the first (the first compiles a step per bucket
-shape; the trainer reads each step's loss one step late, so the device is not held up by
-Python). FLOPs are counted from the model's sizes and the padded shape of every batch those
+Throughput is measured over the epochs after the first. Before training, the step is
+compiled for every batch shape (one per bucket, `JaxTrainer.compile_steps`), so no timed epoch
+compiles one, whichever buckets its batches come from; the trainer reads each step's loss one
+step late, so the device is not held up by Python. FLOPs are counted from the model's sizes and the padded shape of every batch those
 epochs trained on (`common.training.flops.transformer_training_flops`); the peak is the chip's
 dense bf16 peak (`common.training.flops.PEAK_TFLOPS`, matched on JAX's device kind) unless
 `--peak-tflops` is given.
@@ -85,10 +86,11 @@ def run(args: argparse.Namespace) -> dict:
     from seq2seq.config import RunConfig
 
     if keras.backend.backend() != "jax":
-        raise SystemExit(f"error: needs KERAS_BACKEND=jax, got {keras.backend.backend()}")
+        raise UserError(f"needs KERAS_BACKEND=jax, got {keras.backend.backend()}")
     prepared = load_prepared(args.prepared)
     if prepared.family != "seq2seq" or prepared.config["model"]["arch"] != "transformer":
-        raise SystemExit(f"error: {args.prepared} is not a Transformer translation folder")
+        raise UserError(f"{args.prepared} is not a Transformer translation folder; expected "
+                        "`seq2seq prepare --arch transformer`")
     config = from_dict(RunConfig, prepared.config)
     overrides = {"precision": args.precision, "seed": args.seed}
     for name in ("batch_size", "epochs", "steps_per_epoch"):
@@ -106,6 +108,8 @@ def run(args: argparse.Namespace) -> dict:
     vocab = len(prepared.vocabularies["target"])
     device = jax.devices()[0]
     started = time.perf_counter()
+    compiled = trainer.compile_steps()  # so that no timed epoch compiles a new shape
+    compile_s = time.perf_counter() - started
     records = trainer.fit(verbose=1)
     wall = time.perf_counter() - started
     weights = run_dir / "model.weights.h5"  # written by fit: the last step's weights
@@ -120,7 +124,7 @@ def run(args: argparse.Namespace) -> dict:
     for record in steady:
         for batch in trainer.epoch_batches(record["epoch"]):
             flops += step_flops(config, batch, vocab)
-            examples += len(batch["source"])
+            examples += trainer.prepared.real_rows(batch)  # not a last batch's padding rows
             tokens += float((batch["target_out"] > 0).sum())
             steps += 1
     peak = args.peak_tflops or peak_tflops(device.device_kind)
@@ -132,7 +136,8 @@ def run(args: argparse.Namespace) -> dict:
         "device": device.device_kind, "platform": device.platform, "jax": jax.__version__,
         "keras": keras.__version__, "precision": training.precision, "seed": training.seed,
         "batch_size": training.batch_size, "epochs": training.epochs,
-        "steps": trainer.position["step"], "wall_s": wall,
+        "steps": trainer.position["step"], "wall_s": wall, "compiled_shapes": compiled,
+        "compile_s": compile_s,
         "timed_epochs": len(steady), "timed_steps": steps, "timed_s": seconds,
         "examples_per_s": examples / seconds, "target_tokens_per_s": tokens / seconds,
         "model_tflops_per_s": flops / seconds / 1e12, "peak_tflops": peak,
@@ -189,10 +194,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="the chip's dense bf16 peak (default: from its device kind)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true",
-                        help="CPU smoke run: float32, 2 epochs of 3 steps")
+                        help="CPU smoke run: float32, 2 epochs of 3 steps, the average of 2")
     args = parser.parse_args(argv)
     if args.quick:
         args.precision, args.epochs, args.steps_per_epoch, args.minutes = "float32", 2, 3, None
+        args.average = min(args.average, 2)  # its two epochs write two checkpoints
     os.environ.setdefault("KERAS_BACKEND", "jax")  # before Keras is first imported
     try:
         report = run(args)

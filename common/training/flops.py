@@ -51,14 +51,19 @@ from __future__ import annotations
 
 from typing import Any
 
-# Dense (no 2:4 sparsity) bf16 tensor-core peaks in TFLOP/s, from NVIDIA's data sheets
-# (SXM parts). Matched against the device name, first match wins.
+# Dense (no 2:4 sparsity) bf16 tensor-core peaks in TFLOP/s, from NVIDIA's data sheets (half
+# their "with sparsity" figures; SXM unless named). Matched against the device name, first
+# match wins, so a longer name comes before its prefix ("H100 PCIe" before "H100", "L40"
+# before "L4").
 PEAK_TFLOPS: tuple[tuple[str, float], ...] = (
+    ("H200 NVL", 835.0),
     ("H200", 989.0),
     ("H100 PCIe", 756.0),
+    ("H100 NVL", 835.0),
     ("H100", 989.0),
     ("A100", 312.0),
     ("L40S", 362.0),
+    ("L40", 181.0),
     ("L4", 121.0),
     ("A10G", 70.0),
     ("V100", 125.0),  # float16 (V100 has no bf16)

@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from common.config import from_dict, save_json
+from common.config import from_dict, load_json, save_json
 from common.errors import UserError
 from common.training.config import TrainingConfig
 from common.training.prepare import Prepared, load_prepared
@@ -235,16 +235,32 @@ class JaxTrainer:
             if batch is None:
                 raise UserError(f"{prepared.path}: fewer training examples per bucket than "
                                 f"batch_size {config.batch_size}; expected at least one batch")
-            self.model.loss_terms(batch, training=False)  # creates the variables
-            steps = config.steps_per_epoch or max(1, self._pass_steps())
-            self.optimizer = build_optimizer(config, steps)
-            self.optimizer.build(self.model.trainable_variables)
+            try:
+                self.model.loss_terms(batch, training=False)  # creates the variables
+                steps = config.steps_per_epoch or max(1, self._pass_steps())
+                self.optimizer = build_optimizer(config, steps)
+                self.optimizer.build(self.model.trainable_variables)
+            except ValueError as exc:  # jax's IndivisibleError: a split that does not divide
+                if model_parallel == 1 or "evenly divide" not in str(exc):
+                    raise
+                shape = str(exc).split("full shape: ")[-1].split(", per")[0]
+                raise UserError(f"model_parallel {model_parallel} does not divide the model: "
+                                f"a weight of shape {shape} is split along an axis it does "
+                                "not divide; expected a divisor of the heads, the width and "
+                                "the feed-forward size") from None
         self._train_step = self._compile(training=True)
         self._eval_step = self._compile(training=False)
         self.state = self._variables_state()
         self.position = {"step": 0, "epoch": 0, "step_in_epoch": 0}
 
     # -- the step ------------------------------------------------------------------------------
+
+    def mesh(self) -> dict[str, int]:
+        """The device mesh the step runs on, axis name -> size (`{}` on one device)."""
+        if self.distribution is None:
+            return {}
+        mesh = self.distribution.device_mesh
+        return dict(zip(mesh.axis_names, mesh.shape))
 
     def _scope(self):
         import contextlib
@@ -316,9 +332,14 @@ class JaxTrainer:
 
     # -- data ------------------------------------------------------------------------------
 
-    def _batches(self, split: str, epoch: int, repeat: bool = False):
+    def _batches(self, split: str, epoch: int, repeat: bool = False, training: bool = True):
+        """`split`'s batches. Every example is served: a bucket's last rows are padded to the
+        batch (rows of no target token, which add nothing to the token sums), except in the
+        captioner's training, whose hard attention moves its baseline by the batch's mean
+        reward: there each pass drops other `< batch_size` captions (one bucket)."""
+        remainder = "drop" if training and self.prepared.family == "captioner" else "pad"
         return self.prepared.batches(split, self.config.batch_size, self.config.seed, epoch,
-                                     repeat=repeat)
+                                     repeat=repeat, remainder=remainder)
 
     def _pass_steps(self) -> int:
         return sum(1 for _ in self._batches("train", 0))
@@ -344,7 +365,7 @@ class JaxTrainer:
         step, so a timing loop can queue several steps before it reads.
         """
         self.state, metrics = self._train_step(self.state, self._global(batch))
-        return metrics
+        return {**metrics, "examples": float(self.prepared.real_rows(batch))}
 
     def save_weights(self, path: str | os.PathLike) -> None:
         """Write the current weights as a Keras `.weights.h5` (on process 0 only)."""
@@ -359,8 +380,11 @@ class JaxTrainer:
         TensorFlow trainer's, with `val_loss` when the folder has a `valid` split)."""
         if self.chief:
             self.run_dir.claim(resume)
-            self._copy_run_files()
+        # Nothing of the run is written before it is known to be this model's: its config,
+        # vocabularies and checkpoint shapes are checked first.
         restored = self._restore() if resume else None
+        if self.chief:
+            self._copy_run_files()
         if verbose and restored:
             print(f"Resuming from {restored} at {self.position}", flush=True)
         if self.chief:
@@ -450,13 +474,39 @@ class JaxTrainer:
         return record
 
     def evaluate(self, split: str = "valid") -> dict[str, float]:
-        """Count-weighted mean `loss` and extra terms over `split`'s full batches (no update;
-        dropout off)."""
+        """Count-weighted mean `loss` and extra terms over all of `split` (no update; dropout
+        off)."""
         means = RunningMeans()
-        for batch in self._batches(split, 0):
-            means.add({k: float(v) for k, v in self._eval_step(self.state,
-                                                                self._global(batch)).items()})
+        for batch in self._batches(split, 0, training=False):
+            metrics = self._eval_step(self.state, self._global(batch))
+            means.add({**{k: float(v) for k, v in metrics.items()},
+                       "examples": float(self.prepared.real_rows(batch))})
         return means.result()
+
+    def compile_steps(self) -> int:
+        """Compile the training step for every batch shape of the data (one per bucket) and
+        the evaluation step for `valid`'s, so that no compilation falls inside a timed epoch;
+        the state is left as it was. Returns how many shapes were compiled."""
+        import jax
+
+        def shapes(split, training=True):
+            seen = {}
+            for batch in self._batches(split, 0, training=training):
+                seen.setdefault(tuple(sorted((k, v.shape) for k, v in batch.items())), batch)
+            return list(seen.values())
+
+        state = self.state
+        self.state = jax.tree.map(lambda x: x.copy(), state)  # the step donates its input
+        try:
+            train = shapes("train")
+            for batch in train:
+                float(self.step(batch)["loss"])
+        finally:
+            self.state = state
+        valid = shapes("valid", training=False) if "valid" in self.prepared.splits else []
+        for batch in valid:
+            float(self._eval_step(self.state, self._global(batch))["loss"])
+        return len(train) + len(valid)
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -521,12 +571,38 @@ class JaxTrainer:
         self._write_status("training", checkpoint=str(final))
 
     def _restore(self) -> str | None:
+        """Restore the newest JAX checkpoint (None: there is none, the run starts afresh),
+        after checking that the run is one of this prepared folder's model."""
+        self._check_resumable()
         found = complete_jax_checkpoints(self.checkpoints)
         if not found:
             return None
         self._put_host_state(self._read_state(found[0]), found[0])
         self.position = json.loads((found[0] / POSITION_FILE).read_text(encoding="utf-8"))
         return str(found[0])
+
+    def _check_resumable(self) -> None:
+        """Refuse to resume a TensorFlow run, or a run of another model or vocabulary than the
+        prepared folder's (a one-line `UserError` naming what differs)."""
+        run = self.run_dir.path
+        if any((run / "checkpoints").glob("ckpt-*.index")):
+            raise UserError(f"{run} is a TensorFlow run (checkpoints/ckpt-N); on JAX --resume "
+                            "continues a run of `train --prepared` (jax/ckpt-N)")
+        if not (run / "config.json").is_file():
+            return
+        saved = load_json(run / "config.json")
+        if not isinstance(saved, dict):
+            raise UserError(f"{run / 'config.json'}: not a run config")
+        differ = _differences({k: v for k, v in saved.items() if k != "training"},
+                              {k: v for k, v in self.prepared.config.items() if k != "training"})
+        for file in self.prepared.vocab_files.values():
+            mine = self.prepared.path / file
+            if not (run / file).is_file() or (run / file).read_bytes() != mine.read_bytes():
+                differ.append(file)
+        if differ:
+            raise UserError(f"{run} was trained from another prepared folder than "
+                            f"{self.prepared.path} (they differ in {', '.join(differ[:4])}); "
+                            "expected the folder the run was trained from")
 
     def average_checkpoints(self, last: int) -> list[str]:
         """Set the model's values to their mean over the newest `last` JAX checkpoints, as
@@ -537,9 +613,11 @@ class JaxTrainer:
         if last < 1:
             raise UserError(f"nothing to average: asked for the newest {last} checkpoints; "
                             "expected at least 1")
-        found = complete_jax_checkpoints(self.checkpoints)[:last]
-        if not found:
-            raise UserError(f"nothing to average: no checkpoint in {self.checkpoints}")
+        found = complete_jax_checkpoints(self.checkpoints)
+        if len(found) < last:
+            raise UserError(f"cannot average the newest {last} checkpoints: {self.checkpoints} "
+                            f"has {len(found)} (train with keep_checkpoints N to keep more)")
+        found = found[:last]
         host = self._read_state(found[0])
         averaged = {k: v for k, v in host.items()
                     if k[0] in "tn" and np.issubdtype(v.dtype, np.floating)}
@@ -566,6 +644,11 @@ class JaxTrainer:
             if sum(k[0] == prefix for k in host) != len(values):
                 raise UserError(f"{source} holds another model's state; expected "
                                 f"{len(values)} '{prefix}' arrays")
+            for i, value in enumerate(values):
+                saved = host[f"{prefix}{i:05d}"]
+                if saved.shape != value.shape:
+                    raise UserError(f"{source} holds another model's state: array {prefix}{i:05d}"
+                                    f" is {saved.shape} there, {value.shape} in this model")
             state.append([jax.device_put(host[f"{prefix}{i:05d}"].astype(v.dtype), v.sharding)
                           for i, v in enumerate(values)])
         self.state = tuple(state)
@@ -593,9 +676,17 @@ class JaxTrainer:
         if self.chief:
             try:
                 self.run_dir.write_status(state, **self.position, epochs=self.config.epochs,
-                                          backend="jax", **fields)
+                                          backend="jax", mesh=self.mesh(), **fields)
             except OSError as exc:
                 raise write_failure(self.run_dir.status, exc) from None
+
+
+def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """The dotted paths at which two JSON values differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [path for key in sorted(set(a) | set(b), key=str)
+                for path in _differences(a.get(key), b.get(key), f"{prefix}{key}.")]
+    return [] if a == b else [prefix[:-1] or "config"]
 
 
 def complete_jax_checkpoints(directory: str | os.PathLike) -> list[Path]:
@@ -619,7 +710,7 @@ def train_jax(prepared_dir: str | os.PathLike, run_dir: str | os.PathLike,
         prepared_dir: a folder written by `prepare_translation` / `prepare_captions`.
         run_dir: the run directory.
         training: the training settings (a `TrainingConfig` or its dict); default: the
-            prepared folder's `config.json` ones.
+            run's own (`RUN_DIR/config.json`) when resuming one, else the prepared folder's.
         distribute: one of `DISTRIBUTIONS`.
         model_parallel: devices on the model axis for `"model-parallel"`.
         resume: continue from the run's newest JAX checkpoint.
@@ -628,6 +719,10 @@ def train_jax(prepared_dir: str | os.PathLike, run_dir: str | os.PathLike,
     prepared = load_prepared(prepared_dir)
     if training is None:
         training = prepared.config.get("training", {})
+        run_config = Path(run_dir) / "config.json"
+        saved = load_json(run_config) if resume and run_config.is_file() else None
+        if isinstance(saved, dict) and isinstance(saved.get("training"), dict):
+            training = saved["training"]
     if isinstance(training, dict):
         training = from_dict(TrainingConfig, training)
     trainer = JaxTrainer(prepared, run_dir, training, distribute, model_parallel)

@@ -34,6 +34,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -284,33 +286,52 @@ class Prepared:
         return sum(len(v) for k, v in arrays.items() if k.startswith("source."))
 
     def batches(self, split: str, batch_size: int, seed: int, epoch: int = 0,
-                repeat: bool = False) -> Iterator[dict[str, np.ndarray]]:
-        """Shuffled batches of exactly `batch_size` examples (a bucket's last, smaller batch
-        is dropped, so the shapes are one per bucket), the same for the same `seed` and
-        `epoch`. Translation: `source`, `target_in`, `target_out` (`source_copy`) int32;
-        captions: `image` float32 in [0, 255], `caption_in`, `caption_out` int32.
-        `repeat`: go on with the next passes (shuffled anew) forever.
+                repeat: bool = False, remainder: str = "drop") -> Iterator[dict[str, np.ndarray]]:
+        """Shuffled batches of exactly `batch_size` rows (so the shapes are one per bucket),
+        the same for the same `seed` and `epoch`. Translation: `source`, `target_in`,
+        `target_out` (`source_copy`) int32; captions: `image` float32 in [0, 255],
+        `caption_in`, `caption_out` int32.
+
+        Args:
+            repeat: go on with the next passes (shuffled anew) forever.
+            remainder: what becomes of a bucket's last rows that do not fill a batch:
+                `"drop"` (each pass drops other ones; a bucket smaller than `batch_size` is
+                never served) or `"pad"` (served, with all-zero rows after them: padding
+                ids with no target token, so they add nothing to a loss summed over the
+                tokens, and `real_rows` does not count them).
         """
+        if remainder not in ("drop", "pad"):
+            raise ValueError(f"remainder {remainder!r}; expected 'drop' or 'pad'")
         arrays = self._split(split)
+
+        def chunks(order):
+            stop = len(order) if remainder == "pad" else len(order) - batch_size + 1
+            return [order[i : i + batch_size] for i in range(0, max(stop, 0), batch_size)]
+
         for rep in range(2**62 if repeat else 1):
             rng = np.random.default_rng([seed, epoch, rep])
             if self.family == "captioner":
-                order = rng.permutation(len(arrays["owner"]))
-                for i in range(0, len(order) - batch_size + 1, batch_size):
-                    rows = order[i : i + batch_size]
-                    yield {"image": arrays["images"][arrays["owner"][rows]].astype(np.float32),
-                           "caption_in": arrays["caption_in"][rows],
-                           "caption_out": arrays["caption_out"][rows]}
+                for rows in chunks(rng.permutation(len(arrays["owner"]))):
+                    yield _padded({"image": arrays["images"][arrays["owner"][rows]].astype(
+                                       np.float32),
+                                   "caption_in": arrays["caption_in"][rows],
+                                   "caption_out": arrays["caption_out"][rows]}, batch_size)
                 continue
             plan = []
             for bound in sorted(int(k.split(".")[1]) for k in arrays if k.startswith("source.")):
                 order = rng.permutation(len(arrays[f"source.{bound}"]))
-                plan += [(bound, order[i : i + batch_size])
-                         for i in range(0, len(order) - batch_size + 1, batch_size)]
+                plan += [(bound, rows) for rows in chunks(order)]
             for j in rng.permutation(len(plan)):
                 bound, rows = plan[j]
-                yield {field: arrays[f"{field}.{bound}"][rows] for field in TRANSLATION_FIELDS
-                       if f"{field}.{bound}" in arrays}
+                yield _padded({field: arrays[f"{field}.{bound}"][rows]
+                               for field in TRANSLATION_FIELDS if f"{field}.{bound}" in arrays},
+                              batch_size)
+
+    def real_rows(self, batch: dict[str, np.ndarray]) -> int:
+        """How many rows of `batch` are examples (not the padding rows of `remainder="pad"`):
+        those with a target token."""
+        target = batch["caption_out" if self.family == "captioner" else "target_out"]
+        return int(np.count_nonzero(target.any(axis=1)))
 
     def _split(self, split: str) -> dict[str, np.ndarray]:
         if split not in self.splits:
@@ -319,12 +340,22 @@ class Prepared:
         return self.splits[split]
 
 
+def _padded(batch: dict[str, np.ndarray], batch_size: int) -> dict[str, np.ndarray]:
+    """`batch` with all-zero rows after its own up to `batch_size` rows."""
+    rows = len(next(iter(batch.values())))
+    if rows == batch_size:
+        return batch
+    return {k: np.concatenate([v, np.zeros((batch_size - rows, *v.shape[1:]), v.dtype)])
+            for k, v in batch.items()}
+
+
 def load_prepared(path: str | os.PathLike) -> Prepared:
     """Read a folder written by `prepare_translation` / `prepare_captions` (NumPy only).
 
     Raises:
         UserError: the folder is missing, incomplete (no `prepared.json`: a prepare step that
             did not finish) or of another format.
+        DataError: a file the manifest names is missing or cannot be read.
     """
     path = Path(path)
     if not path.is_dir():
@@ -339,13 +370,21 @@ def load_prepared(path: str | os.PathLike) -> Prepared:
         raise DataError(f"{path}: unreadable {MANIFEST} or {CONFIG_FILE} ({exc})") from None
     if manifest.get("format") != FORMAT:
         raise UserError(f"{path}: prepared format {manifest.get('format')!r}; expected {FORMAT}")
-    vocabularies = {}
-    for name, file in manifest["vocabularies"].items():
-        text = (path / file).read_text(encoding="utf-8")
-        vocabularies[name] = text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
-    splits = {}
-    for name in manifest["splits"]:
-        with np.load(path / f"{name}.npz") as npz:
-            splits[name] = {key: npz[key] for key in npz.files}
-    return Prepared(path, manifest["family"], config, vocabularies,
+    vocabularies, splits = {}, {}
+    file = MANIFEST
+    try:
+        for name, file in manifest["vocabularies"].items():
+            text = (path / file).read_text(encoding="utf-8")
+            vocabularies[name] = (text[:-1] if text.endswith("\n") else text).split("\n")
+        for name in manifest["splits"]:
+            file = f"{name}.npz"
+            with np.load(path / file) as npz:
+                splits[name] = {key: npz[key] for key in npz.files}
+        family = manifest["family"]
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile,
+            zlib.error) as exc:
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise DataError(f"{path}: damaged or incomplete prepared folder: {file} cannot be read "
+                        f"({reason}); run `prepare` again") from None
+    return Prepared(path, family, config, vocabularies,
                     dict(manifest["vocabularies"]), splits)

@@ -56,6 +56,19 @@ def test_paper_penalty_is_zero_only_for_full_coverage():
     assert float(doubly_stochastic_penalty(stuck, np.ones((1, 4)), 1.0)[0]) == 12.0
 
 
+@pytest.mark.parametrize("tau", [None, 1.0])
+def test_a_row_without_a_real_step_has_no_penalty(tau):
+    """A padding row (no caption: what fills a last batch on JAX) costs nothing; the rows
+    beside it cost what they cost alone."""
+    rng = np.random.default_rng(4)
+    logits = rng.normal(size=(2, 5, 7))
+    alpha = (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype("float32")
+    mask = np.array([[1, 1, 1, 0, 0], [0, 0, 0, 0, 0]], "float32")
+    got = np.asarray(doubly_stochastic_penalty(alpha, mask, tau))
+    assert got[1] == 0.0
+    np.testing.assert_allclose(got[0], _numpy_penalty(alpha[:1], mask[:1], tau)[0], rtol=1e-5)
+
+
 @pytest.mark.parametrize("attention", ["soft", "hard"])
 def test_loss_terms_match_numpy(attention):
     model = _model(attention=attention, penalty_weight=0.5)

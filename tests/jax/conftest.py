@@ -73,27 +73,48 @@ TINY_TRANSFORMER = {"num_layers": 1, "hidden_dim": 16, "num_heads": 2, "intermed
                     "max_length": 16, "warmup_steps": 4}
 
 
-@pytest.fixture(scope="session")
-def translation_folder(tmp_path_factory, shared_data) -> Path:
-    """A prepared folder of 200 spa-eng pairs of at most 6 tokens (one bucket, 8 wide), for a
-    tiny Transformer with dropout; batches of 8, 2 epochs."""
+def _prepare_pairs(root: Path, lines: list[str], max_length: int, training: dict) -> Path:
+    """The prepared folder of these spa-eng `lines` for the tiny Transformer."""
     from common.config import from_dict
     from common.training.prepare import prepare_translation
     from seq2seq.config import RunConfig
 
-    root = tmp_path_factory.mktemp("prepared")
-    lines = (shared_data / "spa-eng" / "train.tsv").read_text(encoding="utf-8").splitlines()
-    short = [line for line in lines if max(len(s.split()) for s in line.split("\t")) <= 4]
     tsv = root / "pairs.tsv"
-    tsv.write_text("\n".join(short[:200]) + "\n", encoding="utf-8")
+    tsv.write_text("\n".join(lines) + "\n", encoding="utf-8")
     config = from_dict(RunConfig, {
         "model": {"arch": "transformer", "transformer": TINY_TRANSFORMER,
-                  "max_decode_length": 12},
-        "data": {"dataset": "tsv", "data": str(tsv), "max_length": 6},
-        "training": {"batch_size": 8, "epochs": 2, "learning_rate": 0.01, "log_every": 5,
-                     "checkpoint_every": 10, "seed": 7},
+                  "max_decode_length": max_length + 6},
+        "data": {"dataset": "tsv", "data": str(tsv), "max_length": max_length},
+        "training": {"batch_size": 8, "learning_rate": 0.01, "log_every": 5, **training},
     })
-    return prepare_translation(config, root / "translation", verbose=0)
+    return prepare_translation(config, root / "prepared", verbose=0)
+
+
+def _spa_eng_lines(shared_data: Path) -> list[tuple[str, list[int]]]:
+    """Each training pair of spa-eng with its two lengths in words."""
+    lines = (shared_data / "spa-eng" / "train.tsv").read_text(encoding="utf-8").splitlines()
+    return [(line, [len(s.split()) for s in line.split("\t")]) for line in lines]
+
+
+@pytest.fixture(scope="session")
+def translation_folder(tmp_path_factory, shared_data) -> Path:
+    """A prepared folder of 200 spa-eng pairs of at most 6 tokens (one bucket, 8 wide), for a
+    tiny Transformer with dropout; batches of 8, 2 epochs."""
+    short = [line for line, n in _spa_eng_lines(shared_data) if max(n) <= 4]
+    return _prepare_pairs(tmp_path_factory.mktemp("translation"), short[:200], 6,
+                          {"epochs": 2, "checkpoint_every": 10, "seed": 7})
+
+
+@pytest.fixture(scope="session")
+def two_bucket_folder(tmp_path_factory, shared_data) -> Path:
+    """A prepared folder of 60 spa-eng pairs, 27 of up to 4 words and 33 of 8 to 10 (the 8- and
+    16-wide buckets), for the tiny Transformer; batches of 8, one epoch (neither bucket a
+    multiple of 8)."""
+    pairs = _spa_eng_lines(shared_data)
+    short = [line for line, n in pairs if max(n) <= 4]
+    long = [line for line, n in pairs if 8 <= min(n) and max(n) <= 10]
+    return _prepare_pairs(tmp_path_factory.mktemp("two-buckets"), short[:27] + long[:33], 12,
+                          {"epochs": 1, "checkpoint_every": 0, "seed": 5})
 
 
 @pytest.fixture(scope="session")

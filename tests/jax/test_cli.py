@@ -46,3 +46,102 @@ def test_jax_training_without_a_prepared_folder_or_with_model_options_is_one_lin
     status, _, err = _run("train", "--prepared", str(tmp_path / "nothing"), "--out",
                           str(tmp_path / "r"), backend="tensorflow")
     assert status == 2 and "training on JAX reads a prepared folder" in err
+
+
+@pytest.fixture(scope="module")
+def dates_folders(tmp_path_factory):
+    """Two prepared `dates` folders of the tiny Transformer, the second 24 wide (another
+    model)."""
+    root = tmp_path_factory.mktemp("dates")
+    for name, extra in (("a", []), ("b", ["--hidden-dim", "24"])):
+        status, _, err = _run("prepare", "--dataset", "dates", "--arch", "transformer",
+                              "--preset", "tiny", "--out", str(root / name), *extra)
+        assert status == 0, err[-2000:]
+    return root / "a", root / "b"
+
+
+@requires_jax
+@pytest.mark.slow
+def test_a_resumed_jax_run_keeps_its_settings_and_refuses_another_run_untouched(
+        dates_folders, tmp_path):
+    """`--resume` continues with the run's own training settings (as on TensorFlow), and a
+    run of another model, or a TensorFlow run, is refused in one line before anything of it
+    is written."""
+    import json
+    import shutil
+
+    mine, other = dates_folders
+    run = tmp_path / "run"
+    status, _, err = _run("train", "--prepared", str(mine), "--out", str(run), "--epochs", "1",
+                          "--steps-per-epoch", "2", "--batch-size", "16", "--seed", "7")
+    assert status == 0, err[-2000:]
+    status, _, err = _run("train", "--prepared", str(mine), "--out", str(run), "--epochs", "2",
+                          "--resume")
+    assert status == 0, err[-2000:]
+    training = json.loads((run / "config.json").read_text())["training"]
+    assert (training["batch_size"], training["seed"], training["epochs"],
+            training["steps_per_epoch"]) == (16, 7, 2, 2)
+    epochs = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    epochs = [r for r in epochs if r["kind"] == "epoch"]
+    assert [r["step"] for r in epochs] == [2, 4]
+
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    status, _, err = _run("train", "--prepared", str(other), "--out", str(run), "--resume")
+    assert status == 2 and len(err.strip().splitlines()) == 1
+    assert f"was trained from another prepared folder than {other}" in err
+    assert "model.transformer.hidden_dim" in err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+
+    tf_run = tmp_path / "tf-run"
+    shutil.copytree(run, tf_run)
+    shutil.rmtree(tf_run / "jax")
+    (tf_run / "checkpoints").mkdir()
+    (tf_run / "checkpoints" / "ckpt-4.index").write_bytes(b"")
+    history = (tf_run / "history.jsonl").read_bytes()
+    status, _, err = _run("train", "--prepared", str(mine), "--out", str(tf_run), "--resume")
+    assert status == 2 and "is a TensorFlow run (checkpoints/ckpt-N)" in err
+    assert (tf_run / "history.jsonl").read_bytes() == history
+
+
+@requires_jax
+@pytest.mark.slow
+@pytest.mark.parametrize("args, message", [
+    (["--early-stopping", "3", "--validation-examples", "50"],
+     "--validation-examples, --early-stopping: not honoured by the JAX trainer"),
+    (["--deterministic"], "--deterministic: not honoured by the JAX trainer"),
+    (["--model-parallel", "2"], "--model-parallel 2 needs --distribute model-parallel"),
+    (["--distribute", "model-parallel", "--model-parallel", "3"],
+     "model_parallel 3 does not divide the 2 devices"),
+    (["--distribute", "model-parallel", "--model-parallel", "4"],  # 4 devices, 2 heads
+     "model_parallel 4 does not divide the model: a weight of shape (8, 2, 4) is split"),
+])
+def test_jax_training_refuses_what_it_would_not_do(dates_folders, tmp_path, args, message):
+    devices = 4 if "4" in args else 2
+    result = subprocess.run([sys.executable, "-m", "seq2seq", "train", "--prepared",
+                             str(dates_folders[0]), "--out", str(tmp_path / "r"), *args],
+                            env=worker_env("jax", devices=devices), cwd=REPO,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()  # refused before the run directory is made
+
+
+@requires_jax
+@pytest.mark.slow
+def test_model_parallel_from_the_command_line_splits_the_model(dates_folders, tmp_path):
+    """`--distribute model-parallel --model-parallel 2` over two devices trains, and on
+    TensorFlow `--model-parallel` is refused."""
+    import json
+
+    result = subprocess.run([sys.executable, "-m", "seq2seq", "train", "--prepared",
+                             str(dates_folders[0]), "--out", str(tmp_path / "r"), "--epochs", "1",
+                             "--steps-per-epoch", "2", "--distribute", "model-parallel",
+                             "--model-parallel", "2"],
+                            env=worker_env("jax", devices=2), cwd=REPO, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    status = json.loads((tmp_path / "r" / "status.json").read_text())
+    assert status["mesh"] == {"batch": 1, "model": 2} and status["state"] == "finished"
+    status, _, err = _run("train", "--dataset", "dates", "--arch", "transformer", "--out",
+                          str(tmp_path / "t"), "--model-parallel", "2", backend="tensorflow")
+    assert status == 2 and "--model-parallel splits a model over JAX devices" in err

@@ -86,12 +86,23 @@ def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder,
     assert summary["device"]["busy_ms_per_step"] > 0 and summary["device"]["by_hlo_op"]
 
 
-def test_the_device_script_refuses_an_unknown_part():
-    result = subprocess.run(["bash", str(REPO / "scripts" / "gpu_check_jax.sh"), "everything"],
+@pytest.mark.parametrize("args, message", [
+    (["everything"], "error: unknown argument 'everything'; expected --quick and one of all, "
+                     "train, mfu, seeds"),
+    (["mfu", "--fast"], "error: unknown argument '--fast'; expected --quick and one of all, "
+                        "train, mfu, seeds"),
+    (["mfu", "train"], "error: more than one part ('mfu', 'train')"),
+])
+def test_the_device_script_refuses_unknown_arguments(args, message):
+    """Nothing is run on arguments it does not know (a `--quick` it ignored would start the
+    full-size run on the device)."""
+    result = subprocess.run(["bash", str(REPO / "scripts" / "gpu_check_jax.sh"), *args],
                             capture_output=True, text=True, timeout=60, cwd=REPO)
     assert result.returncode == 2
-    assert result.stderr.strip() == ("error: unknown part 'everything'; expected all, train, "
-                                     "mfu or seeds")
+    assert result.stderr.strip() == message
+
+
+def test_the_device_script_refuses_bad_seeds():
     result = subprocess.run(["bash", str(REPO / "scripts" / "gpu_check_jax.sh"), "seeds"],
                             env=dict(worker_env(), SEEDS="1 two"),
                             capture_output=True, text=True, timeout=60, cwd=REPO)
@@ -106,7 +117,7 @@ def test_the_seeds_part_brings_back_each_seeds_averaged_weights(translation_fold
     import tarfile
 
     out = tmp_path / "out"
-    result = run_check(tmp_path, translation_folder, "--quick", "seeds", SEEDS="1 2")
+    result = run_check(tmp_path, translation_folder, "seeds", "--quick", SEEDS="1 2")  # any order
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     files = sorted(p.name for p in out.iterdir())
     assert files == ["results.tar.gz", "seed1.model.avg2.weights.h5.part-000",
@@ -146,6 +157,17 @@ def test_the_device_script_skips_what_its_budget_leaves_no_time_for(translation_
      "benchmark_transformer_jax: dropout must be in [0, 1), got 1.5"),
 ])
 def test_the_gpu_scripts_refuse_bad_input_in_one_line(script, args, message, tmp_path):
+    _refused(script, args, message, tmp_path)
+
+
+def test_the_training_script_refuses_a_folder_of_another_model(caption_folder, tmp_path):
+    _refused("gpu_train_jax.py", ["--prepared", str(caption_folder)],
+             f"gpu_train_jax: {caption_folder} is not a Transformer translation folder",
+             tmp_path)
+
+
+def _refused(script, args, message, tmp_path):
+    """`script ARGS` exits with 2 and `message` on its last line of stderr, no traceback."""
     result = subprocess.run([sys.executable, str(REPO / "scripts" / script), *args,
                              *(["--out", str(tmp_path / "out")] if script.startswith("gpu") else [])],
                             env=worker_env(), capture_output=True, text=True, timeout=300, cwd=REPO)

@@ -91,3 +91,50 @@ def test_a_diverging_run_stops_without_a_non_finite_checkpoint(translation_folde
         "training": {"learning_rate": 1e12, "clip_norm": None, "checkpoint_every": 1}})
     assert result["error"] is not None and "diverged" in result["error"]
     assert all(result["finite"])
+
+
+def test_evaluation_covers_every_example_whatever_the_batch_size(two_bucket_folder, tmp_path):
+    """The validation loss of 8-row batches (each bucket's last rows padded) equals that of
+    one batch per bucket holding all of it: no example is dropped, and the padding rows add
+    nothing."""
+    from common.training.prepare import load_prepared
+
+    prepared = load_prepared(two_bucket_folder)
+    sizes = sorted(len(v) for k, v in prepared.splits["train"].items() if k.startswith("source."))
+    assert len(sizes) == 2 and all(n % 8 for n in sizes)
+    results = run_worker("evaluate", {"prepared": str(two_bucket_folder), "split": "train",
+                                      "run_dir": str(tmp_path / "run"),
+                                      "batch_sizes": [8, max(sizes)]})
+    small, whole = results
+    assert small["rows"] == whole["rows"] == prepared.num_examples() == 60
+    assert small["batches"] == sum(-(-n // 8) for n in sizes)
+    assert small["metrics"]["loss"] == pytest.approx(whole["metrics"]["loss"], rel=1e-5)
+    assert small["metrics"]["accuracy"] == pytest.approx(whole["metrics"]["accuracy"], rel=1e-5)
+
+
+def test_captioner_evaluation_pads_without_a_penalty_for_the_padding(caption_folder, tmp_path):
+    """The captioner's padding rows (a zero image, no caption) add no doubly stochastic
+    penalty, with a fixed tau too (an empty caption used to cost L tau^2)."""
+    from common.training.prepare import load_prepared
+
+    captions = load_prepared(caption_folder).num_examples()
+    assert captions % 7
+    results = run_worker("evaluate", {"prepared": str(caption_folder), "split": "train",
+                                      "run_dir": str(tmp_path / "run"),
+                                      "patch": {"decoder": {"penalty_tau": 1.0,
+                                                            "penalty_weight": 1.0}},
+                                      "batch_sizes": [7, captions]})
+    small, whole = results
+    assert small["rows"] == whole["rows"] == captions
+    assert whole["metrics"]["penalty"] > 0
+    for key in ("loss", "penalty", "xent"):
+        assert small["metrics"][key] == pytest.approx(whole["metrics"][key], rel=1e-5), key
+
+
+def test_compile_steps_leaves_no_compilation_to_the_timed_epochs(two_bucket_folder, tmp_path):
+    result = run_worker("compile_steps", {"prepared": str(two_bucket_folder),
+                                          "run_dir": str(tmp_path / "run")})
+    assert result["shapes"] == [8, 16]
+    assert result["compiled"] == 2  # one per bucket; the folder has no valid split
+    assert result["unchanged"]
+    assert result["fit_compiles"] == []

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from common.errors import UserError
-from common.training.prepare import MANIFEST, load_prepared
+from common.training.prepare import MANIFEST, Prepared, load_prepared
 from tests.jax.conftest import REPO, WORKER
 
 
@@ -104,3 +104,54 @@ def test_an_unfinished_folder_is_refused(translation_folder, tmp_path):
         load_prepared(copy)
     with pytest.raises(UserError, match="no such prepared folder"):
         load_prepared(tmp_path / "nothing")
+
+
+def _two_buckets() -> Prepared:
+    """A translation `Prepared` in memory: 5 pairs in the 8-wide bucket, 3 in the 16-wide,
+    each pair's id in its first source token."""
+
+    def bucket(ids, width):
+        source = np.zeros((len(ids), width), np.int32)
+        source[:, 0] = ids
+        target = np.zeros((len(ids), width), np.int32)
+        target[:, :2] = 5
+        return {f"source.{width}": source, f"target_in.{width}": target,
+                f"target_out.{width}": target}
+
+    arrays = {**bucket([1, 2, 3, 4, 5], 8), **bucket([6, 7, 8], 16)}
+    return Prepared(REPO, "seq2seq", {}, {}, {}, {"train": arrays})
+
+
+def test_pad_serves_every_example_once_per_pass_and_drop_only_full_batches():
+    prepared = _two_buckets()
+    dropped = list(prepared.batches("train", 4, seed=0))
+    assert [b["source"].shape for b in dropped] == [(4, 8)]  # the 16-wide bucket: never
+    padded = list(prepared.batches("train", 4, seed=0, remainder="pad"))
+    assert sorted(b["source"].shape for b in padded) == [(4, 8), (4, 8), (4, 16)]
+    ids = [i for b in padded for i in b["source"][:, 0].tolist()]
+    assert sorted(i for i in ids if i) == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert sum(prepared.real_rows(b) for b in padded) == 8
+    for batch in padded:  # the padding rows: all zeros, after the real ones
+        real = prepared.real_rows(batch)
+        assert all(not v[real:].any() for v in batch.values())
+    with pytest.raises(ValueError, match="remainder"):
+        next(prepared.batches("train", 4, seed=0, remainder="keep"))
+
+
+@pytest.mark.parametrize("damage, file", [
+    ("truncate", "train.npz"), ("remove", "train.npz"), ("remove", "vocab.target.txt")])
+def test_a_damaged_folder_is_one_line_naming_the_file(translation_folder, tmp_path, damage, file):
+    import shutil
+
+    from common.errors import DataError
+
+    copy = tmp_path / "copy"
+    shutil.copytree(translation_folder, copy)
+    if damage == "truncate":
+        data = (copy / file).read_bytes()
+        (copy / file).write_bytes(data[: len(data) // 2])
+    else:
+        (copy / file).unlink()
+    with pytest.raises(DataError, match=f"damaged or incomplete prepared folder: {file} ") as err:
+        load_prepared(copy)
+    assert "\n" not in str(err.value)

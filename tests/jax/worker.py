@@ -275,6 +275,63 @@ def task_fused_attention(args):
             "gradient_scale": scale, "failures": failures}
 
 
+def _trainer(args, **training):
+    """A `JaxTrainer` of `args["prepared"]` (its config deep-merged with `args["patch"]`),
+    with `training` over the folder's training settings, into `args["run_dir"]`."""
+    from common.config import deep_merge, from_dict
+    from common.training.config import TrainingConfig
+    from common.training.jax_trainer import JaxTrainer
+    from common.training.prepare import load_prepared
+
+    prepared = load_prepared(args["prepared"])
+    prepared.config.update(deep_merge(prepared.config, args.get("patch", {})))
+    config = from_dict(TrainingConfig, {**prepared.config["training"], **training})
+    return JaxTrainer(prepared, args["run_dir"], config, "none")
+
+
+def task_evaluate(args):
+    """`JaxTrainer.evaluate(args["split"])` of the same initial weights at each batch size of
+    `args["batch_sizes"]`, with the rows each served."""
+    out = []
+    for batch_size in args["batch_sizes"]:
+        trainer = _trainer(args, batch_size=batch_size)
+        batches = list(trainer._batches(args["split"], 0, training=False))
+        out.append({"batch_size": batch_size, "metrics": trainer.evaluate(args["split"]),
+                    "batches": len(batches),
+                    "rows": sum(trainer.prepared.real_rows(b) for b in batches)})
+    return out
+
+
+def task_compile_steps(args):
+    """`compile_steps()`, then `fit`: which of the trainer's steps compiled during `fit`
+    (jax_log_compiles), whether `compile_steps` left the state as it was, and the shapes."""
+    import logging
+
+    import jax
+
+    trainer = _trainer(args, **args.get("training", {}))
+    before = trainer.host_state()
+    compiled = trainer.compile_steps()
+    after = trainer.host_state()
+    messages = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+
+    handler = Collect()
+    logging.getLogger("jax").addHandler(handler)
+    jax.config.update("jax_log_compiles", True)
+    trainer.fit(verbose=0)
+    jax.config.update("jax_log_compiles", False)
+    logging.getLogger("jax").removeHandler(handler)
+    return {"compiled": compiled,
+            "unchanged": all(np.array_equal(before[k], after[k]) for k in before),
+            "fit_compiles": [m[:120] for m in messages if "Compiling" in m
+                             and ("train_step" in m or "eval_step" in m)],
+            "shapes": sorted({b["source"].shape[1] for b in trainer._batches("train", 0)})}
+
+
 if __name__ == "__main__":
     task, arguments = sys.argv[1], json.loads(sys.argv[2])
     result = globals()[f"task_{task}"](arguments)

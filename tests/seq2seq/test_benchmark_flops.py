@@ -4,6 +4,7 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 from keras import ops
 
 from seq2seq.config import TransformerConfig
@@ -50,4 +51,18 @@ def test_weight_macs_match_the_kernels_each_token_meets():
 def test_peak_is_taken_from_the_device_name():
     bench = _script()
     assert bench.default_peak(["NVIDIA H200"]) == 989.0
+    assert bench.default_peak(["NVIDIA H100 PCIe"]) == 756.0  # the project's table, not SXM's
     assert bench.default_peak(["cpu"]) is None
+
+
+@pytest.mark.parametrize("name, peak", [
+    ("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA H100 PCIe", 756.0), ("NVIDIA H100 NVL", 835.0),
+    ("NVIDIA H200", 989.0), ("NVIDIA H200 NVL", 835.0), ("NVIDIA A100-SXM4-80GB", 312.0),
+    ("NVIDIA L40S", 362.0), ("NVIDIA L40", 181.0), ("NVIDIA L4", 121.0), ("cpu", None),
+])
+def test_peak_of_each_gpu_name_is_its_own_not_a_prefix_match(name, peak):
+    """Names that contain another's ("NVIDIA L40" holds "L4", "H100 PCIe" holds "H100") get
+    their own dense bf16 peak (NVIDIA's data sheets, half the sparsity figures)."""
+    from common.training.flops import peak_tflops
+
+    assert peak_tflops(name) == peak
