@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> dict:
     from common.config import from_dict
     from common.training.config import TrainingConfig
     from common.training.flops import mfu, peak_tflops
-    from common.training.jax_trainer import JaxTrainer
+    from common.training.jax_trainer import JaxTrainer, complete_jax_checkpoints
     from common.training.prepare import load_prepared
     from seq2seq.config import RunConfig
 
@@ -113,7 +113,14 @@ def run(args: argparse.Namespace) -> dict:
     records = trainer.fit(verbose=1)
     wall = time.perf_counter() - started
     weights = run_dir / "model.weights.h5"  # written by fit: the last step's weights
-    averaged_from = trainer.average_checkpoints(args.average)
+    # A run shortened by --minutes or --epochs may have fewer checkpoints than --average: the
+    # newest it has are averaged (the report's "averaged" names them), rather than losing the
+    # trained run to an error.
+    available = len(complete_jax_checkpoints(trainer.checkpoints))
+    if available < args.average:
+        print(f"gpu_train_jax: {available} checkpoint(s) to average, not {args.average}",
+              file=sys.stderr)
+    averaged_from = trainer.average_checkpoints(min(args.average, available))
     average = run_dir / f"model.avg{len(averaged_from)}.weights.h5"
     trainer.save_weights(average)
     # Throughput over the epochs after the first, from the exact batches each trained on.
@@ -194,11 +201,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="the chip's dense bf16 peak (default: from its device kind)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true",
-                        help="CPU smoke run: float32, 2 epochs of 3 steps, the average of 2")
+                        help="CPU smoke run: float32, 2 epochs of 3 steps (so 2 checkpoints to "
+                             "average)")
     args = parser.parse_args(argv)
     if args.quick:
         args.precision, args.epochs, args.steps_per_epoch, args.minutes = "float32", 2, 3, None
-        args.average = min(args.average, 2)  # its two epochs write two checkpoints
     os.environ.setdefault("KERAS_BACKEND", "jax")  # before Keras is first imported
     try:
         report = run(args)

@@ -48,6 +48,8 @@ def test_quick_run_writes_the_report_and_split_weights(translation_folder, tmp_p
         assert [p.name for p in parts] == report[key] and parts
         assert all(p.stat().st_size <= 15 * 2**20 for p in parts)
     assert report["averaged"] == ["ckpt-6", "ckpt-3"]
+    # Two checkpoints for --average 5 (the default): those two, said, and nothing lost.
+    assert "gpu_train_jax: 2 checkpoint(s) to average, not 5" in result.stderr
     for name in ("config.json", "vocab.source.txt", "vocab.target.txt"):
         assert (run / name).is_file()
 
