@@ -451,7 +451,7 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
         p.add_argument("--model-parallel", type=positive_int, default=1, metavar="M",
                        help="with --prepared and --distribute model-parallel: devices on the "
                             "model axis (the Transformer's large matrices split M ways; M "
-                            "must divide the device count; default 1)")
+                            "must divide the device count)")
         p.add_argument("--init-from", metavar="RUN_DIR[:CHECKPOINT]",
                        help="start from another run's weights (its best checkpoint, else its "
                             "last; CHECKPOINT: best, last or a number); the vocabularies must "

@@ -131,7 +131,7 @@ class Runner:
         """
         from common.config import load_json
         from common.errors import UserError
-        from common.training.jax_trainer import train_jax
+        from common.training.jax_trainer import resumed_training, train_jax
 
         folder = Path(prepared)
         saved = load_json(folder / RunDir.config) if (folder / RunDir.config).is_file() else None
@@ -149,12 +149,8 @@ class Runner:
             raise UserError(f"{', '.join(ignored)}: not honoured by the JAX trainer, which "
                             "validates by the loss alone and always compiles with XLA "
                             "(docs/jax.md); expected them left out with --prepared")
-        base = saved.get("training", {})
-        if resume and self.run.config.is_file():
-            run_config = load_json(self.run.config)
-            if isinstance(run_config, dict) and isinstance(run_config.get("training"), dict):
-                base = run_config["training"]
-        training = deep_merge(base, given)
+        training = deep_merge(resumed_training(self.run.path, saved.get("training", {}), resume),
+                              given)
         distribute = given.get("distribute", "data-parallel")
         if model_parallel != 1 and distribute != "model-parallel":
             raise UserError(f"--model-parallel {model_parallel} needs --distribute "

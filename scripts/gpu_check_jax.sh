@@ -22,11 +22,12 @@
 # The train and seeds parts need a prepared spa-eng folder (PREPARED, default .gpu/spa-eng;
 # `seq2seq prepare`, docs/jax.md) and, where keras and keras-hub are not installed, their wheels
 # and those of their needs that the machine lacks (WHEELS, default .whl; docs/jax.md lists
-# them): they are installed into a temporary folder, nothing else is touched. Everything comes back in
-# at most 8 files under $OUT (default runs/gpu_check_jax): gpu_train_jax.json, history.jsonl,
-# the weights in parts under 16 MiB (model.weights.h5.part-*, model.avg5.weights.h5.part-*),
-# and results.tar.gz (the benchmark JSON, the profile summary, every log), written after each
-# step, so that a run cut short still brings back what it measured.
+# them): they are installed into a temporary folder, nothing else is touched. Everything comes
+# back in at most 8 files under $OUT (default runs/gpu_check_jax): gpu_train_jax.json,
+# history.jsonl, the weights in parts under 16 MiB (model.weights.h5.part-*,
+# model.avg5.weights.h5.part-*), and results.tar.gz (the benchmark JSON, the profile summary,
+# every log), written after each step, so that a run cut short still brings back what it
+# measured.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 QUICK=0

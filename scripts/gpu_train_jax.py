@@ -23,8 +23,8 @@ run's `config.json`, vocabularies, `history.jsonl`, and `model.weights.h5` and
 Throughput is measured over the epochs after the first. Before training, the step is
 compiled for every batch shape (one per bucket, `JaxTrainer.compile_steps`), so no timed epoch
 compiles one, whichever buckets its batches come from; the trainer reads each step's loss one
-step late, so the device is not held up by Python. FLOPs are counted from the model's sizes and the padded shape of every batch those
-epochs trained on (`common.training.flops.transformer_training_flops`); the peak is the chip's
+step late, so the device is not held up by Python. FLOPs are counted from the model's sizes
+and the padded shape of every batch those epochs trained on (`common.training.flops.transformer_training_flops`); the peak is the chip's
 dense bf16 peak (`common.training.flops.PEAK_TFLOPS`, matched on JAX's device kind) unless
 `--peak-tflops` is given.
 

@@ -689,6 +689,17 @@ def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
     return [] if a == b else [prefix[:-1] or "config"]
 
 
+def resumed_training(run_dir: str | os.PathLike, default: dict[str, Any],
+                     resume: bool) -> dict[str, Any]:
+    """The training settings a run starts from: with `resume`, the run's own
+    (`RUN_DIR/config.json`) when it has them, else `default` (the prepared folder's)."""
+    path = Path(run_dir) / "config.json"
+    saved = load_json(path) if resume and path.is_file() else None
+    if isinstance(saved, dict) and isinstance(saved.get("training"), dict):
+        return saved["training"]
+    return default
+
+
 def complete_jax_checkpoints(directory: str | os.PathLike) -> list[Path]:
     """The complete `ckpt-STEP` folders of `directory` (all three files), newest first."""
     directory = Path(directory)
@@ -718,11 +729,7 @@ def train_jax(prepared_dir: str | os.PathLike, run_dir: str | os.PathLike,
     """
     prepared = load_prepared(prepared_dir)
     if training is None:
-        training = prepared.config.get("training", {})
-        run_config = Path(run_dir) / "config.json"
-        saved = load_json(run_config) if resume and run_config.is_file() else None
-        if isinstance(saved, dict) and isinstance(saved.get("training"), dict):
-            training = saved["training"]
+        training = resumed_training(run_dir, prepared.config.get("training", {}), resume)
     if isinstance(training, dict):
         training = from_dict(TrainingConfig, training)
     trainer = JaxTrainer(prepared, run_dir, training, distribute, model_parallel)
