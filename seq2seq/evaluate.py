@@ -1,8 +1,11 @@
 """Scoring a trained translator: sacreBLEU BLEU and chrF, exact match, and the signatures.
 
 The model's output is detokenized (`common.text.detokenize`, rare words copied from the
-source) and compared with the raw reference sentences, as sacreBLEU expects: BLEU with its
-default `13a` tokenization, so the figures compare with published ones. A run trained on
+source) and compared with the reference sentences untokenized, as sacreBLEU expects: BLEU with
+its default `13a` tokenization, so the figures compare with published ones. The references are
+read as the training text is, in Unicode NFKC form (`common.text.normalize`: compatibility
+characters such as `²` or `º` become `2` and `o`, which is all the model can write); no line of
+the spa-eng valid or test splits changes under it. A run trained on
 lowercased text (`data.lowercase`) is scored case-insensitively (sacreBLEU's `lowercase=True`;
 the signatures say `case:lc`), since it cannot write the references' capitals.
 """
@@ -82,7 +85,8 @@ def evaluate(
     Returns:
         A dict: `bleu`, `chrf`, `exact_match`, signatures, `lowercase` (case-insensitive
         scores, for a run that lowercases), `sentences`, `unfinished`, `copied_unknown`,
-        `beam_size`, `length_penalty`, `decode_seconds`.
+        `checkpoint` (the path of the weights scored), `beam_size`, `length_penalty` (None
+        for greedy decoding, which has none), `max_decode_length`, `decode_seconds`.
     """
     from seq2seq.inference import Translator
 
@@ -107,8 +111,11 @@ def evaluate(
         "failed": sum(r.error is not None for r in results),
         "unfinished": sum(not r.finished for r in results if r.error is None),
         "copied_unknown": sum(len(r.copied) for r in results),
+        "checkpoint": translator.checkpoint,
         "beam_size": beam_size,
-        "length_penalty": length_penalty,
+        # Greedy decoding (beam 1) has no length penalty: None says none applied.
+        "length_penalty": length_penalty if beam_size > 1 else None,
+        "max_decode_length": max_length or translator.config.model.max_decode_length,
         "decode_seconds": round(seconds, 2),
     })
     if json_path is not None:

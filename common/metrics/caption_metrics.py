@@ -75,9 +75,12 @@ def ptb_tokenize(texts: Sequence[str], timeout: float = 300.0) -> list[str]:
     jar = _package_dir() / "tokenizer" / "stanford-corenlp-3.4.1.jar"
     if not jar.is_file():
         raise OSError(f"{jar} is missing")
-    lines = [t.replace("\n", " ").replace("\r", " ") for t in texts]
+    # One caption a line: every character that ends a line (Java's tokenizer also breaks at
+    # U+2028, form feeds and the like, which would shift every later caption onto the wrong
+    # image) becomes a space, as str.splitlines() knows them.
+    lines = [" ".join(t.splitlines()) for t in texts]
     with tempfile.NamedTemporaryFile("wb", suffix=".txt", delete=False) as f:
-        f.write("\n".join(lines).encode("utf-8"))
+        f.write("".join(line + "\n" for line in lines).encode("utf-8"))
         name = f.name
     try:
         command = ["java", "-cp", str(jar), "edu.stanford.nlp.process.PTBTokenizer",
@@ -86,11 +89,13 @@ def ptb_tokenize(texts: Sequence[str], timeout: float = 300.0) -> list[str]:
     finally:
         os.unlink(name)
     output = result.stdout.decode("utf-8").split("\n")
-    if len(output) < len(lines):
+    if output and not output[-1]:  # after the newline that ends the last line
+        output.pop()
+    if len(output) != len(lines):
         raise subprocess.SubprocessError(
             f"PTBTokenizer returned {len(output)} lines for {len(lines)} captions")
     return [" ".join(w for w in line.rstrip().split(" ") if w and w not in _PTB_PUNCTUATION)
-            for line in output[: len(lines)]]
+            for line in output]
 
 
 def _tokenize_all(texts: list[str], tokenizer: str = "auto") -> tuple[list[str], bool]:

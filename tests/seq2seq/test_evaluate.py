@@ -23,6 +23,7 @@ class FakeTranslator:
     """Stands in for a loaded run: its config, and translations looked up in OUTPUTS."""
 
     config: RunConfig
+    checkpoint: str = "runs/fake/checkpoints/ckpt-1"
 
     def translate(self, sources, **kwargs):
         return [Translation(source=s, text=OUTPUTS[s]) for s in sources]

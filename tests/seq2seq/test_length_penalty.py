@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from common.training.checkpoints import resolve_checkpoint
 from seq2seq.cli import main
 from seq2seq.inference import Translator, decode_batch, pad_batch, source_ids
 
@@ -70,6 +71,14 @@ def test_evaluate_reports_the_penalty_it_used(run_dir, tmp_path):
     assert main(["evaluate", str(run_dir), "--dataset", "dates", "--limit", "8",
                  "--beam-size", "2", "--length-penalty", "0", "--json", str(out)]) == 0
     assert json.loads(out.read_text())["length_penalty"] == 0.0
+    # Greedy decoding has no length penalty; the JSON says which weights and length it used.
+    assert main(["evaluate", str(run_dir), "--dataset", "dates", "--limit", "8",
+                 "--beam-size", "1", "--length-penalty", "2", "--checkpoint", "last",
+                 "--max-decode-length", "5", "--json", str(out)]) == 0
+    scores = json.loads(out.read_text())
+    assert scores["length_penalty"] is None and scores["beam_size"] == 1
+    assert scores["max_decode_length"] == 5
+    assert scores["checkpoint"] == str(resolve_checkpoint(run_dir, "last"))
 
 
 def test_a_savedmodel_refuses_another_penalty(tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 import logging
 import math
+import subprocess
 
 import pytest
 from pycocoevalcap.bleu.bleu import Bleu
@@ -147,3 +148,31 @@ def test_a_failing_ptb_tokenizer_is_reported_as_the_simple_one(monkeypatch):
     monkeypatch.setattr(caption_metrics, "ptb_tokenize", broken)
     monkeypatch.setattr(caption_metrics, "_warned", set())
     assert caption_scores(REFERENCES, HYPOTHESES, metrics=["bleu"])["tokenizer"] == "simple"
+
+
+# Characters that end a line for Python's str.splitlines(); Java's PTB tokenizer breaks lines at
+# U+2028 and form feeds too, which shifted every later caption onto the wrong image.
+LINE_BREAKS = ["\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@needs_java
+def test_ptb_tokenizer_gives_one_line_per_caption_whatever_breaks_a_line():
+    texts = [f"a man{b}riding a horse" for b in LINE_BREAKS] + ["", "A red bus.", ""]
+    assert caption_metrics.ptb_tokenize(texts) == (
+        ["a man riding a horse"] * len(LINE_BREAKS) + ["", "a red bus", ""])
+    references = {i: [r.replace(" ", "\u2028", 1)] for i, r in enumerate(REFERENCES[1])}
+    hypotheses = {i: refs[0].replace("\u2028", " ") for i, refs in references.items()}
+    assert caption_scores(references, hypotheses, metrics=["bleu"])["BLEU-4"] == (
+        pytest.approx(100.0))
+
+
+def test_a_ptb_output_of_another_length_is_a_failure_not_a_shift(monkeypatch, tmp_path):
+    jar = tmp_path / "tokenizer" / "stanford-corenlp-3.4.1.jar"
+    jar.parent.mkdir()
+    jar.write_bytes(b"")
+    monkeypatch.setattr(caption_metrics, "_package_dir", lambda: tmp_path)
+    for stdout in (b"a\nb\nc\n", b"a\n"):  # one line too many, one too few, for two captions
+        monkeypatch.setattr(caption_metrics.subprocess, "run",
+                            lambda *a, out=stdout, **k: subprocess.CompletedProcess(a, 0, out))
+        with pytest.raises(subprocess.SubprocessError, match="3 lines|1 lines"):
+            caption_metrics.ptb_tokenize(["a", "b"])
