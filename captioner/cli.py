@@ -46,7 +46,7 @@ def _caption_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _caption(args: argparse.Namespace) -> int:
-    from captioner.visualize import check_figure_paths
+    from captioner.visualize import as_result, attention_kind, check_figure_paths
 
     check_figure_paths(args.overlay, args.gif, args.html)
     run = FAMILY.open_model(args.run_dir, args.checkpoint)
@@ -56,7 +56,10 @@ def _caption(args: argparse.Namespace) -> int:
     done, failed = run.caption_files(args.images, args.batch_size, **options)
     for _path, why in failed:
         print(f"{PROG}: error: {' '.join(why.split())}", file=sys.stderr)
-    results = [{"image": path, **caption.to_json(run.grid_shape)} for path, caption in done]
+    # Each result says its attention kind, so that `render` draws a hard run's picks as
+    # `caption --overlay` does.
+    kind = attention_kind(run)
+    results = [as_result(caption, run.grid_shape, path, kind) for path, caption in done]
     if args.json:
         print(json.dumps(results, ensure_ascii=False))
     elif args.n_best:

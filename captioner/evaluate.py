@@ -18,6 +18,7 @@ Dimensions: `B` images, `N` captions, `T` caption steps, `L` image regions.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from typing import Any
@@ -25,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from captioner.inference import CaptionerRun
+
+logger = logging.getLogger(__name__)
 
 MATCHERS = {"shapes": "shapes", "coco": "coco", "karpathy": "coco"}
 
@@ -96,7 +99,8 @@ def evaluate(run_dir: str | os.PathLike | CaptionerRun, dataset: str | None = No
     """Scores of a run on `dataset`/`split` (the run's own dataset by default).
 
     Returns:
-        `{"images", "BLEU-1", ..., "CIDEr", "tokenizer", "attention_correctness",
+        `{"images", "skipped_images", "BLEU-1", ..., "CIDEr", "tokenizer",
+        "attention_correctness",
         "attention_uniform_baseline", "attention_words", "attention_words_skipped",
         "attention_correctness_references", "attention_uniform_baseline_references",
         "attention_words_references", "attention_words_skipped_references",
@@ -105,7 +109,9 @@ def evaluate(run_dir: str | os.PathLike | CaptionerRun, dataset: str | None = No
         `"simple"` without Java). The `attention_*` entries are on the generated captions,
         the `*_references` ones on the references under teacher forcing (see the module
         docstring); they are there for datasets with object boxes. A metric that cannot be
-        computed is left out, a mean over no words is None.
+        computed is left out, a mean over no words is None. `images` counts the images
+        scored; `skipped_images` those of the split left out, each named in a warning: files
+        the loader could not read, and files whose pixels could not be decoded.
     """
     from captioner.datasets import load_split
     from common.metrics.attention_correctness import corpus_attention_correctness
@@ -120,8 +126,17 @@ def evaluate(run_dir: str | os.PathLike | CaptionerRun, dataset: str | None = No
         data_dir = data.data_dir
     records = load_split(dataset, split, data_dir, **options)
     captions = generate(run, records, beam_size, batch_size)
+    # A file PIL's header check passed but TensorFlow cannot decode (a truncated JPEG, say)
+    # is left out of the batches; name it, as the loader names the files it skipped.
+    undecoded = [record.path for record in records if record.image_id not in captions]
+    for path in undecoded:
+        logger.warning("skipping %s: its pixels cannot be decoded", path)
+    if undecoded:
+        logger.warning("%s/%s: %d image(s) left out of the scores", records.name,
+                       records.split, len(undecoded))
     hypotheses = {image_id: c.text for image_id, c in captions.items()}
-    results: dict[str, Any] = {"images": len(hypotheses)}
+    results: dict[str, Any] = {"images": len(hypotheses),
+                               "skipped_images": records.skipped + len(undecoded)}
     results.update(caption_scores(records.references(), hypotheses, metrics=metrics))
 
     if dataset in MATCHERS and any(r.objects for r in records):

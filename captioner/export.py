@@ -213,31 +213,29 @@ class ExportedCaptioner(ExportedModel):
         from common.images import graph_bytes
 
         self._options(beam_size, max_length, n_best)  # option errors before reading files
-        done, failed, blobs, names = [], [], [], []
-        for path in paths:
+        done, failed, items = [], [], []  # items and done hold each file's input position
+        for index, path in enumerate(paths):
             try:
-                blobs.append(graph_bytes(path))
-                names.append(str(path))
+                items.append((index, str(path), graph_bytes(path)))
             except DataError as exc:
                 failed.append((str(path), str(exc)))
-        for start in range(0, len(blobs), batch_size):
-            chunk = list(zip(names[start:start + batch_size], blobs[start:start + batch_size]))
+        for start in range(0, len(items), batch_size):
+            chunk = items[start:start + batch_size]
             try:
-                captions = self.caption_bytes([b for _, b in chunk], beam_size, max_length,
+                captions = self.caption_bytes([b for _, _, b in chunk], beam_size, max_length,
                                               n_best)
-                done.extend((name, c) for (name, _), c in zip(chunk, captions))
+                done.extend((index, name, c) for (index, name, _), c in zip(chunk, captions))
             except tf.errors.InvalidArgumentError:
                 # One image Pillow reads but the graph does not: retry each, as PNG if need be.
-                for name, blob in chunk:
+                for index, name, blob in chunk:
                     caption, why = self._caption_one(name, blob, beam_size, max_length,
                                                      n_best)
                     if caption is None:
                         failed.append((name, why))
                     else:
-                        done.append((name, caption))
-        order = {str(p): i for i, p in enumerate(paths)}
-        done.sort(key=lambda item: order[item[0]])
-        return done, failed
+                        done.append((index, name, caption))
+        done.sort(key=lambda item: item[0])  # by position: a file given twice is answered twice
+        return [(name, caption) for _, name, caption in done], failed
 
     def _caption_one(self, name, blob, beam_size, max_length, n_best):
         from common.images import load_image, png_bytes

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -179,7 +180,15 @@ def _make_validate(config: CaptionerRunConfig, training: Any, vocab: Any):
     data = config.data
     try:
         split = load_split(data.dataset, "valid", data.data_dir, **data.options)
-    except UserError:
+    except UserError as exc:
+        reason = " ".join(str(exc).split())
+        if training.best_metric not in (None, "auto") or training.early_stopping:
+            wanted = ("--early-stopping" if training.best_metric in (None, "auto")
+                      else f"--best-metric {training.best_metric}")
+            raise UserError(f"{wanted} needs the validation split, which cannot be read: "
+                            f"{reason}") from None
+        print(f"captioner: warning: validation is off (no best checkpoint kept): {reason}",
+              file=sys.stderr)
         return None
     images, ids = [], []
     for batch in make_image_dataset(split, config.encoder.image_size, batch_size=64):

@@ -143,7 +143,7 @@ def load_image(source: Source, name: str | None = None,
             warnings.simplefilter("ignore")  # palette transparency notes, EXIF oddities
             image.seek(0)  # the first frame of an animation
             image.load()
-            return _to_rgb(image)
+            return to_rgb(image)
     except DataError:
         raise
     except Exception as exc:  # truncated or corrupt data: Pillow raises many kinds
@@ -153,7 +153,10 @@ def load_image(source: Source, name: str | None = None,
         image.close()
 
 
-def _to_rgb(image):
+def to_rgb(image):
+    """A PIL image in RGB mode, as the model sees it: 16-bit greyscale scaled to 8 bits (as
+    `tf.io.decode_png` does, where Pillow's own conversion clips it to white), a palette's
+    transparency dropped through RGBA."""
     from PIL import Image
 
     mode = image.mode

@@ -38,6 +38,7 @@ import numpy as np
 from PIL import Image
 
 from common.errors import DataError, UserError
+from common.images import declared_size
 from common.registry import Registry
 from common.viz.inputs import (
     as_alignment,
@@ -217,8 +218,10 @@ def _image_data_uri(image: Any) -> tuple[str, tuple[int, int]]:
             with Image.open(io.BytesIO(raw)) as probe:
                 kind, size = probe.format, probe.size
                 upright = probe.getexif().get(EXIF_ORIENTATION, 1) == 1
-        except Exception as exc:  # PIL raises several unrelated types for bad bytes
-            raise DataError(f"cannot decode the image bytes ({len(raw)} bytes): {exc}") from None
+        except Exception:  # PIL raises several unrelated types for bad bytes
+            where = f"the image bytes ({len(raw)} bytes)"
+            declared_size(raw, where)  # raises the one-line DataError that says what is wrong
+            raise DataError(f"{where}: unreadable image header") from None
         if kind in EMBEDDABLE and upright:
             return f"data:{EMBEDDABLE[kind]};base64,{base64.b64encode(raw).decode()}", size
     picture = as_rgb_image(image)

@@ -9,7 +9,6 @@ of an image (`L = h * w` regions), `Hi x Wi` the image itself.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from common.errors import DataError, UserError
+from common.errors import UserError
 
 
 def as_rgb_image(image: Any) -> Image.Image:
@@ -30,15 +29,14 @@ def as_rgb_image(image: Any) -> Image.Image:
     Returns:
         The image in RGB mode.
     """
+    # Through common.images, as the model reads its images: the same pixels (16-bit images
+    # scaled, not clipped to white), the same pixel limit and one-line errors.
+    from common.images import load_image, to_rgb
+
     if isinstance(image, Image.Image):
-        return image.convert("RGB")
+        return to_rgb(image)
     if isinstance(image, (bytes, bytearray, memoryview)):
-        try:
-            decoded = Image.open(io.BytesIO(bytes(image)))
-            decoded.load()
-        except Exception as exc:  # PIL raises several unrelated types for bad bytes
-            raise DataError(f"cannot decode the image bytes ({len(image)} bytes): {exc}") from None
-        return decoded.convert("RGB")
+        return load_image(bytes(image), f"the image bytes ({len(image)} bytes)")
     array = np.asarray(image)
     if array.dtype != np.uint8:
         raise UserError(f"expected a uint8 image array, got dtype {array.dtype}")

@@ -98,3 +98,21 @@ def test_caption_answers_good_images_and_names_the_bad_one(capsys, trained_run, 
         assert attention.shape == (len(answer["words"]) + answer["finished"], 64)
         assert answer["grid"] == [8, 8]
     assert captured.err.count("\n") == 1 and "broken.png" in captured.err
+
+
+@pytest.mark.slow
+def test_a_coco_folder_without_a_validation_split_says_validation_is_off(
+        capsys, tmp_path, shared_data):
+    # coco-mini has train2017 alone: training goes on without validation and says so, and an
+    # explicit --best-metric, which cannot be honoured, is refused in one line before training.
+    coco = str(shared_data / "coco-mini")
+    base = ["train", "--dataset", "coco", "--data-dir", coco, "--preset", "tiny",
+            "--verbose", "0"]
+    err = _one_line_error(capsys, [*base, "--best-metric", "cider", "--out",
+                                   str(tmp_path / "best")])
+    assert "--best-metric cider needs the validation split" in err and "val2017" in err
+    assert not (tmp_path / "best" / "checkpoints").exists()
+    assert main([*base, "--out", str(tmp_path / "run")]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "validation" in line]
+    assert len(warnings) == 1 and "validation is off" in warnings[0]
+    assert "val2017" in warnings[0]

@@ -116,3 +116,23 @@ def test_printed_scores_line_up_however_long_the_name():
                             "attention_words_skipped_references": 0}).splitlines()
     assert len({len(line) for line in lines}) == 1  # values end in one column
     assert lines[1].split() == ["attention_uniform_baseline_references", "6.80"]
+
+
+@pytest.mark.slow
+def test_an_image_tensorflow_cannot_decode_is_named_and_counted_not_dropped_silently(
+        run, shared_data, tmp_path, caplog):
+    # A JPEG cut short passes PIL's header check at load time; TensorFlow cannot decode it.
+    coco = tmp_path / "coco"
+    (coco / "train2017").mkdir(parents=True)
+    (coco / "annotations").symlink_to(shared_data / "coco-mini" / "annotations")
+    images = sorted((shared_data / "coco-mini" / "train2017").glob("*.jpg"))[:4]
+    for image in images:
+        (coco / "train2017" / image.name).write_bytes(image.read_bytes())
+    cut = coco / "train2017" / images[1].name
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 3])
+    assert load_split("coco", "train", coco, max_images=4).skipped == 0  # the header check passes
+    with caplog.at_level("WARNING"):
+        results = evaluate(run, "coco", "train", data_dir=str(coco), beam_size=1,
+                           options={"max_images": 4}, metrics=("bleu",))
+    assert results["images"] == 3 and results["skipped_images"] == 1
+    assert any(str(cut) in r.getMessage() for r in caplog.records)

@@ -53,6 +53,22 @@ def test_export_gives_the_in_process_captions(run, exported, shape_images, beam_
 
 
 @pytest.mark.slow
+def test_a_file_given_twice_is_answered_twice_in_input_order(run, exported, shape_images,
+                                                             tmp_path):
+    # The answers come back in the order of the inputs, like the run's (a file's last position
+    # used to order both of its answers); a corrupt file among them is reported, not answered.
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(shape_images[0].read_bytes()[:100])
+    paths = [shape_images[0], shape_images[1], bad, shape_images[0]]
+    expected, failed = run.caption_files(paths, beam_size=1)
+    got, failed_too = exported.caption_files(paths, beam_size=1)
+    assert [p for p, _ in got] == [p for p, _ in expected] == [str(p) for p in paths[:2]] + [
+        str(paths[0])]
+    assert [c.text for _, c in got] == [c.text for _, c in expected]
+    assert [p for p, _ in failed] == [p for p, _ in failed_too] == [str(bad)]
+
+
+@pytest.mark.slow
 def test_serving_default_takes_the_image_bytes_alone(run, exported_captioner, shape_images):
     # What a TensorFlow Serving client sends: {"instances": [{"b64": ...}]}, nothing else; the
     # export's default beam (2) and length (the run's 12), in plain TensorFlow.

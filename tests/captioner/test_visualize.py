@@ -223,6 +223,25 @@ def test_caption_overlays_and_render_from_its_json_agree(capsys, captioned):
         assert animation.n_frames == len(words) + 1
 
 
+@pytest.mark.slow
+def test_render_marks_a_hard_runs_picks_as_caption_does(capsys, captioned):
+    # The JSON says the attention kind, so `render` outlines hard attention's picked cells
+    # without being told (`--hard`), as `caption --overlay` does from the model.
+    tmp, _, images = captioned
+    run = tmp / "hard-run"
+    assert main(["train", "--preset", "tiny", "--attention", "hard", "--out", str(run),
+                 "--seed", "5"]) == 0
+    capsys.readouterr()
+    assert main(["caption", str(run), str(images[0]), "--json", "--overlay",
+                 str(tmp / "hard.png")]) == 0
+    (tmp / "hard.json").write_text(capsys.readouterr().out)
+    assert json.loads((tmp / "hard.json").read_text())[0]["attention_kind"] == "hard"
+    assert main(["render", str(tmp / "hard.json"), "--out", str(tmp / "hard-rendered.png")]) == 0
+    drawn = np.asarray(Image.open(tmp / "hard.png"), int)
+    assert (np.abs(drawn - np.asarray(Image.open(tmp / "hard-rendered.png"), int)).max() <= 1)
+    assert (drawn == MARK).all(axis=-1).any()  # the picks are outlined: there is a mark
+
+
 # -- the viewer in a real browser ----------------------------------------------------------
 
 def test_hovering_caption_words_in_a_real_browser(tmp_path, grey_image):

@@ -140,7 +140,7 @@ def test_text_is_escaped(tmp_path):
     ([{"kind": "caption", "words": []}], UserError, "missing keys ['attention', 'image_png']"),
     ([{**_caption_item(), "colour": 1}], UserError, "unknown keys ['colour']"),
     ([{**_caption_item(), "words": ["a"]}], UserError, "one attention map per word"),
-    ([{**_caption_item(), "image_png": b"not an image"}], DataError, "cannot decode"),
+    ([{**_caption_item(), "image_png": b"not an image"}], DataError, "not an image"),
     ([], UserError, "non-empty list"),
 ])
 def test_bad_items_are_user_errors(tmp_path, items, error, message):
