@@ -234,6 +234,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def port_number(text: str) -> int:
+    """argparse type: a TCP port, 1..65535."""
+    value = positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {value}")
+    return value
+
+
 def non_negative_float(text: str) -> float:
     """argparse type: a finite float >= 0."""
     try:
@@ -323,12 +331,15 @@ def add_serve_arguments(p: argparse.ArgumentParser, prog: str, model_name: str,
     p.add_argument("--host", default="127.0.0.1",
                    help="the address to bind (put an authenticating proxy in front before "
                         "exposing it)")
-    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--port", type=port_number, default=8501)
     p.add_argument("--model-name", default=model_name, help="the NAME in /v1/models/NAME")
     p.add_argument("--max-batch-size", type=positive_int, default=max_batch_size,
                    help=f"the most {instances} merged into one model call")
     p.add_argument("--batch-timeout-ms", type=non_negative_float, default=5.0,
                    help="how long a request waits for others to share its call")
+    p.add_argument("--max-request-instances", type=positive_int, default=1024,
+                   help=f"the most {instances} one request may hold (more is refused with "
+                        "413: a request runs in one model call, however large)")
 
 
 def serve_savedmodel(args: argparse.Namespace, kind: str, what: str, **options) -> int:
@@ -343,7 +354,8 @@ def serve_savedmodel(args: argparse.Namespace, kind: str, what: str, **options) 
     from common.serving.app import serve
 
     serve(args.export_dir, args.model_name, host=args.host, port=args.port,
-          max_batch_size=args.max_batch_size, batch_timeout_ms=args.batch_timeout_ms, **options)
+          max_batch_size=args.max_batch_size, batch_timeout_ms=args.batch_timeout_ms,
+          max_request_instances=args.max_request_instances, **options)
     return EXIT_OK
 
 

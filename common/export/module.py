@@ -320,6 +320,7 @@ class DecodingModule(tf.Module):
         Keyword arguments are those of the module (`beam_sizes`, `default_beam_size`, ...);
         `max_decode_length` None keeps the run's.
         """
+        savedmodel.check_target(out_dir, overwrite)  # before the minutes of loading and tracing
         if max_decode_length:
             kwargs["max_decode_length"] = max_decode_length
         return cls.from_run_dir(run_dir, **kwargs).save(out_dir, overwrite=overwrite)

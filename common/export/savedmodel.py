@@ -62,10 +62,12 @@ def save(
     import tensorflow as tf
 
     export_dir = Path(export_dir)
-    if export_dir.exists() and not overwrite:
-        raise UserError(f"{export_dir} already exists; expected a new directory (or --overwrite)")
-    export_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{export_dir.name}.", dir=export_dir.parent))
+    check_target(export_dir, overwrite)
+    try:
+        export_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{export_dir.name}.", dir=export_dir.parent))
+    except OSError as exc:
+        raise UserError(f"{export_dir}: cannot be written ({exc.strerror or exc})") from None
     try:
         # Keras 3 variables wrap a tf.Variable; the object graph holds the wrappers only, and
         # TensorFlow 1 style loaders (TensorFlow Serving, `saved_model_cli run`) then fail
@@ -83,10 +85,41 @@ def save(
         if export_dir.exists():
             shutil.rmtree(export_dir)
         os.replace(staging, export_dir)
+    except OSError as exc:
+        raise UserError(f"{export_dir}: cannot be written ({exc.strerror or exc})") from None
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return export_dir
+
+
+def check_target(export_dir: str | os.PathLike, overwrite: bool = False) -> None:
+    """Refuses, in one line, an `export_dir` that `save` must not write or replace.
+
+    A new path is fine. An existing one needs `overwrite`, and even then only an earlier
+    export (a `saved_model.pb` with this package's `export_info.json`) or an empty directory is
+    replaced: never a file, a run directory, or any other directory, whose files `--overwrite`
+    would delete.
+
+    Raises:
+        UserError: naming the path and why.
+    """
+    export_dir = Path(export_dir)
+    for parent in export_dir.absolute().parents:
+        if parent.exists() and not parent.is_dir():
+            raise UserError(f"{export_dir}: {parent} is a file, not a directory")
+    if not export_dir.exists() and not export_dir.is_symlink():
+        return
+    if not overwrite:
+        raise UserError(f"{export_dir} already exists; expected a new directory (or --overwrite)")
+    if not export_dir.is_dir() or export_dir.is_symlink():
+        raise UserError(f"{export_dir} is not a directory; --overwrite replaces only an earlier "
+                        "export")
+    if any(export_dir.iterdir()) and not (
+            is_saved_model(export_dir) and (export_dir / EXTRA_DIR / INFO_FILE).is_file()):
+        raise UserError(f"{export_dir} holds files but no export (saved_model.pb and "
+                        f"{EXTRA_DIR}/{INFO_FILE}); --overwrite replaces only an earlier export "
+                        "or an empty directory")
 
 
 def _tf_variables(module: Any, functions: Any) -> list:

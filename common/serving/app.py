@@ -103,7 +103,10 @@ async def _predict(request: web.Request) -> web.Response:
     model = _servable(request)
     raw = await request.read()  # raises HTTPRequestEntityTooLarge past client_max_size
     parser = model.parser
-    signature, layout, inputs, size = parser.parse(parse_body(raw))
+    # Parsing (and screening images) and writing the answer take CPU time in proportion to
+    # the request: off the event loop, so that other requests are answered meanwhile.
+    signature, layout, inputs, size = await asyncio.to_thread(
+        lambda: parser.parse(parse_body(raw)))
     batched = frozenset(parser.batched_names(signature))
     key = None
     if size > 0 and model.mergeable[signature]:
@@ -113,7 +116,8 @@ async def _predict(request: web.Request) -> web.Response:
     outputs = await request.app[BATCHER].submit(
         inputs, size=size, key=key, context=(model.version, signature), batched=batched
     )
-    return web.json_response(outputs_to_json(outputs, layout), dumps=json.dumps)
+    text = await asyncio.to_thread(lambda: json.dumps(outputs_to_json(outputs, layout)))
+    return web.json_response(text=text)
 
 
 def create_app(
@@ -125,6 +129,7 @@ def create_app(
     max_image_pixels: int = 25_000_000,
     input_defaults: Mapping[str, Any] | None = None,
     screen_images: bool = False,
+    max_request_instances: int = 1024,
 ) -> web.Application:
     """The aiohttp application serving `saved_model_dir` as `model_name` (loads it now).
 
@@ -135,6 +140,8 @@ def create_app(
         model_name: the NAME in `/v1/models/NAME`.
         max_body_bytes: larger request bodies get 413.
         max_batch_size: the most instances merged into one signature call.
+        max_request_instances: the most instances one request may hold; more is a 413. A
+            request runs in one call however large, so this bounds what one request costs.
         batch_timeout_ms: how long a request waits for others to share its call.
         max_image_pixels: binary inputs whose image header declares more pixels get 400.
         input_defaults: values for scalar inputs (e.g. `{"beam_size": 3}`) a request omits.
@@ -148,8 +155,11 @@ def create_app(
         raise UserError(f"model name must be non-empty without '/' or ':', got {model_name!r}")
     if max_body_bytes < 1:
         raise UserError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
+    if max_request_instances < 1:
+        raise UserError(f"max_request_instances must be >= 1, got {max_request_instances}")
     versions = {
-        number: ServedModel(path, input_defaults, max_image_pixels, screen_images, number)
+        number: ServedModel(path, input_defaults, max_image_pixels, screen_images, number,
+                            max_instances=max_request_instances)
         for number, path in model_versions(saved_model_dir).items()
     }
 
@@ -197,13 +207,38 @@ def serve(
     Example:
     >>> serve("runs/captioner/export", "captioner")  # doctest: +SKIP
     """
+    check_address(host, port)  # before the model loads: a bad address is one line at once
     app = create_app(saved_model_dir, model_name, **options)
     url = f"http://{host}:{port}/v1/models/{model_name}"
     numbers = sorted(app[VERSIONS])
     shown = (f" (version {numbers[0]})" if len(numbers) == 1 else
              f" (versions {', '.join(map(str, numbers))}; {numbers[-1]} by default)")
-    web.run_app(app, host=host, port=port,
-                print=lambda _: print(f"Serving {url}{shown}", flush=True))
+    try:
+        web.run_app(app, host=host, port=port,
+                    print=lambda _: print(f"Serving {url}{shown}", flush=True))
+    except OSError as exc:  # the address was taken since check_address
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def check_address(host: str, port: int) -> None:
+    """Refuses, in one line, an address the server cannot listen on: a host that does not
+    resolve, a port out of range, in use or not allowed (binds a socket and closes it)."""
+    import socket
+
+    if not 0 <= port <= 65535:
+        raise UserError(f"port {port}: expected 0 to 65535")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM)[0]
+    except (OSError, UnicodeError) as exc:
+        raise UserError(f"cannot listen on {host}:{port}: {host!r} does not resolve "
+                        f"({getattr(exc, 'strerror', None) or exc})") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 @contextlib.contextmanager

@@ -79,6 +79,9 @@ class RequestParser:
         check_batched: called as `check_batched(array, where)` on every per-instance input
             (the image screening, `common.serving.images.ImageScreen`); it may rewrite the
             elements of `array` in place, and raises `RequestError` to refuse one.
+        max_instances: the most instances one request may hold (None: no limit); more is a
+            413 before any is screened. A request runs in one model call whatever its size,
+            so this bounds the memory and time one request can take.
     """
 
     def __init__(
@@ -86,10 +89,20 @@ class RequestParser:
         specs: Specs,
         defaults: Mapping[str, Mapping[str, np.ndarray]],
         check_batched: Callable[[np.ndarray, str], None] | None = None,
+        max_instances: int | None = None,
     ):
         self.specs = specs
         self.defaults = defaults
         self._check = check_batched or (lambda array, where: None)
+        self.max_instances = max_instances
+
+    def _check_count(self, count: int, where: str) -> None:
+        if count == 0:
+            raise RequestError(f"{where}: no values; expected at least one instance")
+        if self.max_instances is not None and count > self.max_instances:
+            raise RequestError(f"{where}: {count} instances in one request; at most "
+                               f"{self.max_instances} (the server's --max-request-instances)",
+                               status=413)
 
     def batched_names(self, signature: str) -> list[str]:
         """The inputs that carry one value per instance (rank >= 1), sorted."""
@@ -137,6 +150,7 @@ class RequestParser:
             raise RequestError(f"'instances' must be a list, got {_json_type(instances)}")
         if not instances:
             raise RequestError("No values in 'instances' list")
+        self._check_count(len(instances), "'instances'")
         named = _is_object(instances[0])
         if not named and len(batched) != 1:
             raise RequestError(
@@ -200,6 +214,7 @@ class RequestParser:
                         f"'inputs', input {name!r}: expected a list (one value per instance), "
                         "got a single value"
                     )
+                self._check_count(array.shape[0], f"'inputs', input {name!r}")
                 self._check(array, f"'inputs', input {name!r}")
                 inputs[name] = array
             else:

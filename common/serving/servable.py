@@ -39,6 +39,7 @@ class ServedModel:
             and re-encode as PNG what the graph's `tf.io.decode_image` does not decode
             faithfully (TIFF, CMYK JPEG).
         version: the version number it is served as.
+        max_instances: the most instances one request may hold (`RequestParser`).
     """
 
     def __init__(
@@ -48,6 +49,7 @@ class ServedModel:
         max_image_pixels: int = 25_000_000,
         screen_images: bool = False,
         version: int = 1,
+        max_instances: int | None = None,
     ):
         import tensorflow as tf
 
@@ -69,7 +71,8 @@ class ServedModel:
             input_defaults = load_json(defaults_file)
         self.defaults = option_defaults(self.specs, dict(input_defaults or {}))
         self.parser = RequestParser(
-            self.specs, self.defaults, ImageScreen(max_image_pixels, screen_images)
+            self.specs, self.defaults, ImageScreen(max_image_pixels, screen_images),
+            max_instances=max_instances,
         )
         self.mergeable = {
             name: all(

@@ -218,3 +218,15 @@ def test_serve_cli_refuses_a_directory_that_is_not_a_savedmodel(tmp_path, capsys
     assert main(["serve", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "version directory without saved_model.pb" in err
+
+
+@pytest.mark.slow
+def test_serve_cli_refuses_a_bad_port_or_host_in_one_line(exported, capsys):
+    _, export_dir = exported
+    for options, fragment in ((["--port", "70000"], "expected a port from 1 to 65535"),
+                              (["--port", "-5"], "expected a positive integer"),
+                              (["--host", "999.1.1.1"], "does not resolve"),
+                              (["--max-request-instances", "0"], "expected a positive integer")):
+        assert main(["serve", str(export_dir), *options]) == 2, options
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and fragment in err, err

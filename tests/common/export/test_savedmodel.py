@@ -1,6 +1,8 @@
 """`common.export.savedmodel`: atomic saving, the kind marker, isolated runs, saved_model_cli."""
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -148,3 +150,39 @@ def test_model_versions_reads_tensorflow_serving_base_paths(export_dir, tmp_path
         savedmodel.model_versions(base / "notes")
     with pytest.raises(UserError, match="not a SavedModel directory"):
         savedmodel.model_versions(tmp_path / "missing")
+
+
+def test_overwrite_replaces_only_an_earlier_export_or_an_empty_directory(export_dir, tmp_path):
+    module = Shout()
+    sig = {"serving_default": module.serve.get_concrete_function()}
+    run = tmp_path / "run"  # a training run: --overwrite must not delete its files
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("keep me")
+    for target, message in ((run, "holds files but no export"), (tmp_path, "no export"),
+                            (a_file, "not a directory"), (a_file / "out", "is a file")):
+        with pytest.raises(UserError, match=message) as info:
+            savedmodel.save(module, target, sig, kind="test.shout", overwrite=True)
+        assert "\n" not in str(info.value)
+    assert sorted(p.name for p in run.rglob("*")) == ["checkpoints", "config.json"]
+    assert a_file.read_text() == "keep me"
+    # An earlier export is replaced; so is an empty directory.
+    again = tmp_path / "again"
+    shutil.copytree(export_dir, again)
+    savedmodel.save(module, again, sig, kind="test.other", overwrite=True)
+    assert savedmodel.read_info(again)["kind"] == "test.other"
+    (tmp_path / "empty").mkdir()
+    savedmodel.save(module, tmp_path / "empty", sig, kind="test.other", overwrite=True)
+    assert savedmodel.is_saved_model(tmp_path / "empty")
+
+
+def test_an_unwritable_place_is_one_line():
+    module = Shout()
+    sig = {"serving_default": module.serve.get_concrete_function()}
+    target = Path("/proc/no-such-folder/out")  # no one may create folders in /proc, root either
+    if not Path("/proc").is_dir():
+        pytest.skip("no /proc on this system")
+    with pytest.raises(UserError, match="cannot be written") as info:
+        savedmodel.save(module, target, sig, kind="test.shout")
+    assert "\n" not in str(info.value) and str(target) in str(info.value)

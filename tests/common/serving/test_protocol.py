@@ -107,3 +107,21 @@ def test_the_library_holds_no_test_helpers():
     assert (common / "serving" / "app.py").is_file()
     assert not hasattr(savedmodel, "run_signature_isolated")
     assert not hasattr(savedmodel, "saved_model_cli")
+
+
+def test_a_request_of_no_instances_or_too_many_is_refused_before_screening():
+    screened = []
+    parser = RequestParser(SPECS, option_defaults(SPECS, {"k": 3}),
+                           lambda array, where: screened.append(len(array)), max_instances=3)
+    for body in ({"inputs": {"x": np.zeros((0, 2), int).tolist()}},
+                 {"signature_name": "plain", "inputs": []}):
+        with pytest.raises(RequestError, match="no values") as caught:
+            parser.parse(body)
+        assert caught.value.status == 400
+    for body in ({"instances": [[1, 2]] * 4}, {"inputs": {"x": [[1, 2]] * 4}},
+                 {"signature_name": "plain", "instances": ["a"] * 4}):
+        with pytest.raises(RequestError, match="4 instances in one request; at most 3") as caught:
+            parser.parse(body)
+        assert caught.value.status == 413
+    assert screened == []  # refused before any instance was screened
+    assert parser.parse({"instances": [[1, 2]] * 3})[3] == 3

@@ -396,3 +396,31 @@ def test_assertion_errors_give_their_message_alone():
                       "recent call last):\n<stack traces unavailable>\nInvalid PNG data, size "
                       "40\n\t [[{{node DecodePng}}]] [Op:__inference_f_1]") == (
         "Invalid PNG data, size 40")
+
+
+def test_too_many_instances_get_413_and_no_model_call(text_model_dir):
+    app = create_app(text_model_dir, "shout", max_request_instances=5)
+    with serve_in_background(app) as url:
+        url += "/v1/models/shout:predict"
+        status, body, _ = request(url, {"instances": ["a b"] * 6})
+        assert status == 413 and "6 instances in one request; at most 5" in body["error"]
+        assert calls(app) == 0
+        status, body, _ = request(url, {"instances": ["a b"] * 5})
+        assert status == 200 and len(body["predictions"]) == 5
+
+
+def test_an_address_the_server_cannot_listen_on_is_one_line():
+    import socket
+
+    from common.serving.app import check_address
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(UserError, match=f"cannot listen on 127.0.0.1:{port}"):
+            check_address("127.0.0.1", port)
+    with pytest.raises(UserError, match="does not resolve"):
+        check_address("999.1.1.1", 8501)
+    with pytest.raises(UserError, match="expected 0 to 65535"):
+        check_address("127.0.0.1", 70000)
