@@ -2,7 +2,8 @@
 
 `export_run(RUN_DIR, OUT_DIR)` writes a SavedModel that stock TensorFlow (or TensorFlow
 Serving) runs without this project, Keras or keras-hub: image decoding
-(`tf.io.decode_image`: JPEG, PNG, GIF's first frame, BMP, WebP; grayscale and RGBA become RGB),
+(`common.images.decode_in_graph`: JPEG with Pillow's accurate inverse DCT, PNG, GIF's first
+frame, BMP, WebP; grayscale and RGBA become RGB; the pixels Pillow gives),
 resizing to the encoder's input size (bilinear with antialiasing, close to Pillow's bilinear
 resize the run directory's `captioner caption` uses), the encoder, decoding
 (`common.decoding`'s `tf.while_loop`s) and detokenization (`detokenize_tf`) are in the graph.
@@ -47,6 +48,7 @@ import tensorflow as tf
 
 from captioner.inference import Caption, CaptionerRun, caption_from_outputs
 from common.errors import DataError
+from common.images import decode_in_graph
 from common.export.module import DEFAULT_BEAM_SIZES, DecodingModule, ExportedModel
 from common.text import Vocabulary
 
@@ -124,9 +126,7 @@ class CaptionerModule(DecodingModule):
         height, width = self.image_size
 
         def one(data):
-            image = tf.io.decode_image(data, channels=3, expand_animations=False,
-                                       dtype=tf.uint8)
-            image.set_shape([None, None, 3])
+            image = decode_in_graph(data)  # Pillow's pixels, JPEG included
             at_size = tf.reduce_all(tf.equal(tf.shape(image)[:2], [height, width]))
             return tf.cond(
                 at_size,

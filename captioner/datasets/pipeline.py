@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from captioner.datasets.records import CaptionSplit
 from common.errors import UserError
+from common.images import decode_in_graph
 from common.text import Vocabulary, normalize, tokenize, tokenize_texts
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -116,8 +117,7 @@ def _image_source(split: CaptionSplit, size: tuple[int, int] | None):
 
     def load(path):
         data = tf.io.read_file(path)
-        image = tf.io.decode_image(data, channels=3, expand_animations=False)
-        image.set_shape([None, None, 3])
+        image = decode_in_graph(data)  # Pillow's pixels, JPEG included
         image = tf.image.resize(tf.cast(image, tf.float32), size, antialias=True)
         return tf.clip_by_value(image, 0.0, 255.0)
 

@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from PIL import Image
 
 from captioner.cli import main
 from captioner.config import DecoderConfig, EncoderConfig
@@ -50,6 +51,22 @@ def test_export_gives_the_in_process_captions(run, exported, shape_images, beam_
         assert g.attention.shape == e.attention.shape == (len(e.words) + e.finished, 64)
         np.testing.assert_allclose(g.attention, e.attention, atol=1e-5)
         assert g.to_json(exported.grid_shape).keys() == e.to_json(run.grid_shape).keys()
+
+
+@pytest.mark.slow
+def test_a_jpeg_gets_the_run_directorys_caption_and_attention(run, exported, shape_images,
+                                                              tmp_path):
+    # JPEGs at the encoder's size: the graph decodes them to Pillow's pixels (the accurate
+    # inverse DCT), so the export sees what the run directory sees.
+    jpegs = []
+    for path in shape_images:
+        jpegs.append(tmp_path / f"{path.stem}.jpg")
+        Image.open(path).save(jpegs[-1], quality=75)
+    expected, _ = run.caption_files(jpegs, beam_size=2)
+    got, _ = exported.caption_files(jpegs, beam_size=2)
+    for (_, e), (_, g) in zip(expected, got, strict=True):
+        assert g.words == e.words and g.score == pytest.approx(e.score, abs=1e-4)
+        np.testing.assert_allclose(g.attention, e.attention, atol=1e-5)
 
 
 @pytest.mark.slow
