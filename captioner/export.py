@@ -48,8 +48,8 @@ import tensorflow as tf
 
 from captioner.inference import Caption, CaptionerRun, caption_from_outputs
 from common.errors import DataError
-from common.images import decode_in_graph
 from common.export.module import DEFAULT_BEAM_SIZES, DecodingModule, ExportedModel
+from common.images import decode_in_graph
 from common.text import Vocabulary
 
 KIND = "captioner"

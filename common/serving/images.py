@@ -16,6 +16,7 @@ A refusal is a `RequestError` (400) naming where.
 from __future__ import annotations
 
 import io
+import re
 import warnings
 from typing import Any
 
@@ -47,10 +48,12 @@ class ImageScreen:
             return
         flat = array.reshape(-1)  # a view: re-encoded images are written back into `array`
         for i, value in enumerate(flat):
-            check_image_size(value, self.max_pixels, where)
+            # A column of several images names the one refused (a row is one instance).
+            here = f"{where}, instance {i}" if flat.size > 1 else where
+            check_image_size(value, self.max_pixels, here)
             if self.screen and isinstance(value, bytes):
                 try:
-                    flat[i] = prepare_for_graph(value, where, self.max_pixels)
+                    flat[i] = prepare_for_graph(value, here, self.max_pixels)
                 except UserError as exc:
                     raise RequestError(str(exc)) from None
 
@@ -67,7 +70,10 @@ def check_image_size(data: Any, max_pixels: int, where: str) -> None:
             with Image.open(io.BytesIO(data), formats=GRAPH_FORMATS) as image:
                 width, height = image.size
     except Image.DecompressionBombError as exc:  # Pillow's own, larger limit fired
-        raise RequestError(f"{where}: {exc} (the limit here is {max_pixels})") from None
+        found = re.search(r"\((\d+) pixels\)", str(exc))
+        declared = f"{int(found.group(1))} pixels" if found else "too many pixels"
+        raise RequestError(f"{where}: the image header declares {declared}; the limit is "
+                           f"{max_pixels}") from None
     except Exception:  # not an image Pillow knows: TensorFlow decides
         return
     if width * height > max_pixels:

@@ -9,7 +9,7 @@ import tensorflow as tf
 from PIL import Image, ImageFile
 
 from common.errors import DataError
-from common.images import decode_in_graph, declared_size, graph_bytes, load_image
+from common.images import declared_size, decode_in_graph, graph_bytes, load_image
 from tests.common.image_cases import bad_images, bomb_png, good_images, write_cases
 
 GOOD = good_images()

@@ -169,7 +169,11 @@ BAD_REQUESTS = [
     ({"instances": [["a", "b"]]}, 400, "expected []"),
     ({"instances": [{"b64": "not base64!"}]}, 400, "not valid base64"),
     ({"inputs": "abc"}, 400, "expected a list"),
-    ({"instances": [b64(bomb_png())]}, 400, "decompression bomb"),
+    ({"instances": [b64(bomb_png())]}, 400,
+     "instance 0 of 'instances', input 'images': the image header declares 1600000000 pixels; "
+     "the limit is 25000000"),
+    ({"inputs": [b64(png_bytes(0)), b64(bomb_png())]}, 400,
+     "'inputs', input 'images', instance 1: the image header declares 1600000000 pixels"),
     ({"instances": [b64(b"\x89PNG\r\n\x1a\n" + bytes(40))]}, 400, "PNG"),
     ({"instances": [b64(b"GIF89a" + bytes(40))]}, 400, "GIF"),
 ]
