@@ -14,6 +14,7 @@ from captioner.cli import subcommands as captioner_subcommands
 from common.cli import SubcommandParser
 from common.config import save_json, to_dict
 from common.registry import Registry
+from common.training.config import TrainingConfig
 from common.training.run_dir import RunDir
 from seq2seq.cli import main as seq2seq_main
 from seq2seq.cli import subcommands as seq2seq_subcommands
@@ -151,6 +152,18 @@ def test_a_flag_the_preset_turns_on_can_be_turned_off(monkeypatch, tmp_path, arc
     model = config.model
     on = model.transformer.tie_embeddings if arch == "transformer" else model.bahdanau.input_feeding
     assert on is expected
+
+
+@pytest.mark.parametrize("arch", ["transformer", "bahdanau"])
+def test_spa_eng_cpu_keeps_no_best_checkpoint_unless_asked(monkeypatch, tmp_path, arch):
+    # Its runs' default checkpoint is the last (docs/results.md: the noisy best scored lower).
+    seen = captured(monkeypatch, "seq2seq.train")
+    for flags, expected in (([], None), (["--best-metric", "auto"], "auto")):
+        assert seq2seq_main(["train", "--dataset", "dates", "--arch", arch, "--preset",
+                             "spa-eng-cpu", *flags, "--out", str(tmp_path / "r")]) == 0
+        config = seen.pop()
+        assert config.training["best_metric"] == expected
+        assert TrainingConfig(**config.training).best_metric == expected
 
 
 def test_a_no_flag_clears_what_the_config_file_set(monkeypatch, tmp_path):
