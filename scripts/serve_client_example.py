@@ -93,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         values: list[Any] = [
             {"b64": base64.b64encode(path.read_bytes()).decode("ascii")} for path in args.images
         ] or list(args.text)
+    except OSError as error:  # a file named on the command line: bad input
+        print(f"error: {error.filename}: {error.strerror}", file=sys.stderr)
+        return 2
+    try:
         options = dict(args.option)
         name = batch_input_name(call(base + "/metadata"), args.signature) if options else ""
         answer = call(base + ":predict", build_request(values, name, args.signature, options))

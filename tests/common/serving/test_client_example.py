@@ -39,3 +39,8 @@ def test_client_sends_image_files(client, image_model_dir, tmp_path, capsys):
     with serve_in_background(create_app(image_model_dir, "stats")) as url:
         assert client.main(["--url", url, "--model", "stats", str(path)]) == 0
     assert json.loads(capsys.readouterr().out)["predictions"][0]["shape"] == [2, 6, 3]
+    # A file that cannot be read is bad input (exit 2), named, before anything is sent.
+    assert client.main(["--url", "http://127.0.0.1:9", "--model", "stats",
+                        str(tmp_path / "none.png")]) == 2
+    missing = f"error: {tmp_path / 'none.png'}: No such file or directory"
+    assert capsys.readouterr().err.strip() == missing
