@@ -40,9 +40,10 @@ setup(
         # outputs, attention images) go through them rather than hand-built event protobufs.
         "tensorboard>=2.20.0,<3",
         # Subword vocabularies: `sentencepiece` trains the models (common/text/subwords.py);
-        # tensorflow-text holds the SentencePiece ops that keras-hub's tokenizer puts into the
-        # exported graph (what TensorFlow Serving links). keras-hub pulls both in today, but the
-        # project uses them directly, so it says so (tensorflow-text follows TensorFlow's minor).
+        # tensorflow-text holds the SentencePiece ops that go into the exported graph (what
+        # TensorFlow Serving links), used directly rather than through keras-hub's tokenizer,
+        # which leaves them unnamed (two models in one export then load as one). keras-hub
+        # pulls both in too (tensorflow-text follows TensorFlow's minor).
         "sentencepiece>=0.2.0,<1",
         "tensorflow-text>=2.20.1,<2.22",
     ],

@@ -1,9 +1,13 @@
 """Subword vocabularies: SentencePiece (unigram or BPE) with the package's special ids.
 
 A `SubwordVocabulary` is trained on the training split with the `sentencepiece` package
-(Kudo and Richardson 2018) and used through keras-hub's `SentencePieceTokenizer`, whose
-tensorflow-text ops go into an exported graph (TensorFlow Serving links them; a plain
-TensorFlow process loads such an export after `import tensorflow_text`). The model is trained
+(Kudo and Richardson 2018) and used in graphs through tensorflow-text's
+`SentencepieceTokenizer`, whose ops go into an exported graph (TensorFlow Serving links them; a
+plain TensorFlow process loads such an export after `import tensorflow_text`). Not through
+keras-hub's `SentencePieceTokenizer`, a wrapper of the same op: it gives the op no name, and
+two unnamed SentencePiece models in one SavedModel (a translator's source and target) load as
+one, so the export decoded the target with the source model. Each model's op is named by a
+digest of the model. The model is trained
 with `<pad>`=0, `<start>`=1, `<end>`=2, `<unk>`=3 (the ids of `common.text.specials`), so
 models, losses and decoding see the same ids as with a word `Vocabulary`.
 
@@ -105,18 +109,22 @@ class SubwordVocabulary(tf.Module):
 
     @property
     def tokenizer(self):
-        """keras-hub's `SentencePieceTokenizer` of the model, made on first use.
+        """tensorflow-text's `SentencepieceTokenizer` of the model, made on first use.
 
-        Its tensorflow-text resource belongs to the op's kernel, which `tf.random.set_seed`
-        (so `keras.utils.set_random_seed`) drops with the kernel cache (tensorflow/text#802):
-        made late, it is made after a trainer seeds. A module that saves graphs using it
-        touches it first, so the SavedModel tracks it.
+        Its op is named `sentencepiece_<digest of the model>`: a SavedModel holding two models
+        keeps them apart when loaded (unnamed, they load as one). Its resource belongs to the
+        op's kernel, which `tf.random.set_seed` (so `keras.utils.set_random_seed`) drops with
+        the kernel cache (tensorflow/text#802): made late, it is made after a trainer seeds. A
+        module that saves graphs using it touches it first, so the SavedModel tracks it.
         """
         if self._tokenizer is None:
-            import keras_hub
+            import hashlib
 
-            self._tokenizer = keras_hub.tokenizers.SentencePieceTokenizer(proto=self.proto,
-                                                                          dtype="int32")
+            import tensorflow_text
+
+            digest = hashlib.sha256(self.proto).hexdigest()[:16]
+            self._tokenizer = tensorflow_text.SentencepieceTokenizer(
+                model=self.proto, out_type=tf.int32, name=f"sentencepiece_{digest}")
         return self._tokenizer
 
     def __len__(self) -> int:
@@ -164,9 +172,7 @@ class SubwordVocabulary(tf.Module):
 
     def encode_tf(self, strings) -> tf.RaggedTensor:
         """`(B,)` tf.string texts -> `(B, None)` int32 ids, inside TensorFlow graphs."""
-        ids = self.tokenizer.tokenize(strings)
-        # keras-hub hands eager results back as Python lists; graphs get the ragged tensor.
-        return ids if isinstance(ids, tf.RaggedTensor) else tf.ragged.constant(ids, tf.int32)
+        return self.tokenizer.tokenize(tf.convert_to_tensor(strings, tf.string))
 
     def decode_tf(self, ids) -> tf.Tensor:
         """`(B, T)` ids -> `(B,)` tf.string texts, each cut at its first `<end>`."""

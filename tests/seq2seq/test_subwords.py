@@ -164,6 +164,22 @@ def test_per_side_bpe_models_on_spa_eng(tmp_path):
     (result,) = translator.translate(["I'm hungry."])
     assert result.error is None and result.source_tokens == source.encode(
         "I'm hungry.", out_type=str)
+    # The export keeps the two models apart: the target is decoded with the target's (it was
+    # decoded with the source's, the two unnamed tensorflow-text resources loaded as one).
+    sentences = ["I'm hungry.", "I don't know.", "Where is the station?"]
+    expected = translator.translate(sentences, beam_size=2)
+    assert main(["export", str(run), str(tmp_path / "export"), "--beam-sizes", "2"]) == 0
+    outputs, _ = run_signature_isolated(
+        tmp_path / "export", {"sentences": sentences, "beam_size": 2, "max_length": 16,
+                              "n_best": 1},
+        signature="translate_with_options", op_libraries=("tensorflow_text",))
+    for row, e in enumerate(expected):
+        n = int(outputs["lengths"][row])
+        assert [t.decode() for t in outputs["tokens"][row, :n]] == e.tokens
+        assert outputs["translations"][row].decode() == e.text == target.decode_pieces(e.tokens)
+    # ... which would read otherwise: the source model makes other text of the same ids.
+    assert any(source.decode([target.piece_to_id(p) for p in e.tokens]) != e.text
+               for e in expected)
 
 
 @pytest.mark.slow
