@@ -205,7 +205,18 @@ class Trainer:
         """
         if self._keeper is None:
             raise RuntimeError("Trainer.restore needs the variables: call build(make_dataset)")
-        return self._keeper.restore(checkpoint)
+        restored = self._keeper.restore(checkpoint)
+        self._apply_learning_rate()
+        return restored
+
+    def _apply_learning_rate(self) -> None:
+        """Set the optimizer's rate to the config's after a restore, which brings back the
+        rate the checkpoint was saved with: `--resume --learning-rate X` then trains at X.
+        A schedule (the Transformer's) has no rate to set: it is a function of the step."""
+        try:
+            self.optimizer.learning_rate = self.config.learning_rate
+        except (TypeError, AttributeError):  # a LearningRateSchedule, or a callable
+            pass
 
     @property
     def latest_checkpoint(self) -> str | None:
@@ -252,6 +263,10 @@ class Trainer:
             RunDirError: a checkpoint or log file could not be written.
         """
         metric = self.config.best_metric
+        if validate is None and self.config.early_stopping:
+            raise UserError(f"early_stopping {self.config.early_stopping} needs validation; "
+                            "this training has none (no validation split, or "
+                            "validation_examples 0)")
         if metric not in (None, "auto"):
             if validate is None:
                 raise UserError(f"best_metric {metric!r} needs a validation function; this "
@@ -272,9 +287,9 @@ class Trainer:
             if verbose:
                 print(f"Resuming from {restored} at {self.state.as_dict()} with a new "
                       "optimizer")
-        elif resume and self._keeper.restore():
+        elif resume and (restored := self.restore()):
             if verbose:
-                print(f"Resuming from {self._keeper.latest} at {self.state.as_dict()}")
+                print(f"Resuming from {restored} at {self.state.as_dict()}")
         else:
             if resume and verbose:
                 print(f"No checkpoint in {self.run_dir.checkpoints}; starting from scratch")
@@ -361,10 +376,11 @@ class Trainer:
         if steps is None and skip == 0:
             self._pass_steps = step_in_epoch
         progress.finish()
-        self.state.set(step, epoch + 1, 0)
-        self._save()
         record = {"kind": "epoch", "epoch": epoch, "step": step, **progress.means.result(),
                   "examples_per_s": progress.examples_per_second, "time_s": progress.elapsed}
+        # Validation comes before the epoch-end checkpoint: a run stopped while it validates
+        # resumes before the epoch's end and validates again, rather than after it with the
+        # epoch never validated (and a best checkpoint chosen without it).
         if validate is not None:
             results = validate(self.model, epoch) or {}
             metrics = {k: v for k, v in results.items() if _is_number(v)}
@@ -379,6 +395,8 @@ class Trainer:
             if verbose:
                 shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k[:4] == "val_")
                 print(f"Epoch {epoch + 1}: {shown}", flush=True)
+        self.state.set(step, epoch + 1, 0)
+        self._save()
         self._log(record)
         return record
 

@@ -27,11 +27,12 @@ def optimizer_state(optimizer):
     return [np.array(v) for v in optimizer.variables]
 
 
-def fit(run_dir, resume=False, dropout=0.0, make_dataset=None, **overrides):
+def fit(run_dir, resume=False, dropout=0.0, make_dataset=None, validate=None, **overrides):
     settings = dict(epochs=2, batch_size=8, learning_rate=0.05, checkpoint_every=2, log_every=2)
     config = TrainingConfig(**{**settings, **overrides})
     trainer = Trainer(run_dir, config, lambda: TinyRegressor(dropout=dropout))
-    history = trainer.fit(make_dataset or dataset_maker(8), resume=resume, verbose=0)
+    history = trainer.fit(make_dataset or dataset_maker(8), resume=resume, verbose=0,
+                          validate=validate)
     return trainer, history
 
 
@@ -304,3 +305,45 @@ def test_restore_model_reads_a_checkpoint_without_the_count(tmp_path):
     restore_model(fresh, path)
     for saved, restored in zip(weights(model), weights(fresh)):
         np.testing.assert_array_equal(saved, restored)
+
+
+def test_resume_trains_at_the_learning_rate_given_then(run_dir):
+    # The checkpoint holds the optimizer's rate; the resumed run's config says the rate (what
+    # robustness.md's "resume with a lower --learning-rate" after a NaN stop relies on).
+    fit(run_dir, epochs=1, learning_rate=0.05)
+    resumed, _ = fit(run_dir, resume=True, epochs=2, learning_rate=0.001)
+    assert float(resumed.optimizer.learning_rate) == pytest.approx(0.001)
+    lines = (run_dir / "history.jsonl").read_text().splitlines()
+    rates = [(r["epoch"], r["learning_rate"]) for r in map(json.loads, lines)
+             if r["kind"] == "step"]
+    assert [rate for epoch, rate in rates if epoch == 0] == pytest.approx([0.05] * 2)
+    assert [rate for epoch, rate in rates if epoch == 1] == pytest.approx([0.001] * 2)
+
+
+class Stopped(Exception):
+    """What a kill during the validation looks like to the run: it ends there."""
+
+
+def test_a_run_stopped_while_it_validates_validates_that_epoch_when_resumed(run_dir):
+    calls = []
+
+    def validate(model, epoch):
+        calls.append(epoch)
+        if len(calls) == 1:
+            raise Stopped
+        return {"score": 10.0 + epoch}
+
+    with pytest.raises(Stopped):
+        fit(run_dir, epochs=2, validate=validate)
+    resumed = fit(run_dir, resume=True, epochs=2, validate=validate)[1]
+    assert calls == [0, 0, 1]  # epoch 0 validated again, not skipped
+    records = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    epochs = [r for r in records if r["kind"] == "epoch"]
+    assert [(r["epoch"], r["val_score"]) for r in epochs] == [(0, 10.0), (1, 11.0)]
+    assert [r["epoch"] for r in resumed] == [0, 1]
+
+
+def test_early_stopping_without_validation_is_refused(run_dir):
+    with pytest.raises(UserError, match="early_stopping 2 needs validation"):
+        fit(run_dir, epochs=2, early_stopping=2)
+    assert not (run_dir / "checkpoints").exists()
