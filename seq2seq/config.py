@@ -170,7 +170,8 @@ class DataConfig:
         max_vocab: the largest vocabulary per side (None: every token seen `min_count` times).
         min_count: the fewest occurrences that put a token in the vocabulary.
         max_length: drop training pairs with more tokens than this on either side (words, or
-            subword ids with `vocab="sentencepiece"`).
+            subword ids with `vocab="sentencepiece"`); for the Transformer at most its
+            positions less one (`RunConfig.length_limit`).
         vocab: `"word"` (a `Vocabulary` per side from the tokenized text: `max_vocab`,
             `min_count`) or `"sentencepiece"` (subwords: a SentencePiece model trained on the
             training split's raw text, `seq2seq.vocabularies`).
@@ -226,6 +227,16 @@ class RunConfig:
         if self.model.copy and self.data.vocab != "word":
             raise UserError("--copy copies source words: it applies to word vocabularies "
                             "(--vocab word), not to --vocab sentencepiece")
+
+    @property
+    def length_limit(self) -> int:
+        """The most tokens (or subwords) a side of a training pair may have: `data.max_length`,
+        and for the Transformer at most its positions less one (the decoder reads `<start>`
+        before the target), so that no pair kept is longer than the model can read."""
+        limit = self.data.max_length
+        if self.model.arch == "transformer":
+            limit = min(limit, self.model.transformer.max_length - 1)
+        return limit
 
 
 def _check_positive(config: Any, *names: str) -> None:

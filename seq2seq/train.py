@@ -89,7 +89,8 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
 
     # Subwords are counted once the SentencePiece models exist: they train on every pair.
     subwords = config.data.vocab != "word"
-    pairs = load_split(config, "train", max_length=None if subwords else config.data.max_length)
+    limit = config.length_limit  # data.max_length, within the Transformer's positions
+    pairs = load_split(config, "train", max_length=None if subwords else limit)
     if not pairs.sources:
         raise DataError(f"no training pairs in {config.data.data or config.data.dataset}")
     if resume and all((run.path / name).is_file() for name in vocabulary_files(config.data)):
@@ -98,9 +99,9 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
         vocabs = Vocabularies.build(pairs, config.data)
         if chief:
             vocabs.save(run.path)
-    pairs = vocabs.tokenize_pairs(pairs, config.data.max_length)
+    pairs = vocabs.tokenize_pairs(pairs, limit)
     if not pairs.sources:
-        raise DataError(f"no training pairs of at most {config.data.max_length} subwords in "
+        raise DataError(f"no training pairs of at most {limit} subwords in "
                         f"{config.data.data or config.data.dataset}")
     source_vocab, target_vocab = vocabs.source, vocabs.target
     if init_from is not None:
@@ -110,7 +111,7 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
     if verbose:
         unit = "subwords" if subwords else "tokens"
         print(f"{len(pairs.sources)} training pairs ({pairs.dropped} longer than "
-              f"{config.data.max_length} {unit} dropped); vocabularies: "
+              f"{limit} {unit} dropped); vocabularies: "
               f"{len(source_vocab)} source, {len(target_vocab)} target {unit}", flush=True)
 
     def make(epoch: int, context: tf.distribute.InputContext) -> tf.data.Dataset:

@@ -61,7 +61,7 @@ def prepare_translation(config: Any, out_dir: str | os.PathLike,
     """Write the prepared folder of a translator run config (`seq2seq.config.RunConfig`).
 
     The pairs come from `seq2seq.datasets.load_pairs` (training pairs longer than
-    `config.data.max_length` tokens dropped, as `seq2seq train` does) and the vocabularies from
+    `config.length_limit` tokens dropped, as `seq2seq train` does) and the vocabularies from
     `build_vocabularies`. A `valid` split is written when the dataset has one.
 
     Returns:
@@ -78,7 +78,7 @@ def prepare_translation(config: Any, out_dir: str | os.PathLike,
 
     def pairs_of(split: str):
         return load_pairs(data.dataset, path=data.data, split=split, reverse=data.reverse,
-                          max_length=data.max_length, seed=0, lowercase=data.lowercase)
+                          max_length=config.length_limit, seed=0, lowercase=data.lowercase)
 
     train = pairs_of("train")
     if not train.sources:
