@@ -51,8 +51,16 @@ def read_pairs(archive: Path) -> tuple[list[tuple[str, str]], int, str | None]:
     except zipfile.BadZipFile:
         raise DataError(f"{archive}: not a zip archive") from None
     pairs, seen, dropped = [], set(), 0
-    for line in raw.decode("utf-8", errors="replace").splitlines():
-        fields = [field.strip() for field in line.split("\t")]
+    # Lines end at "\n" alone (str.splitlines would also end them at U+2028, U+0085 or a form
+    # feed inside a sentence, making pairs of halves); such characters become spaces. A line
+    # that is not UTF-8 is dropped and counted, as the tsv reader skips it.
+    for data in raw.split(b"\n"):
+        try:
+            line = data.decode("utf-8").rstrip("\r")
+        except UnicodeDecodeError:
+            dropped += 1
+            continue
+        fields = [" ".join(field.splitlines()).strip() for field in line.split("\t")]
         pair = tuple(fields[:2])
         if len(pair) != 2 or not all(pair) or pair in seen:
             dropped += bool(line.strip())

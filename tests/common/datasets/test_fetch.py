@@ -85,6 +85,21 @@ def test_spa_eng_splits_by_english_sentence_and_trains_readable(tmp_path, spa_zi
         assert loaded.sources[0] == split[0][0] and loaded.targets[-1] == split[-1][1]
 
 
+def test_spa_eng_lines_end_at_newlines_alone(tmp_path):
+    # U+2028, U+0085 and a form feed inside a sentence used to end the line there (pairs of
+    # halves, silently); a line that is not UTF-8 is dropped and counted, as tsv reading does.
+    text = ("Line\u2028sep.\tSeparador\u2028de l\u00ednea.\r\n"
+            "Next\x85line.\tSiguiente.\nForm\x0cfeed.\tAvance.\n").encode()
+    text += "Mal \u00e9.\tMal.\n".encode("latin-1") + b"Good.\tBueno.\n"
+    path = tmp_path / "spa-eng.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("spa-eng/spa.txt", text)
+    pairs, dropped, _ = spa_eng.read_pairs(path)
+    assert pairs == [("Line sep.", "Separador de l\u00ednea."), ("Next line.", "Siguiente."),
+                     ("Form feed.", "Avance."), ("Good.", "Bueno.")]
+    assert dropped == 1
+
+
 def test_spa_eng_split_is_fixed_by_the_seed(tmp_path, spa_zip):
     archive, _ = spa_zip
     files = {}
