@@ -23,7 +23,7 @@ from typing import Any
 
 from common.config import load_json, save_json
 from common.errors import UserError
-from common.training.run_dir import RunDir
+from common.training.run_dir import RunDir, write_failure
 
 BEST_DIR = RunDir.best
 BEST_FILE = "best.json"
@@ -94,14 +94,19 @@ class BestCheckpoint:
         value = float(metrics[self.metric])
         if not self.better(value):
             return False
+        import tensorflow as tf
+
         from common.training.checkpoints import write_model_checkpoint
 
         record = {"metric": self.metric, "mode": self.mode, "value": value, "epoch": epoch,
                   "step": step, "checkpoint": f"{BEST_DIR}/ckpt-{step}"}
         if self.chief:
             old = self.record["checkpoint"] if self.record else None
-            write_model_checkpoint(model, self.run_dir / record["checkpoint"])
-            save_json(self.directory / BEST_FILE, record)  # atomic: the new one is complete
+            try:
+                write_model_checkpoint(model, self.run_dir / record["checkpoint"])
+                save_json(self.directory / BEST_FILE, record)  # atomic: the new one is complete
+            except (OSError, tf.errors.OpError) as exc:  # no space, a file in the way, ...
+                raise write_failure(self.directory, exc) from None
             if old and Path(old).name != Path(record["checkpoint"]).name:
                 for file in self.directory.glob(Path(old).name + ".*"):
                     file.unlink(missing_ok=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -44,7 +45,13 @@ class RunDirError(UserError):
 def write_failure(path: str | os.PathLike, exc: BaseException) -> RunDirError:
     """A `RunDirError` for a failed write of `path`, with the system's reason in one line."""
     reason = getattr(exc, "strerror", None) or getattr(exc, "message", None) or str(exc)
-    reason = " ".join(str(reason).split())[:200] or type(exc).__name__
+    reason = " ".join(str(reason).split())
+    if reason.startswith("{{function_node"):
+        # TensorFlow's "{{function_node ...}} TEMP_PATH; No space left on device [Op:SaveV2]":
+        # the reason is after the last ";".
+        reason = reason.split("}}", 1)[-1].rsplit(";", 1)[-1]
+        reason = re.sub(r"\s*\[Op:\w+\]$", "", reason).strip()
+    reason = reason[:200] or type(exc).__name__
     return RunDirError(f"cannot write {path}: {reason}; expected a writable run directory "
                        "with free space")
 
@@ -128,9 +135,10 @@ class RunDir:
                         pass
         except OSError as exc:
             raise write_failure(self.path, exc) from None
-        if self.checkpoints.exists() and not self.checkpoints.is_dir():
-            raise RunDirError(f"{self.checkpoints} is a file; expected the run's checkpoint "
-                              "directory")
+        for directory, what in ((self.checkpoints, "checkpoint"), (self.logs, "TensorBoard"),
+                                (self.best, "best checkpoint")):
+            if directory.exists() and not directory.is_dir():
+                raise RunDirError(f"{directory} is a file; expected the run's {what} directory")
 
     def read_status(self) -> dict[str, Any] | None:
         """The contents of `status.json`, or None when there is none."""
@@ -161,9 +169,11 @@ class RunDir:
         with open(self.history, encoding="utf-8") as f:
             for line in f:
                 try:
-                    records.append(json.loads(line))
+                    record = json.loads(line)
                 except json.JSONDecodeError:
                     continue
+                if isinstance(record, dict):  # anything else is not one of its records
+                    records.append(record)
         return records
 
     def truncate_history(self, step: int) -> None:

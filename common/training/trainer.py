@@ -301,11 +301,18 @@ class Trainer:
             self.run_dir.truncate_history(self.state.as_dict()["step"])
         position = self.state.as_dict()
         if position["epoch"] >= self.config.epochs or self._stops_early(position["epoch"] - 1):
-            self._write_status("finished")
+            if verbose:
+                print(f"Nothing to train: the run is at epoch {position['epoch']} of "
+                      f"{self.config.epochs}" + (" and stopped early" if position["epoch"] <
+                                                 self.config.epochs else ""), flush=True)
+            self._write_status("finished", checkpoint=self._keeper.latest)
             return []
+        try:
+            writer = (tf.summary.create_file_writer(str(self.run_dir.logs)) if self.chief
+                      else tf.summary.create_noop_writer())
+        except _WRITE_ERRORS as exc:
+            raise write_failure(self.run_dir.logs, exc) from None
         self._write_status("training")
-        writer = (tf.summary.create_file_writer(str(self.run_dir.logs)) if self.chief
-                  else tf.summary.create_noop_writer())
         records = []
         try:
             with writer.as_default():

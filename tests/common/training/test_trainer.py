@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from common.errors import UserError
 from common.training import Trainer, TrainingConfig, TrainingDiverged, restore_model
+from common.training.run_dir import RunDirError, write_failure
 
 from .conftest import TinyRegressor, dataset_maker, regression_data
 
@@ -347,3 +348,39 @@ def test_early_stopping_without_validation_is_refused(run_dir):
     with pytest.raises(UserError, match="early_stopping 2 needs validation"):
         fit(run_dir, epochs=2, early_stopping=2)
     assert not (run_dir / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("name", ["logs", "best", "checkpoints"])
+def test_a_file_in_the_way_of_a_run_folder_is_one_line_before_training(run_dir, name):
+    run_dir.mkdir()
+    (run_dir / name).write_text("in the way")
+    with pytest.raises(RunDirError, match=f"{name} is a file; expected the run's") as info:
+        fit(run_dir, epochs=1, validate=lambda model, epoch: {"score": 1.0})
+    assert "\n" not in str(info.value)
+    assert not (run_dir / "status.json").exists()
+
+
+def test_tensorflows_write_errors_keep_their_reason():
+    error = tf.errors.ResourceExhaustedError(
+        None, None, "{{function_node __wrapped__SaveV2_dtypes_12_device_/job:localhost}} "
+        "run/checkpoints/ckpt-3_temp/part-00000-of-00001.data-00000-of-00001.tempstate1; "
+        "No space left on device [Op:SaveV2]")
+    message = str(write_failure("run/checkpoints", error))
+    assert message.startswith("cannot write run/checkpoints: No space left on device;")
+    assert "function_node" not in message and "tempstate" not in message
+
+
+def test_history_lines_that_are_not_records_are_skipped(run_dir):
+    fit(run_dir, epochs=1)
+    with open(run_dir / "history.jsonl", "a", encoding="utf-8") as f:
+        f.write("[1, 2]\n")
+    _, history = fit(run_dir, resume=True, epochs=2)
+    assert [r["epoch"] for r in history] == [1]
+
+
+def test_a_resume_with_nothing_to_train_keeps_the_status_checkpoint(run_dir):
+    fit(run_dir, epochs=1)
+    before = json.loads((run_dir / "status.json").read_text())
+    assert fit(run_dir, resume=True, epochs=1)[1] == []
+    after = json.loads((run_dir / "status.json").read_text())
+    assert after["state"] == "finished" and after["checkpoint"] == before["checkpoint"]
