@@ -453,7 +453,8 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
         p.add_argument("--out", required=True, metavar="RUN_DIR", help="the run directory")
         p.add_argument("--resume", action="store_true",
                        help="continue the run in RUN_DIR from its last checkpoint (its model "
-                            "and data are kept; training options may change)")
+                            "and data are kept: an option that would change them is refused; "
+                            "training options may change)")
         p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1,
                        help="0 silent, 1 a progress bar, 2 one line per epoch")
         p.add_argument("--prepared", metavar="DIR",

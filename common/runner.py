@@ -72,6 +72,7 @@ class Runner:
                                                      deep_merge(defaults, file)))
         if resume and self.run.config.is_file():
             saved = family.load_config(self.run.path)
+            _refuse_changes(family, saved, explicit, preset)
             # Where the run goes on (its devices) is this command's, not the saved run's.
             placement = {name: getattr(TrainingConfig(), name) for name in PLACEMENT}
             changes = {"training": {**placement, **explicit.get("training", {})}}
@@ -262,6 +263,47 @@ class WarmStart:
 
 
 _MISSING = object()
+
+
+def _refuse_changes(family: Any, saved: Any, explicit: Mapping[str, Any],
+                    preset: str | None) -> None:
+    """A resumed run keeps its model and data: an option or config file that would change
+    them (or another preset) is refused in one line, rather than silently dropped. The same
+    command again with `--resume` changes nothing, so it passes."""
+    from common.errors import UserError
+
+    # A config that records its preset (the translators') is held to it.
+    if preset is not None and hasattr(saved, "preset") and preset != saved.preset:
+        made = f"--preset {saved.preset}" if saved.preset else "no preset"
+        raise UserError(f"--preset {preset}: the run was made with {made}; --resume keeps the "
+                        "run's model and data (only training settings change)")
+    others = {k: v for k, v in explicit.items() if k != "training"}
+    if not others:
+        return
+    before = to_dict(saved)
+    after = to_dict(merge_config(family.config_class, before, others))
+    changed = []
+    for path, value in _leaves(after):
+        if path.split(".")[0] == "training" or path in family.resume_fields:
+            continue
+        old = _get_path(before, path)
+        if old != value:
+            changed.append(f"{path} {value!r} (the run has {old!r})")
+    if changed:
+        raise UserError(f"--resume keeps the run's model and data; these settings differ from "
+                        f"it: {'; '.join(changed)}")
+
+
+def _leaves(data: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """`("a.b", value)` for every value of nested mappings that is not a mapping itself."""
+    leaves = []
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            leaves.extend(_leaves(value, path + "."))
+        else:
+            leaves.append((path, value))
+    return leaves
 
 
 def _get_path(data: Mapping[str, Any], path: str) -> Any:

@@ -203,13 +203,18 @@ def test_an_unknown_key_in_the_config_file_is_one_line(main, content, needle, tm
      lambda c: c.model.transformer.hidden_dim, lambda c: c.training["epochs"]),
 ])
 def test_resume_keeps_the_model_and_data_and_takes_new_training_settings(
-        main, module, argv, kept, changed, monkeypatch, tmp_path):
+        main, module, argv, kept, changed, monkeypatch, tmp_path, capsys):
     seen = captured(monkeypatch, module)
     out = ["--out", str(tmp_path / "r")]
     assert main(["train", *argv, *out]) == 0
     save_json(RunDir(tmp_path / "r").config, to_dict(seen[0]))
-    size = "--units" if main is captioner_main else "--hidden-dim"
-    assert main(["train", *argv, *out, "--resume", size, "64", "--epochs", "7"]) == 0
+    assert main(["train", *argv, *out, "--resume", "--epochs", "7"]) == 0
     first, resumed = seen
-    assert kept(resumed) == kept(first) != 64 and changed(resumed) == 7
+    assert kept(resumed) == kept(first) and changed(resumed) == 7
     assert to_dict(resumed)["data"] == to_dict(first)["data"]
+    # A model option that differs from the run's is refused in one line, not dropped.
+    size = "--units" if main is captioner_main else "--hidden-dim"
+    assert main(["train", *argv, *out, "--resume", size, "64", "--epochs", "7"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--resume keeps the run's model and data" in err
+    assert "64 (the run has" in err and len(seen) == 2

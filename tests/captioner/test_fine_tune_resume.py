@@ -43,5 +43,11 @@ def test_resume_with_fine_tune_trains_the_top_layers_from_there(tmp_path, capsys
 def test_resume_keeps_the_rest_of_the_model(tmp_path, capsys):
     run = tmp_path / "run"
     assert main([*TRAIN, "--epochs", "1", "--out", str(run)]) == 0
-    assert main([*TRAIN, "--epochs", "2", "--units", "48", "--resume", "--out", str(run)]) == 0
+    # A model option that differs is refused (one line), the run untouched; the same command
+    # with --resume (and new training settings) goes on with the model as it was.
+    before = (run / "config.json").read_text()
+    assert main([*TRAIN, "--epochs", "2", "--units", "48", "--resume", "--out", str(run)]) == 2
+    assert "decoder.units 48 (the run has 32)" in capsys.readouterr().err
+    assert (run / "config.json").read_text() == before
+    assert main([*TRAIN, "--epochs", "2", "--resume", "--out", str(run)]) == 0
     assert json.loads((run / "config.json").read_text())["decoder"]["units"] == 32
