@@ -68,10 +68,13 @@ class Runner:
         file = load_config_file(config_file, family.config_class) if config_file else {}
         declared = _declarations(family, options)
         defaults = to_dict(family.config_class())
-        explicit = deep_merge(file, config_overrides(options or {}, declared,
-                                                     deep_merge(defaults, file)))
-        if resume and self.run.config.is_file():
-            saved = family.load_config(self.run.path)
+        saved = (family.load_config(self.run.path)
+                 if resume and self.run.config.is_file() else None)
+        # Options are read against the config they change: a resumed run's own (`--dropout`
+        # is its architecture's), else the defaults.
+        explicit = deep_merge(file, config_overrides(
+            options or {}, declared, deep_merge(to_dict(saved) if saved else defaults, file)))
+        if saved is not None:
             _refuse_changes(family, saved, explicit, preset)
             # Where the run goes on (its devices) is this command's, not the saved run's.
             placement = {name: getattr(TrainingConfig(), name) for name in PLACEMENT}
@@ -267,20 +270,17 @@ _MISSING = object()
 
 def _refuse_changes(family: Any, saved: Any, explicit: Mapping[str, Any],
                     preset: str | None) -> None:
-    """A resumed run keeps its model and data: an option or config file that would change
-    them (or another preset) is refused in one line, rather than silently dropped. The same
-    command again with `--resume` changes nothing, so it passes."""
+    """A resumed run keeps its model and data: an option, config file or preset that would
+    change them is refused in one line, rather than silently dropped. The same command again
+    with `--resume` changes nothing, so it passes."""
     from common.errors import UserError
 
-    # A config that records its preset (the translators') is held to it.
-    if preset is not None and hasattr(saved, "preset") and preset != saved.preset:
-        made = f"--preset {saved.preset}" if saved.preset else "no preset"
-        raise UserError(f"--preset {preset}: the run was made with {made}; --resume keeps the "
-                        "run's model and data (only training settings change)")
-    others = {k: v for k, v in explicit.items() if k != "training"}
+    before = to_dict(saved)
+    # A preset is held to the run as options are (options over it, as for a new run).
+    layer = family.preset(preset, deep_merge(before, explicit)) if preset else {}
+    others = {k: v for k, v in deep_merge(layer, explicit).items() if k != "training"}
     if not others:
         return
-    before = to_dict(saved)
     after = to_dict(merge_config(family.config_class, before, others))
     changed = []
     for path, value in _leaves(after):

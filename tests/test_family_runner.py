@@ -218,3 +218,25 @@ def test_resume_keeps_the_model_and_data_and_takes_new_training_settings(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--resume keeps the run's model and data" in err
     assert "64 (the run has" in err and len(seen) == 2
+
+
+def test_resume_holds_a_preset_to_the_run_and_reads_options_against_it(monkeypatch, tmp_path,
+                                                                         capsys):
+    # The captioner's config does not record its preset: another preset is compared by what
+    # it would set. `--dropout` on a resumed Bahdanau run is Bahdanau's, without --arch.
+    seen = captured(monkeypatch, "captioner.train")
+    out = ["--out", str(tmp_path / "c")]
+    assert captioner_main(["train", "--dataset", "shapes", "--preset", "tiny", *out]) == 0
+    save_json(RunDir(tmp_path / "c").config, to_dict(seen[0]))
+    assert captioner_main(["train", "--preset", "demo", "--resume", *out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "(the run has" in err
+    assert captioner_main(["train", "--preset", "tiny", "--resume", *out]) == 0
+    seen = captured(monkeypatch, "seq2seq.train")
+    out = ["--out", str(tmp_path / "s")]
+    assert seq2seq_main(["train", "--dataset", "dates", "--arch", "bahdanau", "--preset", "tiny",
+                         "--dropout", "0.2", *out]) == 0
+    save_json(RunDir(tmp_path / "s").config, to_dict(seen[0]))
+    assert seq2seq_main(["train", "--resume", "--dropout", "0.2", *out]) == 0
+    assert seq2seq_main(["train", "--resume", "--dropout", "0.3", *out]) == 2
+    assert "model.bahdanau.dropout 0.3 (the run has 0.2)" in capsys.readouterr().err

@@ -61,7 +61,7 @@ def save(
     """
     import tensorflow as tf
 
-    export_dir = Path(export_dir)
+    export_dir = Path(os.path.abspath(export_dir))  # "." has itself as parent; this has not
     check_target(export_dir, overwrite)
     try:
         export_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -104,8 +104,11 @@ def check_target(export_dir: str | os.PathLike, overwrite: bool = False) -> None
     Raises:
         UserError: naming the path and why.
     """
-    export_dir = Path(export_dir)
-    for parent in export_dir.absolute().parents:
+    export_dir = Path(os.path.abspath(export_dir))
+    if Path.cwd() == export_dir or export_dir in Path.cwd().parents:
+        raise UserError(f"{export_dir} holds the current directory; expected a directory "
+                        "elsewhere for the export")
+    for parent in export_dir.parents:
         if parent.exists() and not parent.is_dir():
             raise UserError(f"{export_dir}: {parent} is a file, not a directory")
     if not export_dir.exists() and not export_dir.is_symlink():

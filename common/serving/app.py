@@ -227,9 +227,9 @@ def check_address(host: str, port: int) -> None:
 
     if not 0 <= port <= 65535:
         raise UserError(f"port {port}: expected 0 to 65535")
-    try:
+    try:  # "" is every interface, as aiohttp reads it
         family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM)[0]
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     except (OSError, UnicodeError) as exc:
         raise UserError(f"cannot listen on {host}:{port}: {host!r} does not resolve "
                         f"({getattr(exc, 'strerror', None) or exc})") from None

@@ -387,7 +387,10 @@ class Trainer:
                   "examples_per_s": progress.examples_per_second, "time_s": progress.elapsed}
         # Validation comes before the epoch-end checkpoint: a run stopped while it validates
         # resumes before the epoch's end and validates again, rather than after it with the
-        # epoch never validated (and a best checkpoint chosen without it).
+        # epoch never validated (and a best checkpoint chosen without it). Weights gone
+        # non-finite stop the run first, so they are neither validated nor kept as the best.
+        if not _all_finite(self.model.variables):
+            self._diverged("a weight became NaN or infinite", epoch, step, None)
         if validate is not None:
             results = validate(self.model, epoch) or {}
             metrics = {k: v for k, v in results.items() if _is_number(v)}

@@ -186,3 +186,15 @@ def test_an_unwritable_place_is_one_line():
     with pytest.raises(UserError, match="cannot be written") as info:
         savedmodel.save(module, target, sig, kind="test.shout")
     assert "\n" not in str(info.value) and str(target) in str(info.value)
+
+
+def test_the_current_directory_or_one_holding_it_is_refused(export_dir, tmp_path, monkeypatch):
+    module = Shout()
+    sig = {"serving_default": module.serve.get_concrete_function()}
+    inside = tmp_path / "earlier"
+    shutil.copytree(export_dir, inside)
+    monkeypatch.chdir(inside)  # `export RUN . --overwrite` from inside an earlier export
+    for target in (".", ".."):
+        with pytest.raises(UserError, match="holds the current directory"):
+            savedmodel.save(module, target, sig, kind="test.shout", overwrite=True)
+    assert savedmodel.is_saved_model(inside)  # untouched

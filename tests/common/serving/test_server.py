@@ -428,3 +428,7 @@ def test_an_address_the_server_cannot_listen_on_is_one_line():
         check_address("999.1.1.1", 8501)
     with pytest.raises(UserError, match="expected 0 to 65535"):
         check_address("127.0.0.1", 70000)
+    with socket.socket() as free:  # "" is every interface, as aiohttp binds it
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    check_address("", port)

@@ -384,3 +384,33 @@ def test_a_resume_with_nothing_to_train_keeps_the_status_checkpoint(run_dir):
     assert fit(run_dir, resume=True, epochs=1)[1] == []
     after = json.loads((run_dir / "status.json").read_text())
     assert after["state"] == "finished" and after["checkpoint"] == before["checkpoint"]
+
+
+def test_weights_gone_non_finite_are_neither_validated_nor_kept_as_the_best(run_dir):
+    # The epoch's last step leaves a weight NaN with a finite loss; the validation (which would
+    # score a garbage decode, say 0.0) must not run, nor keep those weights as the best.
+    config = TrainingConfig(epochs=2, batch_size=8, learning_rate=0.05, checkpoint_every=2,
+                            log_every=2, best_metric="score")
+    trainer = Trainer(run_dir, config, TinyRegressor)
+    build = trainer.build
+
+    def poisoned_build(make_dataset):
+        build(make_dataset)
+        step, count = trainer._step_fn, [0]
+
+        def poisoned(batch):
+            out = step(batch)
+            count[0] += 1
+            if count[0] == 4:  # the last step of epoch 0
+                kernel = trainer.model.dense.kernel
+                kernel.assign(np.full(kernel.shape, np.nan, "float32"))
+            return out
+
+        trainer._step_fn = poisoned
+
+    trainer.build = poisoned_build
+    validated = []
+    with pytest.raises(TrainingDiverged, match="a weight became NaN or infinite"):
+        trainer.fit(dataset_maker(8), verbose=0,
+                    validate=lambda model, epoch: validated.append(epoch) or {"score": 0.0})
+    assert validated == [] and not (run_dir / "best").exists()
