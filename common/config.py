@@ -115,6 +115,14 @@ def deep_merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[st
     return merged
 
 
+def differing_paths(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """The dotted paths at which two nested JSON-like values differ ("config" for the whole)."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return [path for key in sorted(set(a) | set(b), key=str)
+                for path in differing_paths(a.get(key), b.get(key), f"{prefix}{key}.")]
+    return [] if a == b else [prefix[:-1] or "config"]
+
+
 def nested(path: str, value: Any) -> dict[str, Any]:
     """`{"a": {"b": value}}` for the path "a.b"."""
     tree: Any = value

@@ -75,9 +75,7 @@ def _open(data: bytes, where: str, max_pixels: int):
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as exc:  # Pillow's own, larger limit
-        found = re.search(r"\((\d+) pixels\)", str(exc))
-        declared = f"{int(found.group(1))} pixels" if found else "too many pixels"
-        raise DataError(f"{where}: the header declares {declared}, more than the limit of "
+        raise DataError(f"{where}: the header declares {bomb_pixels(exc)}, more than the limit of "
                         f"{max_pixels}; refused before decoding") from None
     except UnidentifiedImageError:
         kind = "a text file" if _looks_like_text(data) else "unrecognized data"
@@ -93,6 +91,12 @@ def _open(data: bytes, where: str, max_pixels: int):
         image.close()
         raise DataError(f"{where}: the header declares an empty {width}x{height} image")
     return image
+
+
+def bomb_pixels(exc: BaseException) -> str:
+    """What Pillow's `DecompressionBombError` says the header declares ("N pixels")."""
+    found = re.search(r"\((\d+) pixels\)", str(exc))
+    return f"{int(found.group(1))} pixels" if found else "too many pixels"
 
 
 def _looks_like_text(data: bytes) -> bool:

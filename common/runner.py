@@ -18,6 +18,7 @@ from typing import Any
 from common.config import (
     config_overrides,
     deep_merge,
+    differing_paths,
     from_dict,
     load_config_file,
     merge_config,
@@ -282,28 +283,12 @@ def _refuse_changes(family: Any, saved: Any, explicit: Mapping[str, Any],
     if not others:
         return
     after = to_dict(merge_config(family.config_class, before, others))
-    changed = []
-    for path, value in _leaves(after):
-        if path.split(".")[0] == "training" or path in family.resume_fields:
-            continue
-        old = _get_path(before, path)
-        if old != value:
-            changed.append(f"{path} {value!r} (the run has {old!r})")
+    changed = [f"{path} {_get_path(after, path)!r} (the run has {_get_path(before, path)!r})"
+               for path in differing_paths(before, after)
+               if path.split(".")[0] != "training" and path not in family.resume_fields]
     if changed:
         raise UserError(f"--resume keeps the run's model and data; these settings differ from "
                         f"it: {'; '.join(changed)}")
-
-
-def _leaves(data: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    """`("a.b", value)` for every value of nested mappings that is not a mapping itself."""
-    leaves = []
-    for key, value in data.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            leaves.extend(_leaves(value, path + "."))
-        else:
-            leaves.append((path, value))
-    return leaves
 
 
 def _get_path(data: Mapping[str, Any], path: str) -> Any:

@@ -24,9 +24,10 @@ Throughput is measured over the epochs after the first. Before training, the ste
 compiled for every batch shape (one per bucket, `JaxTrainer.compile_steps`), so no timed epoch
 compiles one, whichever buckets its batches come from; the trainer reads each step's loss one
 step late, so the device is not held up by Python. FLOPs are counted from the model's sizes
-and the padded shape of every batch those epochs trained on (`common.training.flops.transformer_training_flops`); the peak is the chip's
-dense bf16 peak (`common.training.flops.PEAK_TFLOPS`, matched on JAX's device kind) unless
-`--peak-tflops` is given.
+and the padded shape of every batch those epochs trained on
+(`common.training.flops.transformer_training_flops`); the peak is the chip's dense bf16 peak
+(`common.training.flops.PEAK_TFLOPS`, matched on JAX's device kind) unless `--peak-tflops` is
+given.
 
 `--quick` runs on CPU in seconds (float32, 2 epochs of 3 steps): the CI check that the script
 works.

@@ -67,7 +67,7 @@ def save(
         export_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{export_dir.name}.", dir=export_dir.parent))
     except OSError as exc:
-        raise UserError(f"{export_dir}: cannot be written ({exc.strerror or exc})") from None
+        raise _unwritable(export_dir, exc) from None
     try:
         # Keras 3 variables wrap a tf.Variable; the object graph holds the wrappers only, and
         # TensorFlow 1 style loaders (TensorFlow Serving, `saved_model_cli run`) then fail
@@ -86,11 +86,15 @@ def save(
             shutil.rmtree(export_dir)
         os.replace(staging, export_dir)
     except OSError as exc:
-        raise UserError(f"{export_dir}: cannot be written ({exc.strerror or exc})") from None
+        raise _unwritable(export_dir, exc) from None
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return export_dir
+
+
+def _unwritable(export_dir: Path, exc: OSError) -> UserError:
+    return UserError(f"{export_dir}: cannot be written ({exc.strerror or exc})")
 
 
 def check_target(export_dir: str | os.PathLike, overwrite: bool = False) -> None:

@@ -16,14 +16,13 @@ A refusal is a `RequestError` (400) naming where.
 from __future__ import annotations
 
 import io
-import re
 import warnings
 from typing import Any
 
 import numpy as np
 
 from common.errors import UserError
-from common.images import GRAPH_FORMATS, prepare_for_graph
+from common.images import GRAPH_FORMATS, bomb_pixels, prepare_for_graph
 from common.serving.json_codec import RequestError
 
 #: The first bytes of the formats `tf.io.decode_image` reads (`GRAPH_FORMATS`).
@@ -70,9 +69,7 @@ def check_image_size(data: Any, max_pixels: int, where: str) -> None:
             with Image.open(io.BytesIO(data), formats=GRAPH_FORMATS) as image:
                 width, height = image.size
     except Image.DecompressionBombError as exc:  # Pillow's own, larger limit fired
-        found = re.search(r"\((\d+) pixels\)", str(exc))
-        declared = f"{int(found.group(1))} pixels" if found else "too many pixels"
-        raise RequestError(f"{where}: the image header declares {declared}; the limit is "
+        raise RequestError(f"{where}: the image header declares {bomb_pixels(exc)}; the limit is "
                            f"{max_pixels}") from None
     except Exception:  # not an image Pillow knows: TensorFlow decides
         return

@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from common.config import from_dict, load_json, save_json
+from common.config import differing_paths, from_dict, load_json, save_json
 from common.errors import UserError
 from common.training.config import TrainingConfig
 from common.training.prepare import Prepared, load_prepared
@@ -593,7 +593,7 @@ class JaxTrainer:
         saved = load_json(run / "config.json")
         if not isinstance(saved, dict):
             raise UserError(f"{run / 'config.json'}: not a run config")
-        differ = _differences({k: v for k, v in saved.items() if k != "training"},
+        differ = differing_paths({k: v for k, v in saved.items() if k != "training"},
                               {k: v for k, v in self.prepared.config.items() if k != "training"})
         for file in self.prepared.vocab_files.values():
             mine = self.prepared.path / file
@@ -679,14 +679,6 @@ class JaxTrainer:
                                           backend="jax", mesh=self.mesh(), **fields)
             except OSError as exc:
                 raise write_failure(self.run_dir.status, exc) from None
-
-
-def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
-    """The dotted paths at which two JSON values differ."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return [path for key in sorted(set(a) | set(b), key=str)
-                for path in _differences(a.get(key), b.get(key), f"{prefix}{key}.")]
-    return [] if a == b else [prefix[:-1] or "config"]
 
 
 def resumed_training(run_dir: str | os.PathLike, default: dict[str, Any],
