@@ -186,8 +186,8 @@ def decode_in_graph(data):
     gives, in a TensorFlow graph (training's input pipeline, the exported captioner).
 
     `tf.io.decode_image`, except that a JPEG is decoded with the accurate integer inverse DCT,
-    Pillow's (libjpeg's default): TensorFlow's default, the fast one, is off by up to 8-21
-    grey levels on photos. The other formats decode_image reads (PNG, 16-bit included, GIF's
+    Pillow's (libjpeg's default): TensorFlow's default, the fast one, is several grey levels
+    off on photos (tests/common/test_images.py compares the accurate one with Pillow). The other formats decode_image reads (PNG, 16-bit included, GIF's
     first frame, BMP, WebP) give Pillow's pixels as they are.
     """
     import tensorflow as tf
