@@ -8,7 +8,8 @@
 #   2. Transformer-base at sequence 64 in bf16 (scripts/benchmark_transformer_jax.py): MFU by
 #      batch size with a profile of the step (device time per kernel); the paper's model
 #      (no dropout on the attention weights), whose attention can run as cuDNN's fused kernel,
-#      with dropout's masks from XLA's RngBitGenerator (profiled too); each of the two alone;
+#      with dropout's masks from XLA's RngBitGenerator (profiled too), and the same at batch 512
+#      with XLA's Triton matrix products off (cuBLAS for all); each of the two alone;
 #      the cost of dropout (the same step with dropout 0), and the step as it was before
 #      issue 17's two changes.
 #
@@ -112,7 +113,8 @@ step() {
 
 # The spa-eng training, then Transformer-base: the model as it is at batch 256 and 512 (with a
 # profile); without attention-weight dropout (fused attention) and with dropout's bits from XLA's
-# RngBitGenerator, at 256, 512 and 1024 (with a profile); then, at batch 256, each of those two
+# RngBitGenerator, at 256, 512 and 1024 (with a profile), and at 512 with cuBLAS for every
+# matrix product (XLA's Triton GEMM fusions off); then, at batch 256, each of those two
 # alone, without dropout, and with the output projection and loss as they were before issue 17
 # (float32 projection; log-softmax tensor), each in its own process.
 if [ $QUICK = 1 ]; then
@@ -137,6 +139,11 @@ if [ "$PART" = all ] || [ "$PART" = mfu ]; then
   step base_fused_rbg $((LIMIT * 3)) "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
     --batch-size "${MORE[@]}" --attention-dropout 0 --dropout-rng rbg \
     --profile "$LOGS/profile_fused_rbg" --out "$LOGS/base_bf16_fused_rbg.json"
+  # the candidate with XLA's Triton GEMM fusions off: every matrix product through cuBLAS
+  step base_fused_rbg_cublas $LIMIT env \
+    XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_gpu_enable_triton_gemm=false" \
+    "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" --batch-size "${SIZES[1]}" \
+    --attention-dropout 0 --dropout-rng rbg --out "$LOGS/base_bf16_fused_rbg_cublas.json"
   step base_fused $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
     --batch-size $ONE --attention-dropout 0 --out "$LOGS/base_bf16_fused.json"
   step base_rbg_dropout $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \

@@ -73,6 +73,7 @@ def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder,
         summary = json.load(archive.extractfile("results/profile/summary.json"))
         fused = json.load(archive.extractfile("results/base_bf16_fused_rbg.json"))
         no_dropout = json.load(archive.extractfile("results/base_bf16_no_dropout.json"))
+        cublas = json.load(archive.extractfile("results/base_bf16_fused_rbg_cublas.json"))
         assert json.load(archive.extractfile("results/profile_fused_rbg/summary.json"))
     assert {"results/base_bf16_no_dropout.json", "results/base_bf16_rbg_dropout.json",
             "results/base_bf16_fused.json"} <= names
@@ -80,6 +81,9 @@ def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder,
     assert [(r["batch_size"], r["attention_dropout"], r["dropout"], r["dropout_rng"])
             for r in fused["results"]] == [(b, 0.0, 0.1, "rbg") for b in (8, 16, 32)]
     assert not fused["results"][0]["fused_attention"]  # no cuDNN on a CPU
+    # The candidate at the second size with XLA's Triton matrix products off.
+    assert "--xla_gpu_enable_triton_gemm=false" in cublas["xla_flags"]
+    assert [(r["batch_size"], r["dropout_rng"]) for r in cublas["results"]] == [(16, "rbg")]
     assert base["results"][0]["attention_dropout"] == 0.1
     # Dropout 0 with the attention forming its weights, as in the rows before the fused path.
     assert [(r["dropout"], r["attention"]) for r in no_dropout["results"]] == [(0.0, "weights")]
