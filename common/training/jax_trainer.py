@@ -578,8 +578,25 @@ class JaxTrainer:
         if not found:
             return None
         self._put_host_state(self._read_state(found[0]), found[0])
+        self._apply_learning_rate()
         self.position = json.loads((found[0] / POSITION_FILE).read_text(encoding="utf-8"))
         return str(found[0])
+
+    def _apply_learning_rate(self) -> None:
+        """Set the optimizer's rate in the state to the config's after a restore, which brings
+        back the rate the checkpoint was saved with: `--resume --learning-rate X` then trains
+        at X, as on TensorFlow. Only a constant rate is a variable (`learning_rate`); a
+        schedule (the Transformer's, a cosine decay) is a function of the step and is built
+        from the config already."""
+        import jax
+
+        opt_state = list(self.state[2])
+        for i, variable in enumerate(self.optimizer.variables):
+            if variable.name == "learning_rate":
+                old = opt_state[i]
+                opt_state[i] = jax.device_put(
+                    np.asarray(self.config.learning_rate, dtype=old.dtype), old.sharding)
+        self.state = (self.state[0], self.state[1], opt_state)
 
     def _check_resumable(self) -> None:
         """Refuse to resume a TensorFlow run, or a run of another model or vocabulary than the

@@ -55,6 +55,24 @@ def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(
     assert result["records"][-1]["step"] == single_device_run["result"]["records"][-1]["step"]
 
 
+def test_resume_trains_at_the_learning_rate_it_is_given(caption_folder, tmp_path):
+    """A constant rate (the captioner's) is optimizer state that the checkpoint brings back:
+    `--resume --learning-rate X` trains at X, as on TensorFlow, and a later resume at the
+    folder's rate goes back to it."""
+    stages = [[1, False], [2, True, {"learning_rate": 0.002}]]
+    result = run_worker("train", {"prepared": str(caption_folder),
+                                  "run_dir": str(tmp_path / "run"),
+                                  "state": str(tmp_path / "state.npz"), "training": {},
+                                  "stages": stages})
+    assert result["learning_rate"] == pytest.approx(0.002)
+    assert len(result["records"]) == 2 and np.isfinite(result["records"][-1]["loss"])
+    again = run_worker("train", {"prepared": str(caption_folder),
+                                 "run_dir": str(tmp_path / "run"),
+                                 "state": str(tmp_path / "state2.npz"), "training": {},
+                                 "stages": [[3, True]]})
+    assert again["learning_rate"] == pytest.approx(0.01)
+
+
 def test_average_checkpoints_is_the_mean_of_the_newest(translation_folder, single_device_run,
                                                       tmp_path):
     """Floating model values: the float64 mean over the newest checkpoints; integer ones

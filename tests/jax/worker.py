@@ -98,15 +98,21 @@ def task_train(args):
     prepared = load_prepared(args["prepared"])
     training = from_dict(TrainingConfig, {**prepared.config["training"], **args["training"]})
     records = []
-    for epochs, resume in args.get("stages", [[training.epochs, False]]):
+    for epochs, resume, *stage in args.get("stages", [[training.epochs, False]]):
+        overrides = stage[0] if stage else {}  # this stage's own training settings
         trainer = JaxTrainer(prepared, args["run_dir"], from_dict(
-            TrainingConfig, {**prepared.config["training"], **args["training"], "epochs": epochs}),
+            TrainingConfig, {**prepared.config["training"], **args["training"], **overrides,
+                             "epochs": epochs}),
             args.get("distribute", "none"), args.get("model_parallel", 1))
         records += trainer.fit(resume=resume, verbose=0)
     np.savez(args["state"], **trainer.host_state())
     import jax
 
+    # The optimizer's constant rate as the last step used it (None under a schedule).
+    rates = [float(value) for variable, value in zip(trainer.optimizer.variables, trainer.state[2])
+             if variable.name == "learning_rate"]
     return {"records": records, "devices": jax.device_count(),
+            "learning_rate": rates[0] if rates else None,
             "trainable": [v.path for v in trainer.model.trainable_variables],
             "processes": jax.process_count(), "tensorflow": "tensorflow" in sys.modules}
 
