@@ -176,7 +176,8 @@ def trace(train_step, state, data, folder: str, hlo: bool = False, steps: int = 
     """Profile `steps` more steps into `folder` (`jax.profiler`) and write `folder/summary.json`
     (device time per kernel and per HLO op, ms per step), so that a profile taken on a GPU
     machine can be read where there is no profiler viewer; with `hlo`, also the step's
-    optimized HLO (`folder/train_step.hlo.txt`). Returns the state and the last loss."""
+    optimized HLO (`folder/train_step.hlo.txt`) and the device time by the part of the model
+    each kernel computes (`by_source`). Returns the state and the last loss."""
     import glob
 
     import jax
@@ -188,21 +189,112 @@ def trace(train_step, state, data, folder: str, hlo: bool = False, steps: int = 
     jax.block_until_ready(loss)
     jax.profiler.stop_trace()
     found = sorted(glob.glob(f"{folder}/**/*.xplane.pb", recursive=True))
+    names = None
+    if hlo:  # compiles the step once more (about 30 s for Transformer-base on a GPU)
+        text = train_step.lower(state, data).compile().as_text()
+        Path(folder, "train_step.hlo.txt").write_text(text)
+        names = hlo_op_names(text)
     if found:
-        summary = summarize_profile(found[-1], steps)
+        summary = summarize_profile(found[-1], steps, names)
         Path(folder, "summary.json").write_text(json.dumps(summary, indent=1))
         top = summary["device"]["by_hlo_op"][:12]
         print(f"profile: {summary['device']['busy_ms_per_step']:.2f} ms/step of device time; "
               "top HLO ops: " + ", ".join(f"{k} {v:.2f}" for k, v in top), flush=True)
-    if hlo:  # compiles the step once more (about 30 s for Transformer-base on a GPU)
-        Path(folder, "train_step.hlo.txt").write_text(
-            train_step.lower(state, data).compile().as_text())
+        if names is not None:
+            print("profile by source (ms/step): " + ", ".join(
+                f"{k} {v:.2f}" for k, v in summary["by_source"]["ms_per_step"].items()),
+                flush=True)
     return state, loss
 
 
-def summarize_profile(path: str, steps: int) -> dict:
+# What each part of the step is, from the `op_name` JAX gives an HLO instruction: the Keras
+# layer path (`encoder_0/ffn_norm/...`) where the op ran inside a layer, the bare op otherwise
+# (the loss, which `loss_terms` computes outside any layer). The first rule that matches names
+# it; a kernel of a library (cuBLAS, cuDNN), which no op_name reaches, is named by its kernel.
+SOURCE_RULES = (
+    ("dropout", ("dropout", "rng_bit_generator", "_bernoulli", "threefry")),
+    ("optimizer", ("adam/", "/adam", "optimizer")),
+    ("layer norm", ("_norm/", "_norm", "layer_normalization")),
+    ("attention", ("attention",)),
+    ("embedding and output projection", ("embedding", "positions")),
+    ("feed-forward", ("ffn_",)),
+)
+LIBRARY_KERNELS = (
+    ("matrix products (cuBLAS)", ("nvjet", "xmma_gemm", "cublas", "gemm_")),
+    ("attention (cuDNN)", ("cudnn", "sdpa", "fmha", "flash")),
+)
+
+
+def hlo_op_names(text: str) -> dict[str, str]:
+    """Every instruction of an optimized HLO module's text by its name, as its kernel is
+    named (`.` and `-` as `_`: `loop_add_fusion.3` runs as `loop_add_fusion_3` on a GPU), with
+    its `op_name` metadata; a fusion without its own takes the most common of the
+    instructions it calls."""
+    import re
+    from collections import Counter
+
+    instruction = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=")
+    header = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+    op_name = re.compile(r'op_name="([^"]*)"')
+    calls = re.compile(r"calls=%?([\w.\-]+)")
+    names, called, inside, computation = {}, {}, {}, None
+    for line in text.splitlines():
+        found = instruction.match(line)
+        if not found:
+            head = header.match(line)
+            if head:
+                computation = head.group(1)
+            continue
+        name = found.group(1)
+        meta, call = op_name.search(line), calls.search(line)
+        if meta:
+            names[name] = meta.group(1)
+            inside.setdefault(computation, Counter())[meta.group(1)] += 1
+        if call:
+            called[name] = call.group(1)
+    for name, computation in called.items():
+        if name not in names and inside.get(computation):
+            names[name] = inside[computation].most_common(1)[0][0]
+    return {re.sub(r"[.\-]", "_", name): value for name, value in names.items()}
+
+
+def source_of(kernel: str, op_name: str | None) -> str:
+    """The part of the model a kernel computes (`SOURCE_RULES`), `backward` marked for the
+    ops JAX's transpose produced; `other` for what no rule names (the loss, casts, copies)."""
+    import re
+
+    if op_name is None:
+        lowered = kernel.lower()
+        for source, keys in LIBRARY_KERNELS:
+            if any(key in lowered for key in keys):
+                return source
+        return "unattributed (copies: no op_name)"
+    source = next((name for name, keys in SOURCE_RULES if any(key in op_name for key in keys)),
+                  "other (loss, casts, copies)")
+    if source != "optimizer" and "transpose(" in op_name:
+        source += ", backward"
+    return re.sub(r"\s+", " ", source)
+
+
+def attribute_kernels(by_kernel: list, names: dict[str, str]) -> dict:
+    """Device time per step by `source_of` each kernel (`by_kernel`: `[name, ms]` pairs from
+    `summarize_profile`), and the 40 longest kernels with their op_name."""
+    import re
+    from collections import Counter
+
+    sources, top = Counter(), []
+    for kernel, ms in by_kernel:
+        op = names.get(re.sub(r"[.\-]", "_", kernel))
+        sources[source_of(kernel, op)] += ms
+        if len(top) < 40:
+            top.append([kernel, ms, op])
+    return {"ms_per_step": dict(sources.most_common()), "kernels": top}
+
+
+def summarize_profile(path: str, steps: int, names: dict[str, str] | None = None) -> dict:
     """Device time per kernel name and per HLO op (ms per step) from an `.xplane.pb`: the
-    kernels on a GPU's streams, or (no GPU plane: a CPU run) the events that name an HLO op."""
+    kernels on a GPU's streams, or (no GPU plane: a CPU run) the events that name an HLO op;
+    with `names` (`hlo_op_names` of the step), also `by_source` (`attribute_kernels`)."""
     from collections import Counter
 
     from jax.profiler import ProfileData
@@ -224,11 +316,14 @@ def summarize_profile(path: str, steps: int) -> dict:
                 kernels[event.name] += ms
                 ops[str(stats.get("hlo_op", "?"))] += ms
                 lines[f"{plane.name} {line.name}"] += ms
-    return {"device": {
+    summary = {"device": {
         "busy_ms_per_step": sum(kernels.values()),
         "lines": dict(lines),
         "by_hlo_op": ops.most_common(200),
         "by_kernel": kernels.most_common(200)}}
+    if names is not None:  # every kernel, not only the 200 listed
+        summary["by_source"] = attribute_kernels(kernels.most_common(), names)
+    return summary
 
 
 def main(argv=None) -> int:
@@ -262,7 +357,8 @@ def main(argv=None) -> int:
                    help="dropout's random bits: Keras's threefry, or XLA's RngBitGenerator "
                    "(common.layers.dropout_rng)")
     p.add_argument("--hlo", action="store_true",
-                   help="with --profile, also write the step's optimized HLO (compiles again)")
+                   help="with --profile, also write the step's optimized HLO and the device "
+                   "time by part of the model (dropout, layer norm, ...; compiles again)")
     p.add_argument("--profile", metavar="DIR",
                    help="profile 5 more steps of the first batch size into DIR (summary.json)")
     p.add_argument("--seed", type=int, default=0)

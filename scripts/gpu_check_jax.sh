@@ -6,12 +6,11 @@
 #      (scripts/gpu_train_jax.py): throughput, MFU, and the last and averaged weights, which
 #      are imported, exported and scored on test.tsv back on a machine with TensorFlow;
 #   2. Transformer-base at sequence 64 in bf16 (scripts/benchmark_transformer_jax.py): MFU by
-#      batch size with a profile of the step (device time per kernel); the paper's model
-#      (no dropout on the attention weights), whose attention can run as cuDNN's fused kernel,
-#      with dropout's masks from XLA's RngBitGenerator (profiled too), and the same at batch 512
-#      with XLA's Triton matrix products off (cuBLAS for all); each of the two alone;
-#      the cost of dropout (the same step with dropout 0), and the step as it was before
-#      issue 17's two changes.
+#      batch size, the model as it is and the best configuration measured so far (the paper's
+#      attention as cuDNN's fused kernel, dropout's bits from XLA's RngBitGenerator, cuBLAS for
+#      every matrix product), each with a profile of its step by kernel and by the part of the
+#      model each kernel computes (from the optimized HLO); and the cost of dropout (the step
+#      with dropout 0).
 #
 #   bash scripts/gpu_check_jax.sh [PART]          # on the GPU machine, from the repository
 #   bash scripts/gpu_check_jax.sh --quick [PART]  # tiny sizes on CPU: the smoke test CI runs
@@ -111,12 +110,9 @@ step() {
   collect
 }
 
-# The spa-eng training, then Transformer-base: the model as it is at batch 256 and 512 (with a
-# profile); without attention-weight dropout (fused attention) and with dropout's bits from XLA's
-# RngBitGenerator, at 256, 512 and 1024 (with a profile), and at 512 with cuBLAS for every
-# matrix product (XLA's Triton GEMM fusions off); then, at batch 256, each of those two
-# alone, without dropout, and with the output projection and loss as they were before issue 17
-# (float32 projection; log-softmax tensor), each in its own process.
+# The spa-eng training, then Transformer-base: the model as it is at batch 256 and 512, the best
+# configuration at 256, 512 and 1024 (each profiled at its first size), the model at 256
+# without dropout; each in its own process.
 if [ $QUICK = 1 ]; then
   TRAIN=(--quick) BASE=(--size tiny --length 8 --steps 3) SIZES=(8 16) MORE=(8 16 32) ONE=8
   LIMIT=300
@@ -134,26 +130,19 @@ elif [ "$PART" != mfu ]; then
     --out "$WORK/train"
 fi
 if [ "$PART" = all ] || [ "$PART" = mfu ]; then
+  # Every row below was measured before (docs/benchmarks.md, runs 1 to 4); what is new here is
+  # the profiles by source: where each step's device time goes, from the optimized HLO.
   step base $((LIMIT * 2)) "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
-    --batch-size "${SIZES[@]}" --profile "$LOGS/profile" --out "$LOGS/base_bf16.json"
-  step base_fused_rbg $((LIMIT * 3)) "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
-    --batch-size "${MORE[@]}" --attention-dropout 0 --dropout-rng rbg \
-    --profile "$LOGS/profile_fused_rbg" --out "$LOGS/base_bf16_fused_rbg.json"
-  # the candidate with XLA's Triton GEMM fusions off: every matrix product through cuBLAS
-  step base_fused_rbg_cublas $LIMIT env \
+    --batch-size "${SIZES[@]}" --profile "$LOGS/profile" --hlo --out "$LOGS/base_bf16.json"
+  # the best measured (run 4): the paper's attention (no dropout on its weights: cuDNN's
+  # fused kernel), dropout's bits from XLA's RngBitGenerator, cuBLAS for every matrix product
+  step best $((LIMIT * 3)) env \
     XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_gpu_enable_triton_gemm=false" \
-    "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" --batch-size "${SIZES[1]}" \
-    --attention-dropout 0 --dropout-rng rbg --out "$LOGS/base_bf16_fused_rbg_cublas.json"
-  step base_fused $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
-    --batch-size $ONE --attention-dropout 0 --out "$LOGS/base_bf16_fused.json"
-  step base_rbg_dropout $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
-    --batch-size $ONE --dropout-rng rbg --out "$LOGS/base_bf16_rbg_dropout.json"
+    "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" --batch-size "${MORE[@]}" \
+    --attention-dropout 0 --dropout-rng rbg --profile "$LOGS/profile_best" --hlo \
+    --out "$LOGS/best_bf16.json"
   step base_no_dropout $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
     --batch-size $ONE --dropout 0 --attention weights --out "$LOGS/base_bf16_no_dropout.json"
-  step base_f32_output $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
-    --batch-size $ONE --output-dtype float32 --out "$LOGS/base_bf16_f32_output.json"
-  step base_before $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
-    --batch-size $ONE --output-dtype float32 --loss log-softmax --out "$LOGS/base_bf16_before.json"
 fi
 
 collect

@@ -67,29 +67,27 @@ def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder,
     assert {"gpu_train_jax.json", "history.jsonl", "results.tar.gz"} <= set(files)
     assert any(f.startswith("model.avg2.weights.h5.part-") for f in files)
     with tarfile.open(out / "results.tar.gz") as archive:
-        names = set(archive.getnames())
         base = json.load(archive.extractfile("results/base_bf16.json"))
-        before = json.load(archive.extractfile("results/base_bf16_before.json"))
         summary = json.load(archive.extractfile("results/profile/summary.json"))
-        fused = json.load(archive.extractfile("results/base_bf16_fused_rbg.json"))
+        best = json.load(archive.extractfile("results/best_bf16.json"))
+        best_summary = json.load(archive.extractfile("results/profile_best/summary.json"))
         no_dropout = json.load(archive.extractfile("results/base_bf16_no_dropout.json"))
-        cublas = json.load(archive.extractfile("results/base_bf16_fused_rbg_cublas.json"))
-        assert json.load(archive.extractfile("results/profile_fused_rbg/summary.json"))
-    assert {"results/base_bf16_no_dropout.json", "results/base_bf16_rbg_dropout.json",
-            "results/base_bf16_fused.json"} <= names
+        assert "results/profile_best/train_step.hlo.txt" in archive.getnames()
     assert [r["batch_size"] for r in base["results"]] == [8, 16]
-    assert [(r["batch_size"], r["attention_dropout"], r["dropout"], r["dropout_rng"])
-            for r in fused["results"]] == [(b, 0.0, 0.1, "rbg") for b in (8, 16, 32)]
-    assert not fused["results"][0]["fused_attention"]  # no cuDNN on a CPU
-    # The candidate at the second size with XLA's Triton matrix products off.
-    assert "--xla_gpu_enable_triton_gemm=false" in cublas["xla_flags"]
-    assert [(r["batch_size"], r["dropout_rng"]) for r in cublas["results"]] == [(16, "rbg")]
     assert base["results"][0]["attention_dropout"] == 0.1
+    # The best configuration: the paper's attention, rbg bits, XLA's Triton matrix products off.
+    assert "--xla_gpu_enable_triton_gemm=false" in best["xla_flags"]
+    assert [(r["batch_size"], r["attention_dropout"], r["dropout"], r["dropout_rng"])
+            for r in best["results"]] == [(b, 0.0, 0.1, "rbg") for b in (8, 16, 32)]
+    assert not best["results"][0]["fused_attention"]  # no cuDNN on a CPU
     # Dropout 0 with the attention forming its weights, as in the rows before the fused path.
     assert [(r["dropout"], r["attention"]) for r in no_dropout["results"]] == [(0.0, "weights")]
-    assert before["results"][0]["output_dtype"] == "float32"
-    assert before["results"][0]["loss"] == "log-softmax"
-    assert summary["device"]["busy_ms_per_step"] > 0 and summary["device"]["by_hlo_op"]
+    for profile in (summary, best_summary):
+        busy = profile["device"]["busy_ms_per_step"]
+        assert busy > 0 and profile["device"]["by_hlo_op"]
+        by_source = profile["by_source"]["ms_per_step"]
+        assert sum(by_source.values()) == pytest.approx(busy)
+        assert {"dropout", "optimizer", "attention"} <= set(by_source)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -147,8 +145,7 @@ def test_the_device_script_skips_what_its_budget_leaves_no_time_for(translation_
     result = run_check(tmp_path, translation_folder, "--quick", "mfu", timeout=300,
                        GPU_CHECK_BUDGET="1")
     assert result.returncode == 1
-    assert ("failed: base base_fused_rbg base_fused base_rbg_dropout base_no_dropout "
-            "base_f32_output base_before") in result.stdout
+    assert "failed: base best base_no_dropout" in result.stdout
     with tarfile.open(out / "results.tar.gz") as archive:
         assert "results/machine.txt" in archive.getnames()
 

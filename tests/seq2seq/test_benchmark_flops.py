@@ -66,3 +66,44 @@ def test_peak_of_each_gpu_name_is_its_own_not_a_prefix_match(name, peak):
     from common.training.flops import peak_tflops
 
     assert peak_tflops(name) == peak
+
+
+HLO = """HloModule jit_train_step, is_scheduled=true
+
+%fused_computation.11 (param_0: bf16[4,8]) -> pred[4,8] {
+  %param_0 = bf16[4,8]{1,0} parameter(0)
+  %compare.1 = pred[4,8]{1,0} compare(%param_0, %param_0), direction=LT, metadata={op_name="jit(train_step)/jvp(transformer_translator)/encoder_0/dropout/lt"}
+  ROOT %and.2 = pred[4,8]{1,0} and(%compare.1, %compare.1), metadata={op_name="jit(train_step)/jvp(transformer_translator)/encoder_0/dropout/and"}
+}
+
+ENTRY %main.9 (p: bf16[4,8]) -> f32[] {
+  %p = bf16[4,8]{1,0} parameter(0)
+  %loop_compare_fusion.11 = pred[4,8]{1,0} fusion(%p), kind=kLoop, calls=%fused_computation.11
+  %input_reduce_fusion = f32[4]{0} fusion(%p), kind=kInput, calls=%fused_computation.2, metadata={op_name="jit(train_step)/transpose(jvp(transformer_translator))/decoder_0/ffn_norm/reduce_sum"}
+  %multiply_add_fusion.37 = f32[2]{0} fusion(%p), kind=kLoop, calls=%fused_computation.3, metadata={op_name="jit(train_step)/adam/add"}
+  %reduce_max.4 = f32[4]{0} reduce(%p), metadata={op_name="jit(train_step)/reduce_max"}
+  %copy.5 = f32[4]{0} copy(%reduce_max.4)
+  ROOT %tuple = (f32[]) tuple(%copy.5)
+}
+"""
+
+
+def test_profile_kernels_are_attributed_to_the_part_of_the_model_they_compute():
+    """`hlo_op_names` reads each instruction's op_name (a fusion without its own takes its
+    computation's), keyed as a GPU names its kernel (`.` as `_`); `attribute_kernels` sums
+    the profile's kernel times by part, library kernels by their names."""
+    bench = _script()
+    names = bench.hlo_op_names(HLO)
+    assert names["loop_compare_fusion_11"].endswith("encoder_0/dropout/lt")  # most common: tie
+    assert names["input_reduce_fusion"].endswith("decoder_0/ffn_norm/reduce_sum")
+    assert "copy_5" not in names
+    by_kernel = [["loop_compare_fusion_11", 1.0], ["input_reduce_fusion", 2.0],
+                 ["multiply_add_fusion_37", 0.5], ["reduce_max.4", 0.25], ["copy.5", 0.125],
+                 ["nvjet_sm90_tst_128x128_64x6_2x1_v_bz_NNT", 4.0],
+                 ["cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16", 3.0]]
+    attributed = bench.attribute_kernels(by_kernel, names)
+    assert attributed["ms_per_step"] == {
+        "matrix products (cuBLAS)": 4.0, "attention (cuDNN)": 3.0,
+        "layer norm, backward": 2.0, "dropout": 1.0, "optimizer": 0.5,
+        "other (loss, casts, copies)": 0.25, "unattributed (copies: no op_name)": 0.125}
+    assert [k[0] for k in attributed["kernels"]] == [k[0] for k in by_kernel]
