@@ -86,7 +86,7 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     fetch_pretrained_weights(config.encoder)  # offline: fail before loading any data
     run = RunDir(run_dir)
     if chief:
-        run.claim(resume)  # refuse a directory holding another run before writing anything
+        run.claim(resume, first=True)  # refuse a directory holding another run before writing anything
     data = config.data
     split = load_split(data.dataset, "train", data.data_dir, **data.options)
     vocab_path = run.vocab

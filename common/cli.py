@@ -37,6 +37,7 @@ class Subcommand:
     run: Callable[[argparse.Namespace], int | None]
     description: str | None = None
     uses_tensorflow: bool = True  # False: skip the quiet TensorFlow import before `run`
+    runs_on_jax: bool = False  # True: also under KERAS_BACKEND=jax (train --prepared, prepare)
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -101,7 +102,8 @@ def build_parser(prog: str, description: str, subcommands: Sequence[Subcommand])
             formatter_class=HelpFormatter,
         )
         command.add_arguments(p)
-        p.set_defaults(_run=command.run, _uses_tensorflow=command.uses_tensorflow)
+        p.set_defaults(_run=command.run, _uses_tensorflow=command.uses_tensorflow,
+                       _runs_on_jax=command.runs_on_jax, _command=command.name)
     return parser
 
 
@@ -122,6 +124,12 @@ def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) 
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or a one-line usage error (see `Parser`)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if os.environ.get("KERAS_BACKEND") == "jax" and not getattr(args, "_runs_on_jax", False):
+        # The models of every other command are built and run by TensorFlow (exports,
+        # tf.data, checkpoints); a JAX-trained run is read there from its weights file.
+        return error(parser.prog, f"{args._command} runs on the TensorFlow backend; got "
+                     "KERAS_BACKEND=jax (which only `train --prepared` and `prepare` use): "
+                     "run it without KERAS_BACKEND")
     if getattr(args, "_uses_tensorflow", True):
         _import_tensorflow_quietly()
     try:
@@ -131,6 +139,10 @@ def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) 
     except KeyboardInterrupt:
         print(f"{parser.prog}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `... | head -1` stopped reading: not an error of this command
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush is quiet
+        return 141  # 128 + SIGPIPE, as a shell reports a command ended by it
     return EXIT_OK if status is None else int(status)
 
 
@@ -546,8 +558,12 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
         add_config_options(p, family)
 
     def prepare(args: argparse.Namespace) -> int:
-        from common.runner import Runner
+        from common.config import config_overrides, to_dict
+        from common.runner import Runner, refuse_jax_ignored
 
+        # The folder is for the JAX trainer: what it would not honour is refused here too.
+        given = config_overrides(args, None, to_dict(family.config_class()))
+        refuse_jax_ignored(given.get("training", {}), "of `prepare`")
         runner = Runner(family, args.out)
         out = runner.prepare(runner.make_config(args.preset, args.config, args))
         print(f"Prepared {out}: train on JAX with `KERAS_BACKEND=jax {prog} train --prepared "
@@ -571,11 +587,11 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
         return EXIT_OK
 
     commands = [
-        Subcommand("train", family.train_help, train_arguments, train),
+        Subcommand("train", family.train_help, train_arguments, train, runs_on_jax=True),
         Subcommand("average", "average a run's last checkpoints into a new run directory",
                    average_arguments, average),
         Subcommand("prepare", "write the tokenized training data as NumPy arrays for the JAX "
-                   "trainer (train --prepared)", prepare_arguments, prepare),
+                   "trainer (train --prepared)", prepare_arguments, prepare, runs_on_jax=True),
         Subcommand("evaluate", family.evaluate_help, family.add_evaluate_arguments, evaluate),
         Subcommand("export", "export a run as a self-contained SavedModel", export_arguments,
                    export),

@@ -92,6 +92,11 @@ def load_json(path: str | os.PathLike) -> Any:
             return json.load(f)
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: a folder; expected a JSON file") from None
+    except OSError as exc:  # no permission, an I/O error
+        raise UserError(f"{path}: cannot be read ({exc.strerror or exc}); expected a "
+                        "readable JSON file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not valid JSON ({exc})") from None
 

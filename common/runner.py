@@ -36,6 +36,18 @@ JAX_IGNORES = ("validation_examples", "validation_beam_size", "best_metric", "be
                "early_stopping", "deterministic", "jit_compile", "logical_cpus")
 
 
+def refuse_jax_ignored(given: dict[str, Any], where: str) -> None:
+    """Refuse, in one line, training settings given as options (`given`) that the JAX
+    trainer does not honour (`JAX_IGNORES`), rather than drop them."""
+    from common.errors import UserError
+
+    ignored = [f"--{name.replace('_', '-')}" for name in JAX_IGNORES if name in given]
+    if ignored:
+        raise UserError(f"{', '.join(ignored)}: not honoured by the JAX trainer, which "
+                        "validates by the loss alone and always compiles with XLA "
+                        f"(docs/jax.md); expected them left out {where}")
+
+
 class Runner:
     """One run directory of `family`.
 
@@ -149,11 +161,7 @@ class Runner:
             raise UserError(f"--prepared {prepared}: the model and data come from the prepared "
                             f"folder; options of {', '.join(others)} apply to `prepare`")
         given = flags.get("training", {})
-        ignored = [f"--{name.replace('_', '-')}" for name in JAX_IGNORES if name in given]
-        if ignored:
-            raise UserError(f"{', '.join(ignored)}: not honoured by the JAX trainer, which "
-                            "validates by the loss alone and always compiles with XLA "
-                            "(docs/jax.md); expected them left out with --prepared")
+        refuse_jax_ignored(given, "with --prepared")
         training = deep_merge(resumed_training(self.run.path, saved.get("training", {}), resume),
                               given)
         distribute = given.get("distribute", "data-parallel")
@@ -194,7 +202,7 @@ class Runner:
         out = RunDir(out_dir)
         if out.path.resolve() == self.run.path.resolve():
             raise UserError(f"{out_dir}: the averaged run needs a directory of its own")
-        out.claim(resume=False)  # refuses a directory that holds a run, before any work
+        out.claim(resume=False, first=True)  # refuses a directory that holds a run, before any work
         model = self.family.open_model(self.run.path).model
         average_checkpoints(model, paths)
         files = self.family.vocabulary_files(self.family.load_config(self.run.path))

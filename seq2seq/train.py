@@ -85,7 +85,7 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
     strategy = make_strategy(training.distribute, training.logical_cpus)
     chief = is_chief(strategy)  # only the chief writes into the run directory
     if chief:
-        run.claim(resume)  # refuses a directory holding another run before anything is written
+        run.claim(resume, first=True)  # refuses a directory holding another run before anything is written
 
     # Subwords are counted once the SentencePiece models exist: they train on every pair.
     subwords = config.data.vocab != "word"

@@ -136,6 +136,9 @@ def fetch(name: str, out: str | Path, local: str | Path | None = None,
         raise UserError(f"--sha256 names {', '.join(unused)}, which {name} does not use "
                             f"(it uses {', '.join(sorted(known))})")
     out = Path(out)
+    for folder, flag in ((out, "--out"), (Path(downloads) if downloads else None, "--downloads")):
+        if folder is not None and folder.exists() and not folder.is_dir():
+            raise UserError(f"{flag} {folder} is a file; expected a folder")
     fetcher = Fetcher(Path(downloads) if downloads else out / "downloads",
                       local=None if local is None else Path(local),
                       archive_name=dataset.archive.name, overrides=overrides,
@@ -194,7 +197,7 @@ def fetch_subcommand(names: Sequence[str]) -> cli.Subcommand:
 
     return cli.Subcommand(
         "fetch", "download a public dataset, check its checksum and prepare it for train",
-        add_arguments, run, uses_tensorflow=False)
+        add_arguments, run, uses_tensorflow=False, runs_on_jax=True)
 
 
 def _counts(record: dict) -> dict:

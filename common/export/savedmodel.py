@@ -156,7 +156,14 @@ def load(export_dir: str | os.PathLike) -> Any:
         except ImportError:
             raise UserError(f"{export_dir}: the SavedModel needs the {name} package's ops; "
                             f"install it (pip install {name.replace('_', '-')})") from None
-    return tf.saved_model.load(str(export_dir))
+    try:
+        return tf.saved_model.load(str(export_dir))
+    except (OSError, ValueError, IndexError, tf.errors.OpError) as exc:
+        # A truncated saved_model.pb or variables/ file: protobuf's "Wire format was
+        # corrupt", TensorSliceReader's "Unsuccessful", "Read less bytes than requested".
+        reason = " ".join(str(exc).split())[:160] or type(exc).__name__
+        raise UserError(f"{export_dir}: corrupt or incomplete SavedModel ({reason}); "
+                        "expected a complete export (export the run again)") from None
 
 
 def is_saved_model(path: str | os.PathLike) -> bool:

@@ -463,6 +463,20 @@ def resolve_checkpoint(run_dir: str | os.PathLike, which: str | None = None) -> 
                     f"{have()}")
 
 
+def jax_run_weights(run) -> Path | None:
+    """The weights file of a run trained on JAX (a `RunDir`) that holds its last weights:
+    `model.weights.h5` once the run has finished; while it trains again, or after it failed
+    or was killed, its newest checkpoint's (`jax/ckpt-STEP/model.weights.h5`), which is newer.
+    None: the run has neither (not a JAX run)."""
+    from common.training.jax_trainer import CHECKPOINTS, WEIGHTS_FILE, complete_jax_checkpoints
+
+    newest = complete_jax_checkpoints(run.path / CHECKPOINTS)
+    finished = (run.read_status() or {}).get("state") == "finished"
+    if run.jax_weights.is_file() and (finished or not newest):
+        return run.jax_weights
+    return newest[0] / WEIGHTS_FILE if newest else None
+
+
 def restore_run_checkpoint(model: keras.Model, run_dir: str | os.PathLike,
                            which: str | None = None) -> str:
     """Restore the checkpoint of `run_dir` that `which` names (see `resolve_checkpoint`) into
@@ -471,16 +485,16 @@ def restore_run_checkpoint(model: keras.Model, run_dir: str | os.PathLike,
     The last checkpoint (`which` "last", or None when the run keeps no best) is read as
     `restore_model` reads a directory: one cut short by a kill is skipped for the one before.
     A run trained on JAX (`common.training.jax_trainer`), which has no TensorFlow checkpoint,
-    is read from its `model.weights.h5`.
+    is read from its backend-neutral weights (`jax_run_weights`).
     """
     from common.training.best import best_checkpoint
     from common.training.run_dir import RunDir
 
     run = RunDir(run_dir)
-    if which in (None, "last") and run.jax_weights.is_file() and not complete_checkpoints(
-            run.checkpoints):
-        model.load_weights(run.jax_weights)  # a run trained on JAX: its backend-neutral weights
-        return str(run.jax_weights)
+    weights = jax_run_weights(run) if which in (None, "last") else None
+    if weights is not None and not complete_checkpoints(run.checkpoints):
+        model.load_weights(weights)
+        return str(weights)
     if which == "last" or (which is None and best_checkpoint(run_dir) is None):
         return restore_model(model, run_dir)
     return restore_model(model, resolve_checkpoint(run_dir, which))

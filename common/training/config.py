@@ -93,7 +93,7 @@ class TrainingConfig:
         _check_int("checkpoint_every", self.checkpoint_every, minimum=0)
         _check_int("keep_checkpoints", self.keep_checkpoints, minimum=1)
         _check_int("log_every", self.log_every, minimum=1)
-        _check_int("seed", self.seed, minimum=0)
+        _check_int("seed", self.seed, minimum=0, maximum=2**32 - 1)  # NumPy's and JAX's range
         _check_int("logical_cpus", self.logical_cpus, minimum=0)
         _check_int("early_stopping", self.early_stopping, minimum=0)
         _check_int("validation_examples", self.validation_examples, minimum=0)
@@ -159,9 +159,11 @@ def visible_gpu_capabilities() -> list[tuple[int, int]]:
     return capabilities
 
 
-def _check_int(name: str, value: object, minimum: int) -> None:
+def _check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise UserError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise UserError(f"{name} must be an integer <= {maximum}, got {value!r}")
 
 
 def _check_positive(name: str, value: object) -> None:

@@ -6,7 +6,7 @@ builds the same model with TensorFlow through the family's public builder, loads
 and writes it as `RUN_DIR/checkpoints/ckpt-N` with `write_model_checkpoint`, the checkpoint
 every TensorFlow command reads (`evaluate`, `translate`/`caption`, `export`):
 
-    KERAS_BACKEND=jax seq2seq train --data PREPARED --out RUN ...   # on the GPU machine
+    KERAS_BACKEND=jax seq2seq train --prepared PREPARED --out RUN ...   # on the GPU machine
     python -c "from common.training.cross_backend import import_jax_weights as i; i('RUN')"
     seq2seq export RUN export/RUN                                   # TensorFlow, as ever
 """

@@ -49,11 +49,11 @@ Dimensions: `B` global batch, `P` processes.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 import shutil
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -61,8 +61,8 @@ from typing import Any
 
 import numpy as np
 
-from common.config import differing_paths, from_dict, load_json, save_json
-from common.errors import UserError
+from common.config import deep_merge, differing_paths, from_dict, load_json, save_json
+from common.errors import DataError, UserError
 from common.training.config import TrainingConfig
 from common.training.prepare import Prepared, load_prepared
 from common.training.progress import RunningMeans
@@ -215,6 +215,9 @@ class JaxTrainer:
         if keras.backend.backend() != "jax":
             raise UserError(f"the JAX trainer needs KERAS_BACKEND=jax; got "
                             f"{keras.backend.backend()!r}")
+        if Path(run_dir).resolve() == Path(prepared.path).resolve():
+            raise UserError(f"{run_dir} is the prepared folder; expected another run "
+                            "directory (--out) for the run")
         self.prepared = prepared
         self.run_dir = RunDir(run_dir)
         self.config = config = replace(config, precision=resolve_precision(config.precision))
@@ -379,7 +382,7 @@ class JaxTrainer:
         """Train up to `config.epochs` epochs; returns one record per epoch run (as the
         TensorFlow trainer's, with `val_loss` when the folder has a `valid` split)."""
         if self.chief:
-            self.run_dir.claim(resume)
+            self.run_dir.claim(resume, first=True)
         # Nothing of the run is written before it is known to be this model's: its config,
         # vocabularies and checkpoint shapes are checked first.
         restored = self._restore() if resume else None
@@ -579,7 +582,12 @@ class JaxTrainer:
             return None
         self._put_host_state(self._read_state(found[0]), found[0])
         self._apply_learning_rate()
-        self.position = json.loads((found[0] / POSITION_FILE).read_text(encoding="utf-8"))
+        position = load_json(found[0] / POSITION_FILE)
+        if not (isinstance(position, dict) and all(
+                isinstance(position.get(k), int) for k in ("step", "epoch", "step_in_epoch"))):
+            raise DataError(f"{found[0] / POSITION_FILE}: not a training position; expected "
+                            "a complete checkpoint: move the folder away to use the one before")
+        self.position = position
         return str(found[0])
 
     def _apply_learning_rate(self) -> None:
@@ -603,6 +611,11 @@ class JaxTrainer:
         prepared folder's (a one-line `UserError` naming what differs)."""
         run = self.run_dir.path
         if any((run / "checkpoints").glob("ckpt-*.index")):
+            if complete_jax_checkpoints(self.checkpoints):  # checkpoints/ holds imports
+                raise UserError(
+                    f"{run}/checkpoints holds TensorFlow checkpoints imported from this JAX "
+                    "run's weights (import_jax_weights), which training on would leave behind;"
+                    f" move {run}/checkpoints away to resume on JAX, and import again after")
             raise UserError(f"{run} is a TensorFlow run (checkpoints/ckpt-N); on JAX --resume "
                             "continues a run of `train --prepared` (jax/ckpt-N)")
         if not (run / "config.json").is_file():
@@ -649,8 +662,13 @@ class JaxTrainer:
 
     @staticmethod
     def _read_state(folder: Path) -> dict[str, np.ndarray]:
-        with np.load(folder / STATE_FILE) as npz:
-            return {k: npz[k] for k in npz.files}
+        try:
+            with np.load(folder / STATE_FILE) as npz:
+                return {k: npz[k] for k in npz.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            raise DataError(f"{folder / STATE_FILE}: cannot be read ({type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:120]}); expected a complete "
+                            "checkpoint: move the folder away to use the one before") from None
 
     def _put_host_state(self, host: dict[str, np.ndarray], source: Path) -> None:
         """Lay `host` (as `host_state` writes it) out on the devices as the state."""
@@ -723,23 +741,24 @@ def train_jax(prepared_dir: str | os.PathLike, run_dir: str | os.PathLike,
               training: TrainingConfig | dict[str, Any] | None = None,
               distribute: str = "data-parallel", model_parallel: int = 1,
               resume: bool = False, verbose: int = 1) -> list[dict[str, Any]]:
-    """`KERAS_BACKEND=jax ... train --data PREPARED_DIR`: train the prepared folder's model
+    """`KERAS_BACKEND=jax ... train --prepared PREPARED_DIR`: train the prepared folder's model
     into `run_dir`; returns the epoch records.
 
     Args:
         prepared_dir: a folder written by `prepare_translation` / `prepare_captions`.
         run_dir: the run directory.
-        training: the training settings (a `TrainingConfig` or its dict); default: the
-            run's own (`RUN_DIR/config.json`) when resuming one, else the prepared folder's.
+        training: the training settings: a `TrainingConfig`, or a dict of those that
+            change the run's own (`RUN_DIR/config.json`) when resuming one, else the
+            prepared folder's (None: those as they are).
         distribute: one of `DISTRIBUTIONS`.
         model_parallel: devices on the model axis for `"model-parallel"`.
         resume: continue from the run's newest JAX checkpoint.
         verbose: 0 silent, 1 one line per epoch.
     """
     prepared = load_prepared(prepared_dir)
-    if training is None:
-        training = resumed_training(run_dir, prepared.config.get("training", {}), resume)
-    if isinstance(training, dict):
-        training = from_dict(TrainingConfig, training)
+    if not isinstance(training, TrainingConfig):  # settings given over the run's or folder's
+        training = from_dict(TrainingConfig, deep_merge(
+            resumed_training(run_dir, prepared.config.get("training", {}), resume),
+            training or {}))
     trainer = JaxTrainer(prepared, run_dir, training, distribute, model_parallel)
     return trainer.fit(resume=resume, verbose=verbose)

@@ -37,6 +37,7 @@ import os
 import zipfile
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,8 +96,9 @@ def prepare_translation(config: Any, out_dir: str | os.PathLike,
             splits["valid"] = valid
     out = _start(out_dir)
     files = vocab_files("seq2seq")
-    source_vocab.save(out / files["source"])
-    target_vocab.save(out / files["target"])
+    with _writing(out):
+        source_vocab.save(out / files["source"])
+        target_vocab.save(out / files["target"])
     summary = {}
     for name, pairs in splits.items():
         arrays = _translation_arrays(pairs, source_vocab, target_vocab, config.model.copy)
@@ -139,7 +141,8 @@ def prepare_captions(config: Any, out_dir: str | os.PathLike, batch_size: int = 
         splits["valid"] = valid
     out = _start(out_dir)
     files = vocab_files("captioner")
-    vocab.save(out / files["words"])
+    with _writing(out):
+        vocab.save(out / files["words"])
     summary = {}
     for name, split in splits.items():
         arrays = _caption_arrays(split, vocab, config.encoder.image_size, data.max_length,
@@ -226,6 +229,18 @@ def _caption_arrays(split: Any, vocab: Any, image_size: Any, max_length: int,
             "caption_in": caption_in, "caption_out": caption_out}
 
 
+@contextmanager
+def _writing(out: Path):
+    """Writes into the prepared folder `out`: a failed one (no such parent, no permission, a
+    full disk) is one line naming the folder, not a traceback."""
+    from common.training.run_dir import write_failure
+
+    try:
+        yield
+    except OSError as exc:
+        raise write_failure(out, exc, "folder for the prepared data") from None
+
+
 def _start(out_dir: str | os.PathLike) -> Path:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -233,16 +248,18 @@ def _start(out_dir: str | os.PathLike) -> Path:
     if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
         raise UserError(f"{out} is not empty and holds no prepared data; expected a new or "
                         "empty folder")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MANIFEST).unlink(missing_ok=True)  # incomplete until written again, last
+    with _writing(out):
+        out.mkdir(parents=True, exist_ok=True)
+        (out / MANIFEST).unlink(missing_ok=True)  # incomplete until written again, last
     return out
 
 
 def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        np.savez_compressed(f, **arrays)
-    os.replace(tmp, path)
+    with _writing(path.parent):
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, **arrays)
+        os.replace(tmp, path)
 
 
 def _finish(out: Path, family: str, config: Any, vocabularies: dict[str, str],
@@ -251,10 +268,11 @@ def _finish(out: Path, family: str, config: Any, vocabularies: dict[str, str],
 
     config_dict = to_dict(config)
     config_dict["training"] = to_dict(from_dict(TrainingConfig, config.training))
-    save_json(out / CONFIG_FILE, config_dict)
     manifest = {"format": FORMAT, "family": family, "vocabularies": vocabularies,
                 "splits": summary, "bucket_width": bucket_width}
-    atomic_write_text(out / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    with _writing(out):
+        save_json(out / CONFIG_FILE, config_dict)
+        atomic_write_text(out / MANIFEST, json.dumps(manifest, indent=2) + "\n")
 
 
 # -- reading (NumPy only) ----------------------------------------------------------------------

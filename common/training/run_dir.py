@@ -42,8 +42,10 @@ class RunDirError(UserError):
     """The run directory cannot be written: read-only, a file in the way, or no space left."""
 
 
-def write_failure(path: str | os.PathLike, exc: BaseException) -> RunDirError:
-    """A `RunDirError` for a failed write of `path`, with the system's reason in one line."""
+def write_failure(path: str | os.PathLike, exc: BaseException,
+                  what: str = "run directory") -> RunDirError:
+    """A `RunDirError` for a failed write of `path` (in a `what`), with the system's reason in
+    one line."""
     reason = getattr(exc, "strerror", None) or getattr(exc, "message", None) or str(exc)
     reason = " ".join(str(reason).split())
     if reason.startswith("{{function_node"):
@@ -52,7 +54,7 @@ def write_failure(path: str | os.PathLike, exc: BaseException) -> RunDirError:
         reason = reason.split("}}", 1)[-1].rsplit(";", 1)[-1]
         reason = re.sub(r"\s*\[Op:\w+\]$", "", reason).strip()
     reason = reason[:200] or type(exc).__name__
-    return RunDirError(f"cannot write {path}: {reason}; expected a writable run directory "
+    return RunDirError(f"cannot write {path}: {reason}; expected a writable {what} "
                        "with free space")
 
 
@@ -112,21 +114,42 @@ class RunDir:
                 found.append(entry.name)
         return found
 
-    def claim(self, resume: bool) -> None:
+    def own_files(self) -> list[Path]:
+        """The files a run writes beside its entries: its config, vocabularies and final
+        weights."""
+        return [self.config, self.jax_weights, *sorted(self.path.glob("vocab*.txt"))]
+
+    def claim(self, resume: bool, first: bool = False) -> None:
         """Make sure this run may write here, creating the directory.
 
+        Args:
+            resume: the run goes on from what the directory holds.
+            first: this is the run's first claim, before it writes its config and
+                vocabularies: a fresh run refuses a directory where those files already are.
+
         Raises:
-            UserError: the path is a file, or it holds another run and `resume` is false.
+            UserError: the path is a file or an export, or it holds another run (or files a
+                fresh `first` claim would write over) and `resume` is false.
             RunDirError: the directory cannot be created or written.
         """
         if self.path.exists() and not self.path.is_dir():
             raise UserError(f"run directory {self.path} is a file; expected a directory")
+        if (self.path / "saved_model.pb").exists():  # an export: `export --overwrite` empties it
+            raise UserError(f"run directory {self.path} holds a SavedModel export; expected "
+                            "another directory for the run")
         entries = self.run_entries()
         if entries and not resume:
             raise UserError(
                 f"run directory {self.path} already holds a run ({', '.join(entries)}); "
                 "resume it (--resume) or choose another directory"
             )
+        if first and not entries and not resume:  # files the run would write over, of no run
+            own = sorted(p.name for p in self.own_files() if p.is_file())
+            if own:
+                raise UserError(
+                    f"run directory {self.path} holds {', '.join(own)} of no run, which the run "
+                    "would overwrite; expected a new or empty directory (or --resume a run "
+                    "stopped before its first record)")
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             for directory in (self.path, self.checkpoints):

@@ -145,3 +145,54 @@ def test_model_parallel_from_the_command_line_splits_the_model(dates_folders, tm
     status, _, err = _run("train", "--dataset", "dates", "--arch", "transformer", "--out",
                           str(tmp_path / "t"), "--model-parallel", "2", backend="tensorflow")
     assert status == 2 and "--model-parallel splits a model over JAX devices" in err
+
+
+@requires_jax
+@pytest.mark.slow
+def test_jax_path_mistakes_are_one_line_and_lose_nothing(dates_folders, tmp_path):
+    """The prepared folder given as the run directory, `prepare` into a path that cannot be
+    a folder or with settings the JAX trainer would not honour, a TensorFlow command under
+    KERAS_BACKEND=jax, a seed out of range: each one line, exit 2, nothing written."""
+    mine = dates_folders[0]
+    before = {p.name: p.read_bytes() for p in mine.iterdir() if p.is_file()}
+    status, _, err = _run("train", "--prepared", str(mine), "--out", str(mine), "--epochs", "1")
+    assert status == 2 and f"{mine} is the prepared folder" in err, err[-2000:]
+    assert {p.name: p.read_bytes() for p in mine.iterdir() if p.is_file()} == before
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    for args, message in (
+            (["--out", str(a_file / "sub")], f"cannot write {a_file / 'sub'}: "),
+            (["--out", str(tmp_path / "p"), "--early-stopping", "1", "--deterministic"],
+             "--early-stopping, --deterministic: not honoured by the JAX trainer"),
+            (["--out", str(tmp_path / "p"), "--seed", str(2**32)],
+             "seed must be an integer <= 4294967295")):
+        status, _, err = _run("prepare", "--dataset", "dates", "--arch", "transformer",
+                              "--preset", "tiny", *args, backend="tensorflow")
+        assert status == 2 and message in err, err[-2000:]
+        assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "p").exists()
+
+    status, _, err = _run("translate", str(tmp_path / "run"), "Nov 3, 1999")
+    assert status == 2 and "translate runs on the TensorFlow backend; got KERAS_BACKEND=jax" \
+        in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@requires_jax
+@pytest.mark.slow
+def test_a_jax_run_with_imported_checkpoints_is_told_how_to_resume(dates_folders, tmp_path):
+    """`import_jax_weights` writes TensorFlow checkpoints beside the JAX ones: a JAX resume
+    then names them (training on would leave them stale), rather than calling the run a
+    TensorFlow run."""
+    from common.training.cross_backend import import_jax_weights
+
+    run = tmp_path / "run"
+    status, _, err = _run("train", "--prepared", str(dates_folders[0]), "--out", str(run),
+                          "--epochs", "1", "--steps-per-epoch", "2")
+    assert status == 0, err[-2000:]
+    import_jax_weights(run)
+    status, _, err = _run("train", "--prepared", str(dates_folders[0]), "--out", str(run),
+                          "--epochs", "2", "--resume")
+    assert status == 2 and "holds TensorFlow checkpoints imported from this JAX run" in err
+    assert f"move {run}/checkpoints away to resume on JAX" in err

@@ -73,6 +73,18 @@ def test_resume_trains_at_the_learning_rate_it_is_given(caption_folder, tmp_path
     assert again["learning_rate"] == pytest.approx(0.01)
 
 
+def test_train_jax_changes_only_the_settings_it_is_given(translation_folder, tmp_path):
+    """The library call with a few settings keeps the prepared folder's others (its learning
+    rate, seed, checkpoint interval), as the command line does, rather than the defaults."""
+    result = run_worker("train_jax", {"prepared": str(translation_folder),
+                                      "run_dir": str(tmp_path / "run"),
+                                      "training": {"epochs": 1}})
+    training = result["training"]
+    assert result["records"] == 1 and training["epochs"] == 1
+    assert (training["learning_rate"], training["seed"], training["checkpoint_every"],
+            training["batch_size"]) == (0.01, 7, 10, 8)
+
+
 def test_average_checkpoints_is_the_mean_of_the_newest(translation_folder, single_device_run,
                                                       tmp_path):
     """Floating model values: the float64 mean over the newest checkpoints; integer ones

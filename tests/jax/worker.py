@@ -117,6 +117,17 @@ def task_train(args):
             "processes": jax.process_count(), "tensorflow": "tensorflow" in sys.modules}
 
 
+def task_train_jax(args):
+    """The library call `train_jax(prepared, run_dir, training=args["training"])`; returns
+    the training settings the run recorded."""
+    from common.training.jax_trainer import train_jax
+
+    records = train_jax(args["prepared"], args["run_dir"], training=args["training"],
+                        distribute="none", verbose=0)
+    config = json.loads((Path(args["run_dir"]) / "config.json").read_text(encoding="utf-8"))
+    return {"records": len(records), "training": config["training"]}
+
+
 def task_average(args):
     """`JaxTrainer.average_checkpoints(args["last"])` on a trained run; saves the state."""
     from common.config import from_dict
