@@ -343,7 +343,8 @@ def add_serve_arguments(p: argparse.ArgumentParser, prog: str, model_name: str,
     p.add_argument("--host", default="127.0.0.1",
                    help="the address to bind (put an authenticating proxy in front before "
                         "exposing it)")
-    p.add_argument("--port", type=port_number, default=8501)
+    p.add_argument("--port", type=port_number, default=8501,
+                   help="the port to listen on (TensorFlow Serving's REST port)")
     p.add_argument("--model-name", default=model_name, help="the NAME in /v1/models/NAME")
     p.add_argument("--max-batch-size", type=positive_int, default=max_batch_size,
                    help=f"the most {instances} merged into one model call")
@@ -404,13 +405,14 @@ def add_training_options(group: Any) -> None:
         field = flag[2:].replace("-", "_")
         add_config_option(group, flag, path=f"training.{field}", **kwargs)
 
-    add("--epochs", type=positive_int)
-    add("--steps-per-epoch", type=positive_int)
-    add("--batch-size", type=positive_int)
+    add("--epochs", type=positive_int, help="passes to train (each --steps-per-epoch long)")
+    add("--steps-per-epoch", type=positive_int,
+        help="steps per epoch (default: one pass over the training data; more repeats it)")
+    add("--batch-size", type=positive_int, help="examples per step (the global batch)")
     add("--learning-rate", type=positive_float,
         help="Adam's learning rate (the Transformer's peak after warm-up)")
     add("--clip-norm", type=positive_float, help="clip the gradient to this global norm")
-    add("--seed", type=int)
+    add("--seed", type=int, help="seeds the weights, data order and dropout (0 to 2**32-1)")
     add("--deterministic", action=ON_OFF,
         help="bit-identical runs for one seed (op determinism, no graph rewriting)")
     add("--checkpoint-every", type=int, metavar="N",

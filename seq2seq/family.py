@@ -29,8 +29,10 @@ def _dropout_path(config: dict[str, Any]) -> str:
 
 def add_decode_arguments(p: argparse.ArgumentParser) -> None:
     """The decoding options of `evaluate` and `translate`."""
-    p.add_argument("--beam-size", type=positive_int, default=1)
-    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--beam-size", type=positive_int, default=1,
+                   help="hypotheses kept per sentence (1: greedy decoding)")
+    p.add_argument("--batch-size", type=positive_int, default=64,
+                   help="sentences decoded together")
     p.add_argument("--max-decode-length", type=positive_int,
                    help="longest output (default: the run's)")
     p.add_argument("--length-penalty", type=non_negative_float, metavar="ALPHA",
@@ -102,10 +104,11 @@ Typical use:
 
         g = p.add_argument_group("model sizes (override the preset)")
         add(g, "--embedding-dim", path="model.bahdanau.embedding_dim", type=positive_int,
-            help="bahdanau")
+            help="bahdanau: word embedding size")
         add(g, "--units", path="model.bahdanau.units", type=positive_int,
             help="bahdanau: recurrent units")
-        add(g, "--cell", path="model.bahdanau.cell", choices=CELLS, help="bahdanau")
+        add(g, "--cell", path="model.bahdanau.cell", choices=CELLS,
+            help="bahdanau: the recurrent cell")
         add(g, "--score", path="model.bahdanau.score", **choose(SCORES,
             "bahdanau attention score: {names}"))
         add(g, "--attention-units", path="model.bahdanau.attention_units", type=positive_int,
@@ -140,12 +143,15 @@ Typical use:
                                 "output projection")
         add(g, "--warmup-steps", path="model.transformer.warmup_steps", type=positive_int,
             help="transformer warm-up")
-        add(g, "--dropout", path=_dropout_path, type=non_negative_float)
+        add(g, "--dropout", path=_dropout_path, type=non_negative_float,
+            help="the chosen architecture's dropout rate")
         add(g, "--attention-dropout", path="model.transformer.attention_dropout",
             type=non_negative_float, help="transformer: dropout of the attention weights "
             "(default: --dropout; at 0, as in the paper, the attention may run fused)")
-        add(g, "--label-smoothing", path="model.label_smoothing", type=non_negative_float)
-        add(g, "--max-decode-length", path="model.max_decode_length", type=positive_int)
+        add(g, "--label-smoothing", path="model.label_smoothing", type=non_negative_float,
+            help="the training target's weight spread over the vocabulary (eps, in [0, 1))")
+        add(g, "--max-decode-length", path="model.max_decode_length", type=positive_int,
+            help="longest translation the run decodes (validation, translate, export)")
         add(g, "--length-penalty", path="model.length_penalty", type=non_negative_float,
             help="beam search's length penalty alpha (default 0.6): the run's default for "
                  "validation, evaluate, translate and export")
