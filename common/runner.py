@@ -202,8 +202,8 @@ class Runner:
         out = RunDir(out_dir)
         if out.path.resolve() == self.run.path.resolve():
             raise UserError(f"{out_dir}: the averaged run needs a directory of its own")
-        out.claim(resume=False, first=True)  # refuses a directory that holds a run, before any work
-        model = self.family.open_model(self.run.path).model
+        model = self.family.open_model(self.run.path).model  # a run of this family, first
+        out.claim(resume=False, first=True)  # refuses a directory that holds a run
         average_checkpoints(model, paths)
         files = self.family.vocabulary_files(self.family.load_config(self.run.path))
         for name in (RunDir.config, *files):

@@ -49,3 +49,14 @@ def test_too_few_checkpoints_or_a_taken_directory_is_one_line(run_dir, tmp_path,
     assert "has 3 complete checkpoint(s); expected at least 9" in capsys.readouterr().err
     assert main(["average", str(run_dir), "--last", "2", "--out", str(run_dir)]) == 2
     assert "needs a directory of its own" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_refused_average_leaves_no_directory_behind(run_dir, tmp_path, capsys):
+    """A source that is the other family's run is refused before the new directory exists."""
+    from captioner.cli import main as captioner_main
+
+    new = tmp_path / "new"
+    assert captioner_main(["average", str(run_dir), "--last", "2", "--out", str(new)]) == 2
+    assert "error" in capsys.readouterr().err
+    assert not new.exists()
