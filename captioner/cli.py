@@ -33,7 +33,8 @@ def _caption_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam-size", type=positive_int,
                    help="1 is greedy (default: 3 for a run, the export's default for a "
                         "SavedModel)")
-    p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument("--batch-size", type=positive_int, default=16,
+                   help="images decoded together")
     p.add_argument("--n-best", type=positive_int, metavar="N",
                    help="the N best captions of the beam (at most the beam size), best first: "
                         "lines IMAGE<TAB>RANK<TAB>SCORE<TAB>NORMALIZED SCORE<TAB>CAPTION (the "
@@ -48,7 +49,7 @@ def _caption_arguments(p: argparse.ArgumentParser) -> None:
 def _caption(args: argparse.Namespace) -> int:
     from captioner.visualize import as_result, attention_kind, check_figure_paths
 
-    check_figure_paths(args.overlay, args.gif, args.html)
+    check_figure_paths(args.overlay, args.gif, args.html, args.images, len(args.images))
     run = FAMILY.open_model(args.run_dir, args.checkpoint)
     options = {"beam_size": args.beam_size} if args.beam_size else {}
     if args.n_best:
@@ -127,14 +128,18 @@ def _render(args: argparse.Namespace) -> int:
     overlay = args.out or args.overlay
     if not (overlay or args.gif or args.html):
         raise UserError("nothing to draw; add --out OUT.png, --gif OUT.gif or --html OUT.html")
-    check_figure_paths(overlay, args.gif, args.html)
+    # Neither RESULT.json nor an image drawn on may be replaced by a figure.
+    inputs = [args.results, args.image]
+    named = "--out" if args.out else "--overlay"
+    check_figure_paths(overlay, args.gif, args.html, inputs, overlay_option=named)
     results = load_results(args.results)
     chosen = select_results(results, args.index, args.image, source=args.results)
     picked = [results[i] for i in chosen]
+    check_figure_paths(overlay, args.gif, args.html, inputs, len(picked), named)
     images = [args.image] * len(picked) if args.image else None
     where = f"{args.results} entry {chosen[0]}" if len(chosen) == 1 else f"{args.results} entry"
     for path in write_caption_figures(picked, overlay, args.gif, args.html, images=images,
-                                      hard=args.hard, source=where):
+                                      hard=args.hard, source=where, overlay_option=named):
         print(f"{PROG} render: wrote {path}", file=sys.stderr)
     return 0
 

@@ -29,6 +29,9 @@ from common.errors import UserError
 from common.family import Family
 from common.training.run_dir import RunDir
 
+# The keys every `evaluate --json` result holds: an existing file without them is not replaced.
+RESULT_KEYS = ("images", "skipped_images", "run_state", "checkpoint", "split", "beam_size")
+
 
 def _key_value(text: str) -> tuple[str, Any]:
     """argparse type: `KEY=VALUE`, the value read as JSON when it is JSON (`num_images=100`)."""
@@ -117,10 +120,13 @@ Typical use:
         add(g, "--attention-query", path="decoder.query", choices=ATTENTION_QUERIES,
             help="what the attention is asked with: the LSTM state h_{t-1} (the paper's) or "
                  "that and the word just read (after 'red', look for red)")
-        add(g, "--embedding-dim", path="decoder.embedding_dim", type=positive_int)
+        add(g, "--embedding-dim", path="decoder.embedding_dim", type=positive_int,
+            help="word embedding size")
         add(g, "--units", path="decoder.units", type=positive_int, help="LSTM units")
-        add(g, "--attention-units", path="decoder.attention_units", type=positive_int)
-        add(g, "--dropout", path="decoder.dropout", type=non_negative_float)
+        add(g, "--attention-units", path="decoder.attention_units", type=positive_int,
+            help="the attention score's hidden size")
+        add(g, "--dropout", path="decoder.dropout", type=non_negative_float,
+            help="the decoder's dropout rate")
         for flag, field, what in (
                 ("--penalty-weight", "penalty_weight", "λ of the doubly stochastic attention "
                  "penalty"),
@@ -171,8 +177,10 @@ Typical use:
                        "dataset name, one of: {names} (default: the run's)"))
         add_data_arguments(p)
         p.add_argument("--split", default="test", help="train, valid or test")
-        p.add_argument("--beam-size", type=positive_int, default=3)
-        p.add_argument("--batch-size", type=positive_int, default=32)
+        p.add_argument("--beam-size", type=positive_int, default=3,
+                       help="hypotheses kept per image (1: greedy decoding)")
+        p.add_argument("--batch-size", type=positive_int, default=32,
+                       help="images decoded together")
         p.add_argument("--json", metavar="OUT", help="also write the scores to this JSON file")
         add_checkpoint_argument(p)
 
@@ -180,7 +188,11 @@ Typical use:
         from captioner.evaluate import evaluate, format_results
         from captioner.inference import load_run
         from common.config import save_json
+        from common.outputs import check_output_file, reported_write
 
+        if args.json:
+            # Before the model loads: only an earlier result is replaced (`RESULT_KEYS`).
+            check_output_file(args.json, "--json", result_keys=RESULT_KEYS)
         run = load_run(args.run_dir, args.checkpoint)
         info = warn_unfinished(run)
         options = dict(args.data_option) if args.data_option else None
@@ -188,8 +200,9 @@ Typical use:
                            args.batch_size, options)
         print(format_results(results))
         if args.json:
-            save_json(args.json, {**results, **info, "split": args.split,
-                                  "beam_size": args.beam_size})
+            with reported_write(args.json, "--json"):
+                save_json(args.json, {**results, **info, "split": args.split,
+                                      "beam_size": args.beam_size})
         return results
 
     def open_model(self, path, checkpoint: str | None = None):

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from common.errors import DataError, UserError
+from common.outputs import reported_write
 from common.viz import (
     check_output_path,
     numbered_paths,
@@ -245,12 +246,17 @@ def input_order(inputs: Sequence[str], results: Sequence[Mapping[str, Any]]) -> 
 
 
 def check_figure_paths(overlay: str | None = None, gif: str | None = None,
-                       html: str | None = None) -> None:
-    """Fails before any work when `--overlay`, `--gif` or `--html` cannot be written."""
-    for path, suffix, option in ((overlay, ".png", "--overlay"), (gif, ".gif", "--gif"),
+                       html: str | None = None,
+                       inputs: Sequence[str | Path | None] = (), count: int = 1,
+                       overlay_option: str = "--overlay") -> None:
+    """Fails before any work when `--overlay`, `--gif` or `--html` cannot be written, or when
+    one of them (or a numbered `OUT-N.png` of `count` inputs) is one of the `inputs`;
+    `overlay_option` names the overlay in messages (`render --out`)."""
+    for path, suffix, option in ((overlay, ".png", overlay_option), (gif, ".gif", "--gif"),
                                  (html, ".html", "--html")):
         if path:
-            check_output_path(path, suffix, option)
+            # One page holds every input; the overlays and GIFs are numbered by input.
+            check_output_path(path, suffix, option, inputs, 1 if suffix == ".html" else count)
 
 
 def write_caption_figures(
@@ -262,6 +268,7 @@ def write_caption_figures(
     hard: bool | None = None,
     source: str = "result",
     title: str = "Caption attention",
+    overlay_option: str = "--overlay",
     **render_kwargs: Any,
 ) -> list[Path]:
     """Writes the figures of caption results: overlays, GIFs, one viewer page.
@@ -278,6 +285,7 @@ def write_caption_figures(
         hard: as for `caption_figure`.
         source: names the results in error messages.
         title: the viewer page's title.
+        overlay_option: the option that named `overlay`, for messages.
         **render_kwargs: `columns`, `panel_size`, `smooth`, `dim`, `glow`, ... for the overlays.
 
     Returns:
@@ -299,20 +307,27 @@ def write_caption_figures(
             raise UserError(f"{where}: no 'image' to draw on; give the image file")
         drawn.append((i, figure, read_image_bytes(image)))
 
+    # The images drawn on are inputs too: no figure may replace one (`OUT-2.png` among them).
+    sources = [images[i] if images is not None and images[i] is not None else figure.image
+               for i, figure, _ in drawn]
+    check_figure_paths(overlay, gif, html, sources, len(results), overlay_option)
     written = []
     options = {k: v for k, v in render_kwargs.items() if k != "columns"}
-    for path_out, render in ((overlay, render_caption_overlay), (gif, render_caption_gif)):
+    for path_out, render, option in ((overlay, render_caption_overlay, overlay_option),
+                                     (gif, render_caption_gif, "--gif")):
         if not path_out:
             continue
         paths = numbered_paths(path_out, len(results))
         for i, figure, raw in drawn:
             kwargs = render_kwargs if render is render_caption_overlay else options
-            render(raw, figure.words, figure.maps, paths[i],
-                   hard_indices=figure.hard_indices, **kwargs)
+            with reported_write(paths[i], option):
+                render(raw, figure.words, figure.maps, paths[i],
+                       hard_indices=figure.hard_indices, **kwargs)
             written.append(paths[i])
     if html and drawn:
         items = [_viewer_item(figure, raw) for _, figure, raw in drawn]
-        written.append(write_html_viewer(items, html, title=title))
+        with reported_write(html, "--html"):
+            written.append(write_html_viewer(items, html, title=title))
     return written
 
 

@@ -54,7 +54,7 @@ def _check_figure_options(args: argparse.Namespace) -> None:
     from common.viz import check_output_path
 
     if args.plot:
-        check_output_path(args.plot, ".png", "--plot")
+        check_output_path(args.plot, ".png", "--plot", count=max(len(args.text), 1))
     if args.html:
         check_output_path(args.html, ".html", "--html")
     if args.all_heads:
@@ -70,6 +70,7 @@ def _check_figure_options(args: argparse.Namespace) -> None:
 
 
 def _write_figures(args: argparse.Namespace, translator, texts, results) -> None:
+    from common.outputs import reported_write
     from seq2seq.visualize import head_attention, write_alignment_plots, write_translation_viewer
 
     heads = None
@@ -78,10 +79,13 @@ def _write_figures(args: argparse.Namespace, translator, texts, results) -> None
                                beam_size=args.beam_size, batch_size=args.batch_size,
                                max_length=args.max_decode_length)
     if args.plot:
-        for path in write_alignment_plots(results, args.plot, heads):
+        with reported_write(args.plot, "--plot"):
+            written = write_alignment_plots(results, args.plot, heads)
+        for path in written:
             print(f"{PROG} translate: wrote {path}", file=sys.stderr)
     if args.html:
-        path = write_translation_viewer(results, args.html, heads)
+        with reported_write(args.html, "--html"):
+            path = write_translation_viewer(results, args.html, heads)
         if path is not None:
             print(f"{PROG} translate: wrote {path}", file=sys.stderr)
 

@@ -18,6 +18,10 @@ from typing import Any
 
 from common.config import save_json
 from common.errors import DataError, UserError
+from common.outputs import check_output_file, reported_write
+
+# The keys every `--json` result holds: an existing file without them is not replaced.
+RESULT_KEYS = ("run_dir", "data", "sentences", "checkpoint", "beam_size")
 
 
 def load_references(translator: Any, data: str | None, dataset: str | None,
@@ -74,7 +78,8 @@ def evaluate(
         batch_size: sentences per decoding batch.
         max_length: the longest output (default: the run's).
         limit: score only the first `limit` pairs.
-        json_path: also write the scores there.
+        json_path: also write the scores there; checked first (`common.outputs`): an existing
+            file other than an earlier result (`RESULT_KEYS`), or `data` itself, is refused.
         progress: show a progress bar while decoding.
         attention_layer: the Transformer decoder layer whose attention is returned.
         attention_head: the head returned (None: the average).
@@ -90,6 +95,10 @@ def evaluate(
     """
     from seq2seq.inference import Translator
 
+    if json_path is not None:
+        # Before the model loads: an existing file is replaced only when it is an earlier
+        # result, and never the `data` being scored.
+        check_output_file(json_path, "--json", inputs=[data], result_keys=RESULT_KEYS)
     translator = Translator.from_run_dir(run_dir, checkpoint)
     if length_penalty is None:
         length_penalty = translator.config.model.length_penalty
@@ -119,5 +128,6 @@ def evaluate(
         "decode_seconds": round(seconds, 2),
     })
     if json_path is not None:
-        save_json(json_path, {"run_dir": str(run_dir), "data": data or dataset, **scores})
+        with reported_write(json_path, "--json"):
+            save_json(json_path, {"run_dir": str(run_dir), "data": data or dataset, **scores})
     return scores
