@@ -121,9 +121,14 @@ def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) 
     # Set before the sub-command imports TensorFlow; an explicit setting is kept.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
     except SystemExit as exc:  # --help, or a one-line usage error (see `Parser`)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if unknown:  # pointed at the sub-command's own --help, which lists its options
+        command = getattr(args, "_command", None)
+        where = f"{parser.prog} {command}" if command else parser.prog
+        return error(parser.prog, f"unrecognized arguments: {' '.join(unknown)} (see {where} "
+                     "--help)")
     if os.environ.get("KERAS_BACKEND") == "jax" and not getattr(args, "_runs_on_jax", False):
         # The models of every other command are built and run by TensorFlow (exports,
         # tf.data, checkpoints); a JAX-trained run is read there from its weights file.

@@ -37,7 +37,7 @@ def one_line_error(capsys, argv) -> str:
     (["--seed", "-1"], "seed must be an integer >= 0, got -1"),
     (["--checkpoint-every", "-2"], "checkpoint_every must be an integer >= 0, got -2"),
     (["--steps-per-epoch", "ten"], "argument --steps-per-epoch: expected a positive integer"),
-    (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["--frobnicate"], "unrecognized arguments: --frobnicate (see seq2seq train --help)"),
 ])
 def test_bad_training_options(extra, needle, tmp_path, capsys):
     argv = [a.format(tmp=tmp_path) for a in TRAIN] + extra
