@@ -255,14 +255,19 @@ def hlo_op_names(text: str) -> dict[str, str]:
     for name, computation in called.items():
         if name not in names and inside.get(computation):
             names[name] = inside[computation].most_common(1)[0][0]
-    return {re.sub(r"[.\-]", "_", name): value for name, value in names.items()}
+    return {kernel_key(name): value for name, value in names.items()}
+
+
+def kernel_key(name: str) -> str:
+    """An HLO instruction's name as a GPU names its kernel: `.` and `-` as `_`."""
+    import re
+
+    return re.sub(r"[.\-]", "_", name)
 
 
 def source_of(kernel: str, op_name: str | None) -> str:
     """The part of the model a kernel computes (`SOURCE_RULES`), `backward` marked for the
     ops JAX's transpose produced; `other` for what no rule names (the loss, casts, copies)."""
-    import re
-
     if op_name is None:
         lowered = kernel.lower()
         for source, keys in LIBRARY_KERNELS:
@@ -273,18 +278,17 @@ def source_of(kernel: str, op_name: str | None) -> str:
                   "other (loss, casts, copies)")
     if source != "optimizer" and "transpose(" in op_name:
         source += ", backward"
-    return re.sub(r"\s+", " ", source)
+    return source
 
 
 def attribute_kernels(by_kernel: list, names: dict[str, str]) -> dict:
     """Device time per step by `source_of` each kernel (`by_kernel`: `[name, ms]` pairs from
     `summarize_profile`), and the 40 longest kernels with their op_name."""
-    import re
     from collections import Counter
 
     sources, top = Counter(), []
     for kernel, ms in by_kernel:
-        op = names.get(re.sub(r"[.\-]", "_", kernel))
+        op = names.get(kernel_key(kernel))
         sources[source_of(kernel, op)] += ms
         if len(top) < 40:
             top.append([kernel, ms, op])
