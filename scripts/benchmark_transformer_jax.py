@@ -93,7 +93,7 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
 
     from common.layers.dropout import dropout_rng
     from seq2seq.config import ModelConfig, TransformerConfig
-    from seq2seq.losses import log_prob_loss_terms
+    from seq2seq.losses import log_prob_loss_terms, token_loss_terms
     from seq2seq.transformer import TransformerTranslator
 
     keras.mixed_precision.set_global_policy(precision)
@@ -127,6 +127,9 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
                 logits = ops.cast(model(data, training=True), "float32")
                 terms = log_prob_loss_terms(ops.log_softmax(logits, axis=-1), data["target_out"],
                                             model.label_smoothing)
+            elif loss_kind == "autodiff":  # the model's loss, differentiated by JAX
+                terms = token_loss_terms(model(data, training=True), data["target_out"],
+                                         model.label_smoothing, closed_form_gradient=False)
             else:
                 terms = model.loss_terms(data, training=True)
         return terms["loss_sum"] / terms["count"]
@@ -347,9 +350,10 @@ def main(argv=None) -> int:
     p.add_argument("--output-dtype", default="compute", choices=("compute", "float32"),
                    help="the tied output projection's dtype: the compute dtype (the model's "
                    "own), or float32 as before issue 17 (an ablation)")
-    p.add_argument("--loss", default="logits", choices=("logits", "log-softmax"),
-                   help="the model's loss from the logits, or through a log-softmax tensor as "
-                   "before issue 17 (an ablation)")
+    p.add_argument("--loss", default="logits", choices=("logits", "autodiff", "log-softmax"),
+                   help="logits: the model's loss (from the logits, its gradient in closed "
+                   "form); autodiff: the same loss differentiated by JAX; log-softmax: through a "
+                   "log-softmax tensor as before issue 17 (ablations)")
     p.add_argument("--attention-dropout", type=float,
                    help="the attention weights' dropout rate (default: --dropout); at 0, as in "
                    "the paper, the attention may run as cuDNN's fused kernel")
@@ -357,9 +361,9 @@ def main(argv=None) -> int:
                    help="auto: the attention without weights where none are needed and none "
                    "are dropped (fused on a GPU); weights: always form them, as before the "
                    "fused path (so that --dropout 0 measures dropout alone)")
-    p.add_argument("--dropout-rng", default="keras", choices=("keras", "rbg"),
-                   help="dropout's random bits: Keras's threefry, or XLA's RngBitGenerator "
-                   "(common.layers.dropout_rng)")
+    p.add_argument("--dropout-rng", default="keras", choices=("keras", "rbg", "rbg16"),
+                   help="dropout's random bits: Keras's threefry, or XLA's RngBitGenerator, a "
+                   "float32 uniform or a 16-bit word per element (common.layers.dropout_rng)")
     p.add_argument("--hlo", action="store_true",
                    help="with --profile, also write the step's optimized HLO and the device "
                    "time by part of the model (dropout, layer norm, ...; compiles again)")

@@ -5,12 +5,10 @@
 #   1. the spa-eng Transformer trained by the project's JAX trainer in bf16
 #      (scripts/gpu_train_jax.py): throughput, MFU, and the last and averaged weights, which
 #      are imported, exported and scored on test.tsv back on a machine with TensorFlow;
-#   2. Transformer-base at sequence 64 in bf16 (scripts/benchmark_transformer_jax.py): MFU by
-#      batch size, the model as it is and the best configuration measured so far (the paper's
-#      attention as cuDNN's fused kernel, dropout's bits from XLA's RngBitGenerator, cuBLAS for
-#      every matrix product), each with a profile of its step by kernel and by the part of the
-#      model each kernel computes (from the optimized HLO); and the cost of dropout (the step
-#      with dropout 0).
+#   2. Transformer-base at sequence 64 in bf16 (scripts/benchmark_transformer_jax.py): MFU with
+#      the levers of the search added one at a time (see below), three of them with a profile
+#      of the step by kernel and by the part of the model each kernel computes (from the
+#      optimized HLO).
 #
 #   bash scripts/gpu_check_jax.sh [PART]          # on the GPU machine, from the repository
 #   bash scripts/gpu_check_jax.sh --quick [PART]  # tiny sizes on CPU: the smoke test CI runs
@@ -110,15 +108,18 @@ step() {
   collect
 }
 
-# The spa-eng training, then Transformer-base: the model as it is at batch 256 and 512, the best
-# configuration at 256, 512 and 1024 (each profiled at its first size), the model at 256
-# without dropout; each in its own process.
+# The spa-eng training, then Transformer-base with the levers of the MFU search one at a time,
+# each in its own process (docs/benchmarks.md, "Run 5"): run 4's best (the paper's attention as
+# cuDNN's fused kernel, rbg dropout bits, cuBLAS for every matrix product) with the loss's
+# gradient by automatic differentiation as before; the same with the loss's closed-form gradient
+# (the model's own now); then dropout's 16-bit words; then the attention as XLA's own products
+# (its weights formed, none dropped) instead of cuDNN's kernel, at more batch sizes.
 if [ $QUICK = 1 ]; then
-  TRAIN=(--quick) BASE=(--size tiny --length 8 --steps 3) SIZES=(8 16) MORE=(8 16 32) ONE=8
+  TRAIN=(--quick) BASE=(--size tiny --length 8 --steps 3) ONE=16 BIG=(16 32) SMALL=(8)
   LIMIT=300
 else
-  TRAIN=(--minutes 3) BASE=(--size base --length 64 --steps 20) SIZES=(256 512)
-  MORE=(256 512 1024) ONE=256 LIMIT=100
+  TRAIN=(--minutes 3) BASE=(--size base --length 64 --steps 20) ONE=1024 BIG=(1024 2048)
+  SMALL=(256 512) LIMIT=100
 fi
 if [ "$PART" = seeds ]; then
   for S in $SEEDS; do
@@ -130,19 +131,24 @@ elif [ "$PART" != mfu ]; then
     --out "$WORK/train"
 fi
 if [ "$PART" = all ] || [ "$PART" = mfu ]; then
-  # Every row below was measured before (docs/benchmarks.md, runs 1 to 4); what is new here is
-  # the profiles by source: where each step's device time goes, from the optimized HLO.
-  step base $((LIMIT * 2)) "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
-    --batch-size "${SIZES[@]}" --profile "$LOGS/profile" --hlo --out "$LOGS/base_bf16.json"
-  # the best measured (run 4): the paper's attention (no dropout on its weights: cuDNN's
-  # fused kernel), dropout's bits from XLA's RngBitGenerator, cuBLAS for every matrix product
-  step best $((LIMIT * 3)) env \
-    XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_gpu_enable_triton_gemm=false" \
-    "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" --batch-size "${MORE[@]}" \
-    --attention-dropout 0 --dropout-rng rbg --profile "$LOGS/profile_best" --hlo \
-    --out "$LOGS/best_bf16.json"
-  step base_no_dropout $LIMIT "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" \
-    --batch-size $ONE --dropout 0 --attention weights --out "$LOGS/base_bf16_no_dropout.json"
+  # bench NAME LIMIT ARGS...: Transformer-base in bf16 with cuBLAS for every matrix product and
+  # the paper's attention (no dropout on its weights), results in results/NAME_bf16.json.
+  bench() {
+    local name=$1 limit=$2
+    shift 2
+    step "$name" "$limit" env XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_gpu_enable_triton_gemm=false" \
+      "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" --attention-dropout 0 "$@" \
+      --out "$LOGS/${name}_bf16.json"
+  }
+  bench before $((LIMIT * 3 / 2)) --batch-size $ONE --dropout-rng rbg --loss autodiff \
+    --profile "$LOGS/profile_before" --hlo
+  bench closed $((LIMIT * 3 / 2)) --batch-size $ONE --dropout-rng rbg \
+    --profile "$LOGS/profile_closed" --hlo
+  bench closed_rbg16 $LIMIT --batch-size $ONE --dropout-rng rbg16
+  bench levers $((LIMIT * 2)) --batch-size "${BIG[@]}" --dropout-rng rbg16 --attention weights \
+    --profile "$LOGS/profile_levers" --hlo
+  bench levers_sizes $((LIMIT * 3 / 2)) --batch-size "${SMALL[@]}" --dropout-rng rbg16 \
+    --attention weights
 fi
 
 collect

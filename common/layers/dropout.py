@@ -5,7 +5,8 @@
 (`docs/benchmarks.md`, "Transformer-base on an H100"), most of it generating and comparing those
 bits. Inside `with dropout_rng("rbg"):` this layer takes the mask from XLA's `RngBitGenerator`
 instead (`jax.random` with `impl="rbg"`: Philox on GPUs), keyed by the same seed state, which it
-advances as Keras does. The rate and the `1 / (1 - rate)` scaling are Keras's; only the stream of
+advances as Keras does; inside `dropout_rng("rbg16")`, from 16-bit words of the same generator
+compared with `round(rate * 65536)` (half the words to generate; the scale is of that rate). The rate and the `1 / (1 - rate)` scaling are Keras's; only the stream of
 random bits differs, so a run is reproducible under either generator but not across them.
 
 Outside the context, with `training=False`, a rate of 0 or on another backend, the layer is
@@ -26,8 +27,10 @@ import contextvars
 
 import keras
 
-# The generators `dropout_rng` accepts: Keras's own (threefry on JAX) and XLA's RngBitGenerator.
-DROPOUT_RNGS = ("keras", "rbg")
+# The generators `dropout_rng` accepts: Keras's own (threefry on JAX), XLA's RngBitGenerator
+# with a float32 uniform per element (`jax.random.bernoulli`), and the same generator's 16-bit
+# words compared with a threshold (half the Philox words of "rbg").
+DROPOUT_RNGS = ("keras", "rbg", "rbg16")
 
 _RNG = contextvars.ContextVar("dropout_rng", default="keras")
 
@@ -52,7 +55,7 @@ class Dropout(keras.layers.Dropout):
     `dropout_rng("rbg")` (see the module docstring). Arguments as Keras's."""
 
     def call(self, inputs, training=False):
-        if not (training and self.rate > 0 and _RNG.get() == "rbg"
+        if not (training and self.rate > 0 and _RNG.get() != "keras"
                 and keras.backend.backend() == "jax"):
             return super().call(inputs, training=training)
         import jax
@@ -65,6 +68,13 @@ class Dropout(keras.layers.Dropout):
         shape = inputs.shape
         if self.noise_shape is not None:
             shape = tuple(d if n is None else n for d, n in zip(inputs.shape, self.noise_shape))
-        keep = jax.random.bernoulli(key, 1.0 - self.rate, shape)
-        scale = jnp.asarray(1.0 / (1.0 - self.rate), inputs.dtype)
+        if _RNG.get() == "rbg16":
+            # A 16-bit word is dropped below round(rate * 2**16): the rate to 1 part in 65,536,
+            # and the scale is that rate's, so the expectation is still the input's.
+            threshold = min(max(round(self.rate * 65536), 1), 65535)
+            keep = jax.random.bits(key, shape, jnp.uint16) >= jnp.uint16(threshold)
+            scale = jnp.asarray(65536 / (65536 - threshold), inputs.dtype)
+        else:
+            keep = jax.random.bernoulli(key, 1.0 - self.rate, shape)
+            scale = jnp.asarray(1.0 / (1.0 - self.rate), inputs.dtype)
         return jnp.where(keep, inputs * scale, jnp.zeros((), inputs.dtype))

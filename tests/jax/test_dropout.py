@@ -1,5 +1,5 @@
-"""`common.layers.Dropout` on JAX inside `dropout_rng("rbg")`: Keras's rate and scaling from
-XLA's RngBitGenerator, reproducible, advancing the seed state inside a jitted stateless step."""
+"""`common.layers.Dropout` on JAX inside `dropout_rng("rbg")` (and "rbg16": 16-bit words and a
+threshold): Keras's rate and scaling from XLA's RngBitGenerator, reproducible, advancing the seed state inside a jitted stateless step."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from tests.jax.conftest import requires_jax, run_worker
 pytestmark = [requires_jax, pytest.mark.slow]
 
 
-def test_rbg_dropout_keeps_the_rate_and_scale_and_advances_the_seed():
-    result = run_worker("dropout", {"rate": 0.25, "shape": [256, 512], "seed": 5})
+@pytest.mark.parametrize("generator", ["rbg", "rbg16"])
+def test_rbg_dropout_keeps_the_rate_and_scale_and_advances_the_seed(generator):
+    result = run_worker("dropout", {"rate": 0.25, "shape": [256, 512], "seed": 5,
+                                    "generator": generator})
     assert result["backend"] == "jax"
     # 131,072 draws of p = 0.75: the standard deviation of the kept fraction is 0.0012.
     assert result["kept"] == pytest.approx(0.75, abs=0.006)
@@ -20,3 +22,11 @@ def test_rbg_dropout_keeps_the_rate_and_scale_and_advances_the_seed():
     assert result["outside_context_equals_keras"]
     assert result["jit_steps_differ"] and result["jit_state_advanced"]
     assert result["noise_shape_broadcast"]  # noise_shape (None, 1): one draw per row
+
+
+def test_rbg16_rounds_the_rate_to_sixteen_bits_and_scales_by_it():
+    """rate 0.1: dropped below round(0.1 * 65536) = 6554 of 65,536, scaled by 65536 / 58982."""
+    result = run_worker("dropout", {"rate": 0.1, "shape": [256, 512], "seed": 2,
+                                    "generator": "rbg16"})
+    assert result["kept"] == pytest.approx(58982 / 65536, abs=0.004)  # sd 0.0008
+    assert result["values"] == pytest.approx([0.0, 65536 / 58982], rel=1e-6)

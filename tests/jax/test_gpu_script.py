@@ -67,22 +67,30 @@ def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder,
     assert {"gpu_train_jax.json", "history.jsonl", "results.tar.gz"} <= set(files)
     assert any(f.startswith("model.avg2.weights.h5.part-") for f in files)
     with tarfile.open(out / "results.tar.gz") as archive:
-        base = json.load(archive.extractfile("results/base_bf16.json"))
-        summary = json.load(archive.extractfile("results/profile/summary.json"))
-        best = json.load(archive.extractfile("results/best_bf16.json"))
-        best_summary = json.load(archive.extractfile("results/profile_best/summary.json"))
-        no_dropout = json.load(archive.extractfile("results/base_bf16_no_dropout.json"))
-        assert "results/profile_best/train_step.hlo.txt" in archive.getnames()
-    assert [r["batch_size"] for r in base["results"]] == [8, 16]
-    assert base["results"][0]["attention_dropout"] == 0.1
-    # The best configuration: the paper's attention, rbg bits, XLA's Triton matrix products off.
-    assert "--xla_gpu_enable_triton_gemm=false" in best["xla_flags"]
-    assert [(r["batch_size"], r["attention_dropout"], r["dropout"], r["dropout_rng"])
-            for r in best["results"]] == [(b, 0.0, 0.1, "rbg") for b in (8, 16, 32)]
-    assert not best["results"][0]["fused_attention"]  # no cuDNN on a CPU
-    # Dropout 0 with the attention forming its weights, as in the rows before the fused path.
-    assert [(r["dropout"], r["attention"]) for r in no_dropout["results"]] == [(0.0, "weights")]
-    for profile in (summary, best_summary):
+        names = archive.getnames()
+        runs = {name: json.load(archive.extractfile(f"results/{name}_bf16.json"))
+                for name in ("before", "closed", "closed_rbg16", "levers", "levers_sizes")}
+        profiles = {name: json.load(archive.extractfile(f"results/profile_{name}/summary.json"))
+                    for name in ("before", "closed", "levers")}
+        assert all(f"results/profile_{name}/train_step.hlo.txt" in names for name in profiles)
+    # Each step adds one lever to the one before, all with XLA's Triton matrix products off
+    # and the paper's attention (no dropout on its weights).
+    rows = [(name, r["batch_size"], r["loss"], r["dropout_rng"], r["attention"])
+            for name, run in runs.items() for r in run["results"]]
+    assert rows == [("before", 16, "autodiff", "rbg", "auto"),
+                    ("closed", 16, "logits", "rbg", "auto"),
+                    ("closed_rbg16", 16, "logits", "rbg16", "auto"),
+                    ("levers", 16, "logits", "rbg16", "weights"),
+                    ("levers", 32, "logits", "rbg16", "weights"),
+                    ("levers_sizes", 8, "logits", "rbg16", "weights")]
+    for run in runs.values():
+        assert "--xla_gpu_enable_triton_gemm=false" in run["xla_flags"]
+        assert all((r["attention_dropout"], r["dropout"]) == (0.0, 0.1) for r in run["results"])
+        assert not any(r["fused_attention"] for r in run["results"])  # no cuDNN on a CPU
+    # The same model, data and seed: the closed-form gradient trains as autodiff does.
+    assert runs["closed"]["results"][0]["final_loss"] == pytest.approx(
+        runs["before"]["results"][0]["final_loss"], rel=1e-2)
+    for profile in profiles.values():
         busy = profile["device"]["busy_ms_per_step"]
         assert busy > 0 and profile["device"]["by_hlo_op"]
         by_source = profile["by_source"]["ms_per_step"]
@@ -145,7 +153,7 @@ def test_the_device_script_skips_what_its_budget_leaves_no_time_for(translation_
     result = run_check(tmp_path, translation_folder, "--quick", "mfu", timeout=300,
                        GPU_CHECK_BUDGET="1")
     assert result.returncode == 1
-    assert "failed: base best base_no_dropout" in result.stdout
+    assert "failed: before closed closed_rbg16 levers levers_sizes" in result.stdout
     with tarfile.open(out / "results.tar.gz") as archive:
         assert "results/machine.txt" in archive.getnames()
 

@@ -169,16 +169,18 @@ def task_diverge(args):
 
 
 def task_dropout(args):
-    """`common.layers.Dropout` under `dropout_rng("rbg")` on JAX: mask statistics, determinism,
-    Keras's masks outside the context, and the seed state through a jitted stateless step."""
+    """`common.layers.Dropout` under `dropout_rng(args["generator"])` (default "rbg") on JAX:
+    mask statistics, determinism, Keras's masks outside the context, and the seed state through
+    a jitted stateless step."""
     import jax
     import keras
 
     from common.layers import Dropout, dropout_rng
 
     rate, shape, seed = args["rate"], tuple(args["shape"]), args["seed"]
+    generator = args.get("generator", "rbg")
     x = np.ones(shape, np.float32)
-    with dropout_rng("rbg"):
+    with dropout_rng(generator):
         first = np.asarray(Dropout(rate, seed=seed)(x, training=True))
         again = np.asarray(Dropout(rate, seed=seed)(x, training=True))
         rows = np.asarray(Dropout(rate, noise_shape=(None, 1), seed=seed)(x, training=True))
@@ -191,7 +193,7 @@ def task_dropout(args):
     @jax.jit
     def step(state, x):
         with keras.StatelessScope(state_mapping=list(zip(layer.non_trainable_variables, state))
-                                  ) as scope, dropout_rng("rbg"):
+                                  ) as scope, dropout_rng(generator):
             y = layer(x, training=True)
         return y, [scope.get_current_value(v) for v in layer.non_trainable_variables]
 
@@ -208,6 +210,28 @@ def task_dropout(args):
         "jit_state_advanced": not np.array_equal(np.asarray(state[0]), np.asarray(state1[0])),
         "noise_shape_broadcast": bool(np.all(rows == rows[:, :1])),
     }
+
+
+def task_loss_gradient(args):
+    """`token_loss_terms`'s loss sum and its gradient by the logits (`jax.grad`), in the closed
+    form and by automatic differentiation, for `args["logits"]` in `args["dtype"]`."""
+    import jax
+    import jax.numpy as jnp
+
+    from seq2seq.losses import token_loss_terms
+
+    logits = jnp.asarray(np.asarray(args["logits"], np.float32), args["dtype"])
+    targets = jnp.asarray(args["targets"], jnp.int32)
+    result = {}
+    for name, closed in (("closed", True), ("autodiff", False)):
+        def loss(x, closed=closed):
+            return token_loss_terms(x, targets, args["eps"], closed_form_gradient=closed)[
+                "loss_sum"]
+
+        value, grad = jax.jit(jax.value_and_grad(loss))(logits)
+        result[name] = {"loss": float(value), "dtype": str(grad.dtype),
+                        "grad": np.asarray(grad, np.float32).tolist()}
+    return result
 
 
 def task_greedy(args):
