@@ -85,7 +85,8 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
               precision: str, seed: int, dropout: float = 0.1, profile: str | None = None,
               output_dtype: str = "compute", loss_kind: str = "logits", hlo: bool = False,
               dropout_generator: str = "keras", attention_dropout: float | None = None,
-              attention: str = "auto") -> dict:
+              attention: str = "auto", activation_dropout: float | None = None,
+              fused_projections: bool = False) -> dict:
     import jax
     import keras
     import numpy as np
@@ -106,13 +107,19 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
     sizes = TransformerConfig(
         num_layers=size["num_layers"], hidden_dim=size["hidden_dim"],
         num_heads=size["num_heads"], intermediate_dim=size["intermediate_dim"], dropout=dropout,
-        attention_dropout=attention_dropout, max_length=max(64, length))
+        attention_dropout=attention_dropout, activation_dropout=activation_dropout,
+        max_length=max(64, length))
     model = TransformerTranslator(ModelConfig(transformer=sizes, label_smoothing=0.1),
                                   size["vocab"], size["vocab"])
     rng = np.random.default_rng(seed)
     ids = lambda: rng.integers(4, size["vocab"], size=(batch, length), dtype=np.int32)  # noqa: E731
     batch_data = {"source": ids(), "target_in": ids(), "target_out": ids()}
     model(batch_data)  # build
+    if fused_projections:  # each attention's projections as (B * T)-row products, QKV in one
+        for block in model.encoder_layers + model.decoder_layers:
+            for name in ("self_attention", "cross_attention"):
+                if hasattr(block, name):
+                    getattr(block, name).fused_projections = True
     if output_dtype == "float32":  # the tied output projection in float32 (before issue 17)
         model.target_embedding.reverse_dtype = None
     optimizer = keras.optimizers.Adam(1e-4)
@@ -168,7 +175,9 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
     return {"size": size_name, **size, "batch_size": batch, "length": length,
             "precision": precision, "dropout": dropout, "output_dtype": output_dtype,
             "attention_dropout": dropout if attention_dropout is None else attention_dropout,
+            "activation_dropout": dropout if activation_dropout is None else activation_dropout,
             "attention": attention, "fused_attention": fused_attention,
+            "fused_projections": fused_projections,
             "loss": loss_kind, "dropout_rng": dropout_generator, "parameters": params, "step_s": seconds,
             "examples_per_s": batch / seconds, "target_tokens_per_s": batch * length / seconds,
             "model_tflops_per_step": flops / 1e12, "achieved_tflops": flops / seconds / 1e12,
@@ -357,6 +366,13 @@ def main(argv=None) -> int:
     p.add_argument("--attention-dropout", type=float,
                    help="the attention weights' dropout rate (default: --dropout); at 0, as in "
                    "the paper, the attention may run as cuDNN's fused kernel")
+    p.add_argument("--activation-dropout", type=float,
+                   help="the feed-forward activations' dropout rate (default: --dropout); the "
+                   "paper's Transformer has none there (0)")
+    p.add_argument("--fused-projections", action="store_true",
+                   help="each attention's projections as matrix products over all B x T rows, "
+                   "self-attention's query, key and value in one "
+                   "(common.layers.MultiHeadAttention.fused_projections)")
     p.add_argument("--attention", default="auto", choices=("auto", "weights"),
                    help="auto: the attention without weights where none are needed and none "
                    "are dropped (fused on a GPU); weights: always form them, as before the "
@@ -387,7 +403,8 @@ def main(argv=None) -> int:
                                args.precision, args.seed, args.dropout,
                                args.profile if i == 0 else None, args.output_dtype, args.loss,
                                args.hlo, args.dropout_rng, args.attention_dropout,
-                               args.attention)
+                               args.attention, args.activation_dropout,
+                               args.fused_projections)
         except UserError as error:  # a model option out of range, e.g. --dropout 1.5
             print(f"benchmark_transformer_jax: {error}", file=sys.stderr)
             return 2

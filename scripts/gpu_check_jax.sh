@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The GPU measurements of issue 17 in one run on one H100/H200 that has JAX but no TensorFlow
-# (about 12 minutes for all: train 4, mfu 8, so one part per device call; GPU_CHECK_BUDGET,
+# (about 11 minutes for all: train 4, mfu 7, so one part per device call; GPU_CHECK_BUDGET,
 # default 560 seconds, caps a call):
 #   1. the spa-eng Transformer trained by the project's JAX trainer in bf16
 #      (scripts/gpu_train_jax.py): throughput, MFU, and the last and averaged weights, which
 #      are imported, exported and scored on test.tsv back on a machine with TensorFlow;
 #   2. Transformer-base at sequence 64 in bf16 (scripts/benchmark_transformer_jax.py): MFU with
-#      the levers of the search added one at a time (see below), three of them with a profile
-#      of the step by kernel and by the part of the model each kernel computes (from the
-#      optimized HLO).
+#      the levers of the search added one at a time (see below; MFU_STEPS picks steps), the last
+#      with a profile of the step by kernel and by the part of the model each kernel computes
+#      (from the optimized HLO).
 #
 #   bash scripts/gpu_check_jax.sh [PART]          # on the GPU machine, from the repository
 #   bash scripts/gpu_check_jax.sh --quick [PART]  # tiny sizes on CPU: the smoke test CI runs
@@ -42,6 +42,14 @@ for ARG in "$@"; do  # --quick and PART, in either order
 done
 PART=${PART:-all}
 SEEDS=${SEEDS:-1 2}
+MFU_STEPS=${MFU_STEPS:-before closed paper paper_projections paper_sizes}
+for S in $MFU_STEPS; do
+  case "$S" in
+    before|closed|paper|paper_projections|paper_sizes) ;;
+    *) echo "error: unknown MFU_STEPS step '$S'; expected before, closed, paper," \
+         "paper_projections, paper_sizes" >&2; exit 2 ;;
+  esac
+done
 for S in $SEEDS; do
   [[ $S =~ ^[0-9]+$ ]] || { echo "error: SEEDS must be whole numbers, got '$S'" >&2; exit 2; }
 done
@@ -108,12 +116,15 @@ step() {
   collect
 }
 
-# The spa-eng training, then Transformer-base with the levers of the MFU search one at a time,
-# each in its own process (docs/benchmarks.md, "Run 5"): run 4's best (the paper's attention as
-# cuDNN's fused kernel, rbg dropout bits, cuBLAS for every matrix product) with the loss's
-# gradient by automatic differentiation as before; the same with the loss's closed-form gradient
-# (the model's own now); then dropout's 16-bit words; then the attention as XLA's own products
-# (its weights formed, none dropped) instead of cuDNN's kernel, at more batch sizes.
+# The spa-eng training, then Transformer-base with the levers of the MFU search added one at a
+# time, each in its own process (docs/benchmarks.md, runs 5 and 6): run 4's best (the paper's
+# attention, no dropout on its weights, as cuDNN's fused kernel; rbg dropout bits; cuBLAS for
+# every matrix product) with the loss's gradient by automatic differentiation as before
+# (`before`); the same with the loss's closed-form gradient, the model's own now (`closed`);
+# then the paper's feed-forward block, no dropout on its inner activations (`paper`); then each
+# attention's projections as (B x T)-row products, QKV in one (`paper_projections`, also at
+# twice the batch), and that at smaller batches (`paper_sizes`). MFU_STEPS names the steps to
+# run (default: all five, about 7 minutes on an H200).
 if [ $QUICK = 1 ]; then
   TRAIN=(--quick) BASE=(--size tiny --length 8 --steps 3) ONE=16 BIG=(16 32) SMALL=(8)
   LIMIT=300
@@ -131,24 +142,24 @@ elif [ "$PART" != mfu ]; then
     --out "$WORK/train"
 fi
 if [ "$PART" = all ] || [ "$PART" = mfu ]; then
-  # bench NAME LIMIT ARGS...: Transformer-base in bf16 with cuBLAS for every matrix product and
-  # the paper's attention (no dropout on its weights), results in results/NAME_bf16.json.
+  # bench NAME LIMIT ARGS...: Transformer-base in bf16 with cuBLAS for every matrix product, the
+  # paper's attention (no dropout on its weights) and rbg dropout bits, results in
+  # results/NAME_bf16.json; skipped unless NAME is in MFU_STEPS.
   bench() {
     local name=$1 limit=$2
     shift 2
+    [[ " $MFU_STEPS " == *" $name "* ]] || return 0
     step "$name" "$limit" env XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_gpu_enable_triton_gemm=false" \
-      "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" --attention-dropout 0 "$@" \
-      --out "$LOGS/${name}_bf16.json"
+      "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" --attention-dropout 0 \
+      --dropout-rng rbg "$@" --out "$LOGS/${name}_bf16.json"
   }
-  bench before $((LIMIT * 3 / 2)) --batch-size $ONE --dropout-rng rbg --loss autodiff \
-    --profile "$LOGS/profile_before" --hlo
-  bench closed $((LIMIT * 3 / 2)) --batch-size $ONE --dropout-rng rbg \
-    --profile "$LOGS/profile_closed" --hlo
-  bench closed_rbg16 $LIMIT --batch-size $ONE --dropout-rng rbg16
-  bench levers $((LIMIT * 2)) --batch-size "${BIG[@]}" --dropout-rng rbg16 --attention weights \
-    --profile "$LOGS/profile_levers" --hlo
-  bench levers_sizes $((LIMIT * 3 / 2)) --batch-size "${SMALL[@]}" --dropout-rng rbg16 \
-    --attention weights
+  bench before $LIMIT --batch-size $ONE --loss autodiff
+  bench closed $LIMIT --batch-size $ONE
+  bench paper $LIMIT --batch-size $ONE --activation-dropout 0
+  bench paper_projections $((LIMIT * 2)) --batch-size "${BIG[@]}" --activation-dropout 0 \
+    --fused-projections --profile "$LOGS/profile_paper_projections" --hlo
+  bench paper_sizes $((LIMIT * 3 / 2)) --batch-size "${SMALL[@]}" --activation-dropout 0 \
+    --fused-projections
 fi
 
 collect

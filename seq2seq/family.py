@@ -148,6 +148,9 @@ Typical use:
         add(g, "--attention-dropout", path="model.transformer.attention_dropout",
             type=non_negative_float, help="transformer: dropout of the attention weights "
             "(default: --dropout; at 0, as in the paper, the attention may run fused)")
+        add(g, "--activation-dropout", path="model.transformer.activation_dropout",
+            type=non_negative_float, help="transformer: dropout of the feed-forward block's "
+            "inner activations (default: --dropout; the paper's is 0)")
         add(g, "--label-smoothing", path="model.label_smoothing", type=non_negative_float,
             help="the training target's weight spread over the vocabulary (eps, in [0, 1))")
         add(g, "--max-decode-length", path="model.max_decode_length", type=positive_int,

@@ -56,8 +56,8 @@ class TransformerTranslator(Translator):
             dict, or a `TransformerConfig` alone. The sizes (`num_layers` `N`, `hidden_dim`
             `D`, `num_heads` `H`, `intermediate_dim`, `dropout`, `positions`, `max_length` (the
             longest sequence: learned positions, cache size), `norm_first`, `tie_embeddings`,
-            `head_dim` `K`, None for `D / H`; `attention_dropout`, None for `dropout`) become
-            attributes of the model.
+            `head_dim` `K`, None for `D / H`; `attention_dropout` and `activation_dropout`, None
+            for `dropout`) become attributes of the model.
         source_vocab_size: source vocabulary size.
         target_vocab_size: target vocabulary size `V`.
 

@@ -24,7 +24,7 @@ from common.layers.multi_head_attention import MultiHeadAttention
 
 # The `__init__` arguments of both layers (and the fields of `TransformerConfig` they take).
 BLOCK_SIZES = ("hidden_dim", "num_heads", "intermediate_dim", "dropout", "norm_first", "head_dim",
-               "attention_dropout")
+               "attention_dropout", "activation_dropout")
 
 
 class _Block(keras.layers.Layer):
@@ -43,6 +43,7 @@ class _Block(keras.layers.Layer):
         norm_first: bool = True,
         head_dim: int | None = None,
         attention_dropout: float | None = None,
+        activation_dropout: float | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -53,6 +54,7 @@ class _Block(keras.layers.Layer):
         self.norm_first = norm_first
         self.head_dim = head_dim
         self.attention_dropout = attention_dropout
+        self.activation_dropout = activation_dropout
         self.key_dim = head_dim or hidden_dim // num_heads
         weights_rate = dropout if attention_dropout is None else attention_dropout
         # Sub-layers compute in this layer's dtype policy (mixed precision included).
@@ -68,6 +70,12 @@ class _Block(keras.layers.Layer):
         self.weights_drop = None
         if weights_rate != dropout and weights_rate > 0:
             self.weights_drop = Dropout(weights_rate, name="weights_drop", **policy)
+        # The feed-forward activations' dropout, the same way: `drop` when the rates agree,
+        # `ffn_drop` when they differ, none at 0.
+        self.activation_rate = dropout if activation_dropout is None else activation_dropout
+        self.ffn_drop = None
+        if self.activation_rate != dropout and self.activation_rate > 0:
+            self.ffn_drop = Dropout(self.activation_rate, name="ffn_drop", **policy)
         for name in self.attentions:
             setattr(self, name, MultiHeadAttention(num_heads=num_heads, key_dim=self.key_dim,
                                                    dropout=weights_rate, name=name, **policy))
@@ -90,11 +98,13 @@ class _Block(keras.layers.Layer):
         return (self.weights_drop or self.drop)(weights, training=True)
 
     def _feed_forward(self, x, training):
-        x, _ = self._residual(
-            x, self.ffn_norm,
-            lambda h: (self.ffn_outer(self.drop(self.ffn_inner(h), training=training)),),
-            training,
-        )
+        def inner(h):
+            h = self.ffn_inner(h)
+            if self.activation_rate > 0:
+                h = (self.ffn_drop or self.drop)(h, training=training)
+            return (self.ffn_outer(h),)
+
+        x, _ = self._residual(x, self.ffn_norm, inner, training)
         return x
 
     def get_config(self):
@@ -115,6 +125,7 @@ class TransformerEncoderLayer(_Block):
         norm_first: pre-layer-norm (True) or post-layer-norm (False).
         head_dim: each head's query/key/value size `K` (None: `D / H`).
         attention_dropout: dropout rate of the attention weights (None: `dropout`).
+        activation_dropout: dropout rate of the feed-forward activations (None: `dropout`).
 
     Call arguments:
         x: `(B, S, D)`.
@@ -159,6 +170,7 @@ class TransformerDecoderLayer(_Block):
         norm_first: pre-layer-norm (True) or post-layer-norm (False).
         head_dim: each head's query/key/value size `K` (None: `D / H`).
         attention_dropout: dropout rate of the attention weights (None: `dropout`).
+        activation_dropout: dropout rate of the feed-forward activations (None: `dropout`).
 
     Call arguments:
         x: `(B, T, D)` target states.

@@ -69,28 +69,29 @@ def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder,
     with tarfile.open(out / "results.tar.gz") as archive:
         names = archive.getnames()
         runs = {name: json.load(archive.extractfile(f"results/{name}_bf16.json"))
-                for name in ("before", "closed", "closed_rbg16", "levers", "levers_sizes")}
-        profiles = {name: json.load(archive.extractfile(f"results/profile_{name}/summary.json"))
-                    for name in ("before", "closed", "levers")}
-        assert all(f"results/profile_{name}/train_step.hlo.txt" in names for name in profiles)
-    # Each step adds one lever to the one before, all with XLA's Triton matrix products off
-    # and the paper's attention (no dropout on its weights).
-    rows = [(name, r["batch_size"], r["loss"], r["dropout_rng"], r["attention"])
+                for name in ("before", "closed", "paper", "paper_projections", "paper_sizes")}
+        profiles = [json.load(archive.extractfile(
+            "results/profile_paper_projections/summary.json"))]
+        assert "results/profile_paper_projections/train_step.hlo.txt" in names
+    # Each step adds one lever to the one before, all with XLA's Triton matrix products off,
+    # the paper's attention (no dropout on its weights) and rbg dropout bits.
+    rows = [(name, r["batch_size"], r["loss"], r["activation_dropout"], r["fused_projections"])
             for name, run in runs.items() for r in run["results"]]
-    assert rows == [("before", 16, "autodiff", "rbg", "auto"),
-                    ("closed", 16, "logits", "rbg", "auto"),
-                    ("closed_rbg16", 16, "logits", "rbg16", "auto"),
-                    ("levers", 16, "logits", "rbg16", "weights"),
-                    ("levers", 32, "logits", "rbg16", "weights"),
-                    ("levers_sizes", 8, "logits", "rbg16", "weights")]
+    assert rows == [("before", 16, "autodiff", 0.1, False),
+                    ("closed", 16, "logits", 0.1, False),
+                    ("paper", 16, "logits", 0.0, False),
+                    ("paper_projections", 16, "logits", 0.0, True),
+                    ("paper_projections", 32, "logits", 0.0, True),
+                    ("paper_sizes", 8, "logits", 0.0, True)]
     for run in runs.values():
         assert "--xla_gpu_enable_triton_gemm=false" in run["xla_flags"]
-        assert all((r["attention_dropout"], r["dropout"]) == (0.0, 0.1) for r in run["results"])
+        assert all((r["attention_dropout"], r["dropout"], r["dropout_rng"]) == (0.0, 0.1, "rbg")
+                   for r in run["results"])
         assert not any(r["fused_attention"] for r in run["results"])  # no cuDNN on a CPU
     # The same model, data and seed: the closed-form gradient trains as autodiff does.
     assert runs["closed"]["results"][0]["final_loss"] == pytest.approx(
         runs["before"]["results"][0]["final_loss"], rel=1e-2)
-    for profile in profiles.values():
+    for profile in profiles:
         busy = profile["device"]["busy_ms_per_step"]
         assert busy > 0 and profile["device"]["by_hlo_op"]
         by_source = profile["by_source"]["ms_per_step"]
@@ -112,6 +113,28 @@ def test_the_device_script_refuses_unknown_arguments(args, message):
                             capture_output=True, text=True, timeout=60, cwd=REPO)
     assert result.returncode == 2
     assert result.stderr.strip() == message
+
+
+def test_the_device_script_runs_the_mfu_steps_it_is_given(translation_folder, tmp_path):
+    """MFU_STEPS picks the steps of the mfu part (a device call's time is short)."""
+    import tarfile
+
+    out = tmp_path / "out"
+    result = run_check(tmp_path, translation_folder, "--quick", "mfu",
+                       MFU_STEPS="paper closed")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    with tarfile.open(out / "results.tar.gz") as archive:
+        ran = sorted(n for n in archive.getnames() if n.endswith("_bf16.json"))
+    assert ran == ["results/closed_bf16.json", "results/paper_bf16.json"]
+
+
+def test_the_device_script_refuses_an_unknown_mfu_step():
+    result = subprocess.run(["bash", str(REPO / "scripts" / "gpu_check_jax.sh"), "mfu"],
+                            env=dict(worker_env(), MFU_STEPS="closed fastest"),
+                            capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("error: unknown MFU_STEPS step 'fastest'; expected "
+                                     "before, closed, paper, paper_projections, paper_sizes")
 
 
 def test_the_device_script_refuses_bad_seeds():
@@ -153,7 +176,7 @@ def test_the_device_script_skips_what_its_budget_leaves_no_time_for(translation_
     result = run_check(tmp_path, translation_folder, "--quick", "mfu", timeout=300,
                        GPU_CHECK_BUDGET="1")
     assert result.returncode == 1
-    assert "failed: before closed closed_rbg16 levers levers_sizes" in result.stdout
+    assert "failed: before closed paper paper_projections paper_sizes" in result.stdout
     with tarfile.open(out / "results.tar.gz") as archive:
         assert "results/machine.txt" in archive.getnames()
 

@@ -329,6 +329,43 @@ def test_attention_dropout_sets_the_attention_rate_and_keeps_the_variables(
     assert clone.attention_dropout == attention_dropout
 
 
+@pytest.mark.parametrize("activation_dropout, rate, own_layer",
+                         [(None, 0.1, False), (0.0, 0.0, False), (0.3, 0.3, True)])
+def test_activation_dropout_drops_the_feed_forward_activations_at_its_rate(
+        monkeypatch, activation_dropout, rate, own_layer):
+    """`activation_dropout` is the rate of the dropout on the feed-forward block's inner
+    activations (None: `dropout`; the paper's is 0): a training pass drops `(B, T, 16)`
+    tensors at that rate and no others of that width, and only a rate of its own adds a
+    dropout layer (a seed generator per block), so the default config keeps the variables
+    of runs from before the option."""
+    from common.layers import dropout as dropout_module
+
+    dropped = []  # (rate, width) of every dropout applied in a training pass
+    call = dropout_module.Dropout.call
+
+    def spy(self, inputs, training=False):
+        if training:
+            dropped.append((self.rate, inputs.shape[-1]))
+        return call(self, inputs, training=training)
+
+    monkeypatch.setattr(dropout_module.Dropout, "call", spy)
+    model = tiny(dropout=0.1, activation_dropout=activation_dropout, attention_dropout=0.0)
+    batch = {"source": SOURCE, "target_in": TARGET_IN}
+    model(batch)
+    reference = tiny(dropout=0.1, attention_dropout=0.0)
+    reference(batch)
+    dropped.clear()
+    model(batch, training=True)
+    inner = [r for r, width in dropped if width == 16]  # intermediate_dim
+    assert inner == ([rate] * 4 if rate else [])  # 2 encoder and 2 decoder blocks
+    assert {r for r, width in dropped if width == 8} == {0.1}  # the residual dropout stays
+    blocks = model.encoder_layers + model.decoder_layers
+    assert all((block.ffn_drop is not None) == own_layer for block in blocks)
+    assert len(model.variables) == len(reference.variables) + (len(blocks) if own_layer else 0)
+    clone = TransformerTranslator.from_config(model.get_config())
+    assert clone.activation_dropout == activation_dropout
+
+
 def test_a_full_pass_without_attention_weights_equals_the_one_with_them(monkeypatch):
     """`call` without `return_attention` runs the cross-attention fused (no weights; on
     TensorFlow too here); its logits are those of the pass that returns the weights, when
@@ -345,8 +382,9 @@ def test_a_full_pass_without_attention_weights_equals_the_one_with_them(monkeypa
         np.testing.assert_allclose(np.asarray(fused), np.asarray(reference), atol=1e-5)
 
 
-def test_attention_dropout_out_of_range_is_a_user_error():
+@pytest.mark.parametrize("name", ["attention_dropout", "activation_dropout"])
+def test_attention_and_activation_dropout_out_of_range_is_a_user_error(name):
     from common.errors import UserError
 
-    with pytest.raises(UserError, match=r"attention_dropout must be in \[0, 1\), got 1.0"):
-        TransformerConfig(attention_dropout=1.0)
+    with pytest.raises(UserError, match=rf"{name} must be in \[0, 1\), got 1.0"):
+        TransformerConfig(**{name: 1.0})
