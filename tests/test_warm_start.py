@@ -59,14 +59,16 @@ def test_other_vocabularies_or_a_missing_checkpoint_are_one_line(source_run, tmp
 @pytest.mark.slow
 def test_a_warm_start_may_change_the_dropout_rates(source_run, tmp_path, capsys):
     """The source trained without dropout (no random generators in its checkpoint); a warm
-    start with dropout and an attention rate of its own has more, and loads the weights."""
+    start with dropout, and attention and activation rates of their own, has more, and loads
+    the weights."""
     warm = tmp_path / "warm"
+    rates = ["--dropout", "0.2", "--attention-dropout", "0.3", "--activation-dropout", "0.05"]
     assert seq2seq_main([*TINY, "--out", str(warm), "--init-from", f"{source_run}:last",
-                         "--dropout", "0.2", "--attention-dropout", "0.3", "--verbose", "1"]) == 0
+                         *rates, "--verbose", "1"]) == 0
     assert f"Starting from the weights of {source_run}/checkpoints/ckpt-" in capsys.readouterr().out
     config = json.loads((warm / "config.json").read_text())["model"]["transformer"]
-    assert (config["dropout"], config["attention_dropout"]) == (0.2, 0.3)
+    assert (config["dropout"], config["attention_dropout"],
+            config["activation_dropout"]) == (0.2, 0.3, 0.05)
     cold = tmp_path / "cold"
-    assert seq2seq_main([*TINY, "--out", str(cold), "--dropout", "0.2",
-                         "--attention-dropout", "0.3"]) == 0
+    assert seq2seq_main([*TINY, "--out", str(cold), *rates]) == 0
     assert _epochs(warm)[0]["loss"] < _epochs(cold)[0]["loss"]
