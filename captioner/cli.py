@@ -109,7 +109,9 @@ def _render_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--image", metavar="IMG",
                    help="the image to draw on (default: each result's 'image'); without "
                         "--index it also picks the result for that image")
-    p.add_argument("--index", type=int, metavar="N", help="draw only the result at position N")
+    p.add_argument("--index", type=int, metavar="N",
+                   help="draw only the result at position N (0 first; negative counts from "
+                   "the end, -1 last)")
     p.add_argument("--out", metavar="OUT.png", help="same as --overlay")
     _figure_arguments(p, several="several results give OUT-1.png, OUT-2.png, ... numbered by "
                              "position in RESULT.json")

@@ -192,7 +192,7 @@ def select_results(results: Sequence[Any], index: int | None = None,
     if index is not None:
         if not -count <= index < count:
             raise UserError(f"--index {index}: {source} holds {count} results; expected "
-                            f"0 to {count - 1}")
+                            f"0 to {count - 1} (or -{count} to -1 from the end)")
         return [index % count]
     if image is None:
         return list(range(count))

@@ -86,7 +86,7 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
               output_dtype: str = "compute", loss_kind: str = "logits", hlo: bool = False,
               dropout_generator: str = "keras", attention_dropout: float | None = None,
               attention: str = "auto", activation_dropout: float | None = None,
-              fused_projections: bool = False) -> dict:
+              fused_projections: bool = False, layer_norm: str = "keras") -> dict:
     import jax
     import keras
     import numpy as np
@@ -103,6 +103,9 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
         from common.layers import MultiHeadAttention
 
         MultiHeadAttention.FUSED_BACKENDS = ()
+    from common.layers import LayerNormalization
+
+    LayerNormalization.CLOSED_FORM_GRADIENT = layer_norm == "closed"
     size = SIZES[size_name]
     sizes = TransformerConfig(
         num_layers=size["num_layers"], hidden_dim=size["hidden_dim"],
@@ -177,7 +180,7 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
             "attention_dropout": dropout if attention_dropout is None else attention_dropout,
             "activation_dropout": dropout if activation_dropout is None else activation_dropout,
             "attention": attention, "fused_attention": fused_attention,
-            "fused_projections": fused_projections,
+            "fused_projections": fused_projections, "layer_norm": layer_norm,
             "loss": loss_kind, "dropout_rng": dropout_generator, "parameters": params, "step_s": seconds,
             "examples_per_s": batch / seconds, "target_tokens_per_s": batch * length / seconds,
             "model_tflops_per_step": flops / 1e12, "achieved_tflops": flops / seconds / 1e12,
@@ -373,6 +376,9 @@ def main(argv=None) -> int:
                    help="each attention's projections as matrix products over all B x T rows, "
                    "self-attention's query, key and value in one "
                    "(common.layers.MultiHeadAttention.fused_projections)")
+    p.add_argument("--layer-norm", default="keras", choices=("keras", "closed"),
+                   help="the layer norms' gradient: Keras's (automatic differentiation) or in "
+                   "closed form (common.layers.LayerNormalization.CLOSED_FORM_GRADIENT)")
     p.add_argument("--attention", default="auto", choices=("auto", "weights"),
                    help="auto: the attention without weights where none are needed and none "
                    "are dropped (fused on a GPU); weights: always form them, as before the "
@@ -404,7 +410,7 @@ def main(argv=None) -> int:
                                args.profile if i == 0 else None, args.output_dtype, args.loss,
                                args.hlo, args.dropout_rng, args.attention_dropout,
                                args.attention, args.activation_dropout,
-                               args.fused_projections)
+                               args.fused_projections, args.layer_norm)
         except UserError as error:  # a model option out of range, e.g. --dropout 1.5
             print(f"benchmark_transformer_jax: {error}", file=sys.stderr)
             return 2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU measurements of issue 17 in one run on one H100/H200 that has JAX but no TensorFlow
-# (about 11 minutes for all: train 4, mfu 7, so one part per device call; GPU_CHECK_BUDGET,
+# (about 12 minutes for all: train 4, mfu 8, so one part per device call; GPU_CHECK_BUDGET,
 # default 560 seconds, caps a call):
 #   1. the spa-eng Transformer trained by the project's JAX trainer in bf16
 #      (scripts/gpu_train_jax.py): throughput, MFU, and the last and averaged weights, which
@@ -42,12 +42,12 @@ for ARG in "$@"; do  # --quick and PART, in either order
 done
 PART=${PART:-all}
 SEEDS=${SEEDS:-1 2}
-MFU_STEPS=${MFU_STEPS:-before closed paper paper_projections paper_sizes}
+MFU_STEPS=${MFU_STEPS:-before closed paper paper_projections paper_norm paper_sizes}
 for S in $MFU_STEPS; do
   case "$S" in
-    before|closed|paper|paper_projections|paper_sizes) ;;
+    before|closed|paper|paper_projections|paper_norm|paper_sizes) ;;
     *) echo "error: unknown MFU_STEPS step '$S'; expected before, closed, paper," \
-         "paper_projections, paper_sizes" >&2; exit 2 ;;
+         "paper_projections, paper_norm, paper_sizes" >&2; exit 2 ;;
   esac
 done
 for S in $SEEDS; do
@@ -123,8 +123,9 @@ step() {
 # (`before`); the same with the loss's closed-form gradient, the model's own now (`closed`);
 # then the paper's feed-forward block, no dropout on its inner activations (`paper`); then each
 # attention's projections as (B x T)-row products, QKV in one (`paper_projections`, also at
-# twice the batch), and that at smaller batches (`paper_sizes`). MFU_STEPS names the steps to
-# run (default: all five, about 7 minutes on an H200).
+# twice the batch); then the layer norms' closed-form gradient (`paper_norm`, at both batches,
+# profiled); and all of them at smaller batches (`paper_sizes`). MFU_STEPS names the steps to
+# run (default: all six, about 8 minutes on an H200).
 if [ $QUICK = 1 ]; then
   TRAIN=(--quick) BASE=(--size tiny --length 8 --steps 3) ONE=16 BIG=(16 32) SMALL=(8)
   LIMIT=300
@@ -156,10 +157,12 @@ if [ "$PART" = all ] || [ "$PART" = mfu ]; then
   bench before $LIMIT --batch-size $ONE --loss autodiff
   bench closed $LIMIT --batch-size $ONE
   bench paper $LIMIT --batch-size $ONE --activation-dropout 0
-  bench paper_projections $((LIMIT * 2)) --batch-size "${BIG[@]}" --activation-dropout 0 \
-    --fused-projections --profile "$LOGS/profile_paper_projections" --hlo
-  bench paper_sizes $((LIMIT * 3 / 2)) --batch-size "${SMALL[@]}" --activation-dropout 0 \
+  bench paper_projections $((LIMIT * 3 / 2)) --batch-size "${BIG[@]}" --activation-dropout 0 \
     --fused-projections
+  bench paper_norm $((LIMIT * 2)) --batch-size "${BIG[@]}" --activation-dropout 0 \
+    --fused-projections --layer-norm closed --profile "$LOGS/profile_paper_norm" --hlo
+  bench paper_sizes $((LIMIT * 3 / 2)) --batch-size "${SMALL[@]}" --activation-dropout 0 \
+    --fused-projections --layer-norm closed
 fi
 
 collect

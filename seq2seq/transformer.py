@@ -18,6 +18,7 @@ from keras import ops
 
 from common.errors import UserError
 from common.layers.dropout import Dropout
+from common.layers.layer_norm import LayerNormalization
 from seq2seq.config import ModelConfig, TransformerConfig
 from seq2seq.copying import UNK_ID, embeddable, pointer_generator_log_probs
 from seq2seq.transformer_layers import (
@@ -117,8 +118,8 @@ class TransformerTranslator(Translator):
         for i in range(self.num_layers):
             setattr(self, f"encoder_{i}", TransformerEncoderLayer(**block, name=f"encoder_{i}"))
             setattr(self, f"decoder_{i}", TransformerDecoderLayer(**block, name=f"decoder_{i}"))
-        self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="encoder_norm")
-        self.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="decoder_norm")
+        self.encoder_norm = LayerNormalization(epsilon=1e-5, name="encoder_norm")
+        self.decoder_norm = LayerNormalization(epsilon=1e-5, name="decoder_norm")
         self.drop = Dropout(self.dropout)
         self._scale = math.sqrt(hidden_dim)
         if self.copy:

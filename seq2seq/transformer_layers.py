@@ -20,6 +20,7 @@ import keras
 from keras import ops
 
 from common.layers.dropout import Dropout
+from common.layers.layer_norm import LayerNormalization
 from common.layers.multi_head_attention import MultiHeadAttention
 
 # The `__init__` arguments of both layers (and the fields of `TransformerConfig` they take).
@@ -62,7 +63,7 @@ class _Block(keras.layers.Layer):
         self.ffn_inner = keras.layers.Dense(intermediate_dim, activation="relu", name="ffn_inner",
                                             **policy)
         self.ffn_outer = keras.layers.Dense(hidden_dim, name="ffn_outer", **policy)
-        self.ffn_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="ffn_norm", **policy)
+        self.ffn_norm = LayerNormalization(epsilon=1e-5, name="ffn_norm", **policy)
         self.drop = Dropout(dropout, **policy)
         # The attention weights' dropout: `drop` when the rates agree (the default, so the
         # layers and checkpoints of runs from before `attention_dropout`), its own layer when
@@ -79,7 +80,7 @@ class _Block(keras.layers.Layer):
         for name in self.attentions:
             setattr(self, name, MultiHeadAttention(num_heads=num_heads, key_dim=self.key_dim,
                                                    dropout=weights_rate, name=name, **policy))
-            setattr(self, f"{name}_norm", keras.layers.LayerNormalization(
+            setattr(self, f"{name}_norm", LayerNormalization(
                 epsilon=1e-5, name=f"{name}_norm", **policy))
 
     def _residual(self, x, norm, fn, training):

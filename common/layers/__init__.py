@@ -1,5 +1,6 @@
 """The attention family: scores, soft, hard, local and multi-head attention, kernel pooling;
-and `Dropout` with a choice of random-bit generator on JAX.
+`Dropout` with a choice of random-bit generator on JAX, and `LayerNormalization` with a
+closed-form gradient as a switch.
 
 Importing this package registers every score in `SCORES`.
 """
@@ -12,6 +13,7 @@ from common.layers.dropout import DROPOUT_RNGS, Dropout, dropout_rng
 from common.layers.general_score import GeneralScore
 from common.layers.hard_attention import HardAttention
 from common.layers.kernel_pooling import KERNELS, KernelPooling
+from common.layers.layer_norm import LayerNormalization, layer_norm
 from common.layers.local_attention import LocalAttention
 from common.layers.location_score import LocationScore
 from common.layers.masking import (
@@ -36,6 +38,7 @@ __all__ = [
     "GeneralScore",
     "HardAttention",
     "KernelPooling",
+    "LayerNormalization",
     "LocalAttention",
     "LocationScore",
     "MultiHeadAttention",
@@ -45,6 +48,7 @@ __all__ = [
     "dropout_rng",
     "expand_key_mask",
     "get_score",
+    "layer_norm",
     "masked_log_softmax",
     "masked_softmax",
 ]

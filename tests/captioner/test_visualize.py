@@ -139,7 +139,10 @@ def _bad(result, **changes):
     ("kind", [], "expected 'attention_kind' as one of soft, hard"),
     ("ok", ["--image", "{tmp}/missing.png"], "missing.png: no such image file"),
     ("ok", ["--image", "{tmp}/broken.png"], "broken.png: not a readable image"),
-    ("two", ["--index", "2"], "--index 2: {tmp}/r.json holds 2 results; expected 0 to 1"),
+    ("two", ["--index", "2"], "--index 2: {tmp}/r.json holds 2 results; expected 0 to 1 "
+                              "(or -2 to -1 from the end)"),
+    ("two", ["--index", "-3"], "--index -3: {tmp}/r.json holds 2 results; expected 0 to 1 "
+                               "(or -2 to -1 from the end)"),
     ("two", ["--image", "{tmp}/other.png"], "no result is for that image"),
 ])
 def test_render_reports_bad_input_in_one_line(capsys, tmp_path, grey_image, content, extra,

@@ -69,20 +69,22 @@ def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder,
     with tarfile.open(out / "results.tar.gz") as archive:
         names = archive.getnames()
         runs = {name: json.load(archive.extractfile(f"results/{name}_bf16.json"))
-                for name in ("before", "closed", "paper", "paper_projections", "paper_sizes")}
-        profiles = [json.load(archive.extractfile(
-            "results/profile_paper_projections/summary.json"))]
-        assert "results/profile_paper_projections/train_step.hlo.txt" in names
+                for name in ("before", "closed", "paper", "paper_projections", "paper_norm",
+                             "paper_sizes")}
+        profiles = [json.load(archive.extractfile("results/profile_paper_norm/summary.json"))]
+        assert "results/profile_paper_norm/train_step.hlo.txt" in names
     # Each step adds one lever to the one before, all with XLA's Triton matrix products off,
     # the paper's attention (no dropout on its weights) and rbg dropout bits.
-    rows = [(name, r["batch_size"], r["loss"], r["activation_dropout"], r["fused_projections"])
-            for name, run in runs.items() for r in run["results"]]
-    assert rows == [("before", 16, "autodiff", 0.1, False),
-                    ("closed", 16, "logits", 0.1, False),
-                    ("paper", 16, "logits", 0.0, False),
-                    ("paper_projections", 16, "logits", 0.0, True),
-                    ("paper_projections", 32, "logits", 0.0, True),
-                    ("paper_sizes", 8, "logits", 0.0, True)]
+    rows = [(name, r["batch_size"], r["loss"], r["activation_dropout"], r["fused_projections"],
+             r["layer_norm"]) for name, run in runs.items() for r in run["results"]]
+    assert rows == [("before", 16, "autodiff", 0.1, False, "keras"),
+                    ("closed", 16, "logits", 0.1, False, "keras"),
+                    ("paper", 16, "logits", 0.0, False, "keras"),
+                    ("paper_projections", 16, "logits", 0.0, True, "keras"),
+                    ("paper_projections", 32, "logits", 0.0, True, "keras"),
+                    ("paper_norm", 16, "logits", 0.0, True, "closed"),
+                    ("paper_norm", 32, "logits", 0.0, True, "closed"),
+                    ("paper_sizes", 8, "logits", 0.0, True, "closed")]
     for run in runs.values():
         assert "--xla_gpu_enable_triton_gemm=false" in run["xla_flags"]
         assert all((r["attention_dropout"], r["dropout"], r["dropout_rng"]) == (0.0, 0.1, "rbg")
@@ -134,7 +136,8 @@ def test_the_device_script_refuses_an_unknown_mfu_step():
                             capture_output=True, text=True, timeout=60, cwd=REPO)
     assert result.returncode == 2
     assert result.stderr.strip() == ("error: unknown MFU_STEPS step 'fastest'; expected "
-                                     "before, closed, paper, paper_projections, paper_sizes")
+                                     "before, closed, paper, paper_projections, paper_norm, "
+                                     "paper_sizes")
 
 
 def test_the_device_script_refuses_bad_seeds():
@@ -176,7 +179,7 @@ def test_the_device_script_skips_what_its_budget_leaves_no_time_for(translation_
     result = run_check(tmp_path, translation_folder, "--quick", "mfu", timeout=300,
                        GPU_CHECK_BUDGET="1")
     assert result.returncode == 1
-    assert "failed: before closed paper paper_projections paper_sizes" in result.stdout
+    assert "failed: before closed paper paper_projections paper_norm paper_sizes" in result.stdout
     with tarfile.open(out / "results.tar.gz") as archive:
         assert "results/machine.txt" in archive.getnames()
 

@@ -234,6 +234,42 @@ def task_loss_gradient(args):
     return result
 
 
+def task_layer_norm(args):
+    """`common.layers.LayerNormalization` on `args["x"]` in `args["dtype"]` (bfloat16: under
+    mixed_bfloat16, float32 variables): its output and the
+    gradients of `sum(y * args["w"])` by x, gamma and beta (`jax.grad`), with Keras's call and
+    with the closed-form gradient."""
+    import jax
+    import jax.numpy as jnp
+    import keras
+
+    from common.layers import LayerNormalization
+
+    x = jnp.asarray(np.asarray(args["x"], np.float32), args["dtype"])
+    w = jnp.asarray(np.asarray(args["w"], np.float32))
+    policy = "mixed_bfloat16" if args["dtype"] == "bfloat16" else "float32"
+    layer = LayerNormalization(epsilon=1e-5, dtype=policy)
+    layer.build(x.shape)
+    layer.gamma.assign(np.asarray(args["gamma"], np.float32))
+    layer.beta.assign(np.asarray(args["beta"], np.float32))
+    result = {}
+    for name, closed in (("keras", False), ("closed", True)):
+        LayerNormalization.CLOSED_FORM_GRADIENT = closed
+
+        def loss(x, gamma, beta):
+            with keras.StatelessScope(state_mapping=[(layer.gamma, gamma), (layer.beta, beta)]):
+                y = layer(x)
+            return jnp.sum(y.astype(jnp.float32) * w), y
+
+        (_, y), grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2), has_aux=True))(
+            x, layer.gamma.value, layer.beta.value)
+        result[name] = {"y": np.asarray(y, np.float32).tolist(), "y_dtype": str(y.dtype),
+                        "dtypes": [str(g.dtype) for g in grads],
+                        "grads": [np.asarray(g, np.float32).tolist() for g in grads]}
+    LayerNormalization.CLOSED_FORM_GRADIENT = False
+    return result
+
+
 def task_greedy(args):
     """The JAX model of a run directory decodes `args["sources"]` greedily, step by step
     through its public `initial_state` / `make_step`, up to `<end>` or `max_length` tokens."""
