@@ -43,6 +43,7 @@ done
 PART=${PART:-all}
 SEEDS=${SEEDS:-1 2}
 MFU_STEPS=${MFU_STEPS:-before closed paper paper_projections paper_norm paper_sizes}
+MFU_STEPS=$(echo $MFU_STEPS)  # one space between names, whatever separated them
 for S in $MFU_STEPS; do
   case "$S" in
     before|closed|paper|paper_projections|paper_norm|paper_sizes) ;;

@@ -43,7 +43,8 @@ def token_loss_terms(logits, targets, label_smoothing: float = 0.0, pad_id: int 
         nll = smoothed_token_nll(logits, targets, label_smoothing)
     else:
         nll = _smoothed_nll(ops.cast(logits, "float32"), targets, label_smoothing)[0]
-    return _sums(nll, logits, targets, pad_id)
+    # The accuracy's argmax over float32 (the cast is exact; XLA fuses it into the reduction).
+    return _sums(nll, ops.cast(logits, "float32"), targets, pad_id)
 
 
 def _smoothed_nll(logits, targets, label_smoothing: float):

@@ -30,3 +30,13 @@ def test_rbg16_rounds_the_rate_to_sixteen_bits_and_scales_by_it():
                                     "generator": "rbg16"})
     assert result["kept"] == pytest.approx(58982 / 65536, abs=0.004)  # sd 0.0008
     assert result["values"] == pytest.approx([0.0, 65536 / 58982], rel=1e-6)
+
+
+def test_rbg16_takes_rbgs_draws_for_a_rate_that_rounds_to_no_word():
+    """rate 1e-6 rounds to 0 of 65,536: not 1/65,536 (15x the rate); the layer draws as "rbg"
+    does, the same mask, at Keras's scale."""
+    args = {"rate": 1e-6, "shape": [256, 512], "seed": 3}
+    rbg16 = run_worker("dropout", {**args, "generator": "rbg16"})
+    rbg = run_worker("dropout", {**args, "generator": "rbg"})
+    assert rbg16["kept"] == rbg["kept"] and rbg16["values"] == rbg["values"]
+    assert max(rbg16["values"]) == pytest.approx(1 / (1 - 1e-6), rel=1e-7)

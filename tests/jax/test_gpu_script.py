@@ -123,7 +123,7 @@ def test_the_device_script_runs_the_mfu_steps_it_is_given(translation_folder, tm
 
     out = tmp_path / "out"
     result = run_check(tmp_path, translation_folder, "--quick", "mfu",
-                       MFU_STEPS="paper closed")
+                       MFU_STEPS="paper\n\tclosed")  # any whitespace between names
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     with tarfile.open(out / "results.tar.gz") as archive:
         ran = sorted(n for n in archive.getnames() if n.endswith("_bf16.json"))

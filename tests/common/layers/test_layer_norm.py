@@ -105,6 +105,34 @@ def test_closed_form_keeps_the_compute_dtype_under_mixed_precision(closed):
         np.testing.assert_allclose(np.asarray(got), want, atol=2e-2)
 
 
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16", "float64"])
+def test_closed_form_runs_eagerly_on_tensorflow_as_keras_does(closed, policy):
+    """Outside a tf.function (eager: how a model is built), with a tape: the same output and
+    gradients as Keras's layer, in float64 too (computed in float64 there, as Keras does)."""
+    x, gamma, beta, w = case(5)
+    dtype = "float64" if policy == "float64" else "float32"
+    results = []
+    for layer in (LayerNormalization(epsilon=1e-5, dtype=policy),
+                  keras.layers.LayerNormalization(epsilon=1e-5, dtype=policy)):
+        layer.build(x.shape)
+        layer.set_weights([gamma, beta])
+        xt = tf.constant(x, dtype)
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            y = layer(xt)
+            loss = tf.reduce_sum(tf.cast(y, dtype) * tf.constant(w, dtype))
+        results.append((y, tape.gradient(loss, [xt, *layer.trainable_variables])))
+    (y, grads), (want_y, want_grads) = results
+    assert y.dtype == want_y.dtype
+    atol = {"float32": 2e-5, "mixed_bfloat16": 3e-2, "float64": 1e-10}[policy]
+    np.testing.assert_allclose(tf.cast(y, tf.float64).numpy(),
+                               tf.cast(want_y, tf.float64).numpy(), atol=atol)
+    for got, want in zip(grads, want_grads):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(tf.cast(got, tf.float64).numpy(),
+                                   tf.cast(want, tf.float64).numpy(), atol=atol)
+
+
 @pytest.mark.parametrize("kwargs", [{"axis": 1}, {"center": False}, {"scale": False}])
 def test_other_layer_norms_stay_keras_with_the_switch_on(closed, kwargs):
     """Only the last axis with a scale and an offset takes the closed form; any other layer
