@@ -391,10 +391,8 @@ def use_keras_attention(network: Any, keras_call: bool = True) -> None:
     """Turns the fused projections of every attention layer of a Transformer translator off
     (`MultiHeadAttention.fused_projections`, off by default), so that it computes through
     keras' own attention `call`, or on (`keras_call=False`)."""
-    for layer in network.encoder_layers + network.decoder_layers:
-        for name in ("self_attention", "cross_attention"):
-            if hasattr(layer, name):
-                getattr(layer, name).fused_projections = not keras_call
+    for attention in network.attention_layers:
+        attention.fused_projections = not keras_call
 
 
 def versus_keras_attention(size: str, data: str, batch_size: int, length: int, steps: int,

@@ -119,10 +119,8 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
     batch_data = {"source": ids(), "target_in": ids(), "target_out": ids()}
     model(batch_data)  # build
     if fused_projections:  # each attention's projections as (B * T)-row products, QKV in one
-        for block in model.encoder_layers + model.decoder_layers:
-            for name in ("self_attention", "cross_attention"):
-                if hasattr(block, name):
-                    getattr(block, name).fused_projections = True
+        for layer in model.attention_layers:
+            layer.fused_projections = True
     if output_dtype == "float32":  # the tied output projection in float32 (before issue 17)
         model.target_embedding.reverse_dtype = None
     optimizer = keras.optimizers.Adam(1e-4)

@@ -133,6 +133,12 @@ class TransformerTranslator(Translator):
     def decoder_layers(self) -> list[TransformerDecoderLayer]:
         return [getattr(self, f"decoder_{i}") for i in range(self.num_layers)]
 
+    @property
+    def attention_layers(self) -> list:
+        """Every `MultiHeadAttention` of the encoder and decoder layers, in layer order."""
+        return [getattr(layer, name) for layer in self.encoder_layers + self.decoder_layers
+                for name in layer.attentions]
+
     # -- full pass -----------------------------------------------------------------------
 
     def _embed(self, embedding, positions, tokens, start_index=0, training=False):

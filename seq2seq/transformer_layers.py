@@ -65,23 +65,23 @@ class _Block(keras.layers.Layer):
         self.ffn_outer = keras.layers.Dense(hidden_dim, name="ffn_outer", **policy)
         self.ffn_norm = LayerNormalization(epsilon=1e-5, name="ffn_norm", **policy)
         self.drop = Dropout(dropout, **policy)
-        # The attention weights' dropout: `drop` when the rates agree (the default, so the
-        # layers and checkpoints of runs from before `attention_dropout`), its own layer when
-        # they differ, none at 0.
-        self.weights_drop = None
-        if weights_rate != dropout and weights_rate > 0:
-            self.weights_drop = Dropout(weights_rate, name="weights_drop", **policy)
-        # The feed-forward activations' dropout, the same way: `drop` when the rates agree,
-        # `ffn_drop` when they differ, none at 0.
+        # The attention weights' and the feed-forward activations' dropout: `drop` when their
+        # rate is `dropout` (the default, so the layers and checkpoints of runs from before
+        # these options), a layer of their own when it differs, none at 0.
         self.activation_rate = dropout if activation_dropout is None else activation_dropout
-        self.ffn_drop = None
-        if self.activation_rate != dropout and self.activation_rate > 0:
-            self.ffn_drop = Dropout(self.activation_rate, name="ffn_drop", **policy)
+        self.weights_drop = self._own_dropout(weights_rate, "weights_drop")
+        self.ffn_drop = self._own_dropout(self.activation_rate, "ffn_drop")
         for name in self.attentions:
             setattr(self, name, MultiHeadAttention(num_heads=num_heads, key_dim=self.key_dim,
                                                    dropout=weights_rate, name=name, **policy))
             setattr(self, f"{name}_norm", LayerNormalization(
                 epsilon=1e-5, name=f"{name}_norm", **policy))
+
+    def _own_dropout(self, rate: float, name: str) -> Dropout | None:
+        """A dropout layer of `rate` where it is neither `dropout` (`drop` serves) nor 0."""
+        if rate == self.dropout or rate == 0:
+            return None
+        return Dropout(rate, name=name, dtype=self.dtype_policy)
 
     def _residual(self, x, norm, fn, training):
         """`x + f(norm(x))` (pre-norm) or `norm(x + f(x))` (post-norm); returns (x, extras)."""
