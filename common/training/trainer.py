@@ -23,7 +23,8 @@ progress bar shows them from 1. `fit` returns one record per epoch it ran: the c
 means of the step metrics (`loss` and the model's extra terms), `val_*` entries from
 `validate`, `examples_per_s` and `time_s`; the same record is the epoch's line in
 `history.jsonl`. On resume the record of the interrupted epoch covers the steps run after the
-restart.
+restart, and `history.jsonl` and the TensorBoard events are cut back to the restored step, so
+the steps trained again are logged once.
 
 Robustness, as promised in the README's "Robustness" section:
 - Resume: a run killed at any moment (SIGKILL included) and started again with `resume=True`
@@ -70,6 +71,7 @@ from common.training.checkpoints import (
 )
 from common.training.config import TrainingConfig, resolve_auto
 from common.training.distribute import is_chief, make_strategy
+from common.training.events import truncate_events
 from common.training.progress import EpochProgress, RunningMeans
 from common.training.run_dir import RunDir, write_failure
 from common.training.step import make_train_step
@@ -299,6 +301,10 @@ class Trainer:
                     print(f"Starting from the weights of {restored}")
         if self.chief:
             self.run_dir.truncate_history(self.state.as_dict()["step"])
+            try:
+                truncate_events(self.run_dir.logs, self.state.as_dict()["step"])
+            except _WRITE_ERRORS + (tf.errors.OpError,) as exc:
+                raise write_failure(self.run_dir.logs, exc) from None
         position = self.state.as_dict()
         if position["epoch"] >= self.config.epochs or self._stops_early(position["epoch"] - 1):
             if verbose:

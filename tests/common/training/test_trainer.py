@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from common.errors import UserError
 from common.training import Trainer, TrainingConfig, TrainingDiverged, restore_model
+from common.training.events import event_files, read_events
 from common.training.run_dir import RunDirError, write_failure
 
 from .conftest import TinyRegressor, dataset_maker, regression_data
@@ -122,6 +123,39 @@ def test_resume_mid_epoch_after_a_crash_matches_uninterrupted_run(tmp_path):
     steps = [r["step"] for r in map(json.loads, (run / "history.jsonl").read_text().splitlines())
              if r["kind"] == "step"]
     assert steps == [2, 4, 6, 8]  # the lines of the lost step 7 were not duplicated
+
+
+def logged(run_dir, tag):
+    """`tag`'s TensorBoard events under `run_dir/logs` as (step, value), in step order."""
+    return sorted((event.step, float(tf.make_ndarray(value.tensor)))
+                  for path in event_files(run_dir / "logs") for event in read_events(path)
+                  for value in event.summary.value if value.tag == tag)
+
+
+def test_resume_cuts_tensorboard_events_back_to_the_checkpoint(tmp_path):
+    run = tmp_path / "b"
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        fit(run, epochs=2, log_every=1, make_dataset=crash_in_epoch_1_at_batch_3(dataset_maker(8)))
+    # Saved at step 6, logged step 7 before the crash.
+    assert [step for step, _ in logged(run, "train/loss")] == [1, 2, 3, 4, 5, 6, 7]
+    fit(run, resume=True, epochs=2, log_every=1)
+    assert [step for step, _ in logged(run, "train/loss")] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert [step for step, _ in logged(run, "epoch/loss")] == [4, 8]
+    straight = tmp_path / "a"
+    fit(straight, epochs=2, log_every=1)
+    np.testing.assert_allclose(logged(run, "train/loss"), logged(straight, "train/loss"),
+                               rtol=1e-6)
+
+
+def test_events_that_cannot_be_cut_back_are_one_run_dir_error(run_dir, monkeypatch):
+    fit(run_dir, epochs=1)
+
+    def no_space(logs, step):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("common.training.trainer.truncate_events", no_space)
+    with pytest.raises(RunDirError, match=r"cannot write .*logs: No space left on device"):
+        fit(run_dir, resume=True, epochs=2)
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(run_dir):
