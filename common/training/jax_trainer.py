@@ -65,7 +65,7 @@ from common.config import deep_merge, differing_paths, from_dict, load_json, sav
 from common.errors import DataError, UserError
 from common.training.config import TrainingConfig
 from common.training.prepare import Prepared, load_prepared
-from common.training.progress import RunningMeans
+from common.training.progress import RunningMeans, say_epoch_already_ran
 from common.training.run_dir import RunDir, write_failure
 
 DISTRIBUTIONS = ("none", "data-parallel", "model-parallel")
@@ -424,6 +424,8 @@ class JaxTrainer:
         means, window = RunningMeans(), RunningMeans()
         step, step_in_epoch = self.position["step"], skip
         started = time.perf_counter()
+        if verbose:
+            say_epoch_already_ran(epoch, skip, steps)
 
         def settle(number: int, queued: dict[str, Any]) -> None:
             """Read step `number`'s metrics (waiting for it), check and log them."""

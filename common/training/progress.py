@@ -13,6 +13,14 @@ from collections.abc import Mapping
 import keras
 
 
+def say_epoch_already_ran(epoch: int, skip: int, steps: int | None) -> None:
+    """Say so when a resumed epoch has run its `steps` already (`steps_per_epoch` lowered on
+    resume below the checkpoint's `skip` steps in the epoch): it ends with no step trained."""
+    if steps is not None and skip >= steps:
+        print(f"Epoch {epoch + 1} already ran {skip} steps, steps_per_epoch is now {steps}: it "
+              "ends without training (its record has no loss)", flush=True)
+
+
 class RunningMeans:
     """Count-weighted means of the metrics of several steps.
 

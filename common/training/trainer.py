@@ -72,7 +72,7 @@ from common.training.checkpoints import (
 from common.training.config import TrainingConfig, resolve_auto
 from common.training.distribute import is_chief, make_strategy
 from common.training.events import truncate_events
-from common.training.progress import EpochProgress, RunningMeans
+from common.training.progress import EpochProgress, RunningMeans, say_epoch_already_ran
 from common.training.run_dir import RunDir, write_failure
 from common.training.step import make_train_step
 
@@ -356,6 +356,8 @@ class Trainer:
                 dataset = dataset.skip(skip * per_pipeline)
             return dataset
 
+        if verbose:
+            say_epoch_already_ran(epoch, skip, steps)
         progress = EpochProgress(epoch, self.config.epochs, steps or self._pass_steps, skip,
                                  verbose)
         window = RunningMeans()

@@ -158,6 +158,21 @@ def test_events_that_cannot_be_cut_back_are_one_run_dir_error(run_dir, monkeypat
         fit(run_dir, resume=True, epochs=2)
 
 
+def test_a_resume_past_a_lowered_steps_per_epoch_ends_that_epoch_and_says_so(tmp_path, capsys):
+    run = tmp_path / "run"
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        fit(run, epochs=2, make_dataset=crash_in_epoch_1_at_batch_3(dataset_maker(8)))
+    config = TrainingConfig(epochs=3, batch_size=8, learning_rate=0.05, checkpoint_every=2,
+                            log_every=2, steps_per_epoch=2)
+    trainer = Trainer(run, config, TinyRegressor)
+    capsys.readouterr()
+    history = trainer.fit(dataset_maker(8), resume=True, verbose=2)
+    said = capsys.readouterr().out
+    assert "Epoch 2 already ran 2 steps, steps_per_epoch is now 2: it ends without training" in said
+    # Epoch 1 ends at the checkpoint's step 6 with no loss; epoch 2 trains its 2 steps.
+    assert [(r["epoch"], r["step"], "loss" in r) for r in history] == [(1, 6, False), (2, 8, True)]
+
+
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(run_dir):
     config = TrainingConfig(epochs=3, batch_size=8, checkpoint_every=2, log_every=1)
     trainer = Trainer(run_dir, config, lambda: TinyRegressor(poison_step=5))
