@@ -198,9 +198,12 @@ def decode_line(raw: bytes) -> tuple[str, bool]:
         return raw.decode("utf-8", errors="replace"), False
 
 
-def read_text_lines(stream: Any = None, arguments: Sequence[str] | None = None
-                    ) -> tuple[list[str], set[int]]:
+def read_text_lines(stream: Any = None, arguments: Sequence[str] | None = None,
+                    hint: str | None = None) -> tuple[list[str], set[int]]:
     """The lines to process: `arguments` when given, else the lines of `stream` (stdin).
+
+    `hint` is said on stderr when the lines come from a terminal (someone typing, who would
+    otherwise see a command waiting silently), never when they come from a pipe or a file.
 
     Lines are split on "\n" only (a stray "\r" or other control character stays inside its
     line), a final "\r" is dropped, and a line that is not valid UTF-8 is decoded with
@@ -219,6 +222,8 @@ def read_text_lines(stream: Any = None, arguments: Sequence[str] | None = None
                 invalid.add(i)
         return lines, invalid
     stream = sys.stdin if stream is None else stream
+    if hint and _is_terminal(stream):
+        print(hint, file=sys.stderr, flush=True)
     buffer = getattr(stream, "buffer", None)
     if buffer is None:  # a text stream without bytes underneath (io.StringIO)
         return [line.rstrip("\r\n") for line in stream], set()
@@ -233,6 +238,13 @@ def read_text_lines(stream: Any = None, arguments: Sequence[str] | None = None
         if not ok:
             invalid.add(i)
     return lines, invalid
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
+        return False
 
 
 # The action of a config flag: `--X` sets it, `--no-X` clears it (what a preset turned on can be

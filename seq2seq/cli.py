@@ -111,7 +111,9 @@ def _translate(args: argparse.Namespace) -> int:
         require_heads(translator)
     from common.cli import INVALID_UTF8, read_text_lines
 
-    texts, invalid_utf8 = read_text_lines(sys.stdin, args.text)
+    texts, invalid_utf8 = read_text_lines(
+        sys.stdin, args.text, hint=f"{PROG} translate: reading sentences from the terminal, one "
+        "per line; end with Ctrl-D (or give them as arguments)")
     options = {}
     if args.attention_layer != -1 or args.attention_head is not None:
         options = {"attention_layer": args.attention_layer,

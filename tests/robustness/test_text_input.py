@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 
 import pytest
 
@@ -79,3 +80,23 @@ def test_invalid_utf8_in_arguments_is_replaced_not_fatal(models, capsys):
     captured = capsys.readouterr()
     assert len(captured.out.splitlines()) == 2
     assert "line 1: warning: invalid UTF-8" in captured.err
+
+
+def test_a_terminal_on_stdin_is_told_how_to_end_the_input(models, monkeypatch, capsys):
+    """Someone typing at `translate RUN` with no sentences is told what it waits for; a pipe
+    or a file is not (the tests above see no such line on stderr)."""
+    master, slave = os.openpty()
+    try:
+        os.write(master, b"March 3, 1999\n\x04")  # a line, then Ctrl-D at a line's start
+        with io.TextIOWrapper(open(slave, "rb", closefd=False), encoding="utf-8") as terminal:
+            monkeypatch.setattr("sys.stdin", terminal)
+            assert main(["translate", str(models["run directory"]), "--json"]) == 0
+    finally:
+        os.close(master)
+        os.close(slave)
+    captured = capsys.readouterr()
+    assert [json.loads(line)["source"] for line in captured.out.splitlines()] == ["March 3, 1999"]
+    hint, *rest = captured.err.splitlines()
+    assert hint == ("seq2seq translate: reading sentences from the terminal, one per line; end "
+                    "with Ctrl-D (or give them as arguments)")
+    assert all("line 1: warning" in line for line in rest)  # the tiny model's own warnings
