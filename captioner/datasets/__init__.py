@@ -26,7 +26,8 @@ load_split(name: str, split: str, data_dir: str | None = None, **options) -> Cap
 #           several rows with the same image give several captions
 # An option the loader does not take raises UserError naming it and the loader's options
 # (`records.dataset_options(name)`). A missing folder or file raises DataError naming it. Unreadable images are skipped with a
-# warning and counted in `CaptionSplit.skipped` (checked cheaply with PIL at load time).
+# warning and counted in `CaptionSplit.skipped` (checked cheaply with PIL at load time:
+# `records.check_image`, which also catches a PNG or JPEG cut short).
 
 @dataclass(frozen=True)
 class ObjectAnnotation:
@@ -73,7 +74,7 @@ make_dataset(split, vocab, image_size=None, batch_size=32, shuffle=False, seed=N
 # max_length - 1 words, so T <= max_length (the steps a decoder generates, <end> included).
 # T is the longest caption in the batch (or max_length with pad_to_max_length=True).
 # Deterministic for a fixed seed; shuffle=True without a seed shuffles differently each run.
-# A file that PIL accepted but TensorFlow cannot decode is dropped with a warning.
+# A file that the load check passed but TensorFlow cannot decode is dropped with a warning.
 
 make_image_dataset(split, image_size=None, batch_size=32, num_parallel_calls=AUTOTUNE)
     -> tf.data.Dataset

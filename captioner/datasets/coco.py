@@ -72,7 +72,8 @@ def load_coco(split: str, data_dir: Path, year: str | None = None,
             file exists and the split is not `train` (the train file is large and boxes are
             for evaluation). True requires the file.
         max_images: keep only the first images by id (quick experiments).
-        check_images: skip images that PIL cannot read (counted in `skipped`).
+        check_images: skip images that do not decode, checked cheaply at load time
+            (`records.check_image`; counted in `skipped`).
 
     Returns:
         A `CaptionSplit` of file images ordered by image id; `image_id` is COCO's integer id,

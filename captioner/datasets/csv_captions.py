@@ -36,7 +36,8 @@ def load_csv(split: str, data_dir: Path, file: str | None = None, image_column: 
         caption_column: the column with captions.
         images_dir: the folder image paths are relative to (default: the CSV's folder).
         delimiter: the field separator (default: tab for `.tsv`, else comma).
-        check_images: skip images that PIL cannot read (counted in `skipped`).
+        check_images: skip images that do not decode, checked cheaply at load time
+            (`records.check_image`; counted in `skipped`).
 
     Returns:
         A `CaptionSplit` of file images without objects.

@@ -51,7 +51,8 @@ def load_flickr8k(split: str, data_dir: Path, images_dir: str | None = None,
             `Flickr8k_Dataset/`, `images/` in `data_dir` that exists, else `data_dir`).
         token_file: the captions file, relative to `data_dir`.
         max_images: keep only the first images of the split list.
-        check_images: skip images that PIL cannot read (counted in `skipped`).
+        check_images: skip images that do not decode, checked cheaply at load time
+            (`records.check_image`; counted in `skipped`).
 
     Returns:
         A `CaptionSplit` of file images in list order; `image_id` is the file name.

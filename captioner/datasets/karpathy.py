@@ -34,7 +34,8 @@ def load_karpathy(split: str, data_dir: Path, file: str = "dataset_coco.json",
         file: the split file, relative to `data_dir`.
         images_dir: the folder `filepath/filename` is relative to (default: `data_dir`).
         max_images: keep only the first images of the split (quick experiments).
-        check_images: skip images that PIL cannot read (counted in `skipped`).
+        check_images: skip images that do not decode, checked cheaply at load time
+            (`records.check_image`; counted in `skipped`).
 
     Returns:
         A `CaptionSplit` of file images in file order; `image_id` is `cocoid` when present,

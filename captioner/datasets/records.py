@@ -196,20 +196,46 @@ def require_dir(path: Path, what: str) -> Path:
     return path
 
 
-def image_size_or_none(path: str | os.PathLike) -> tuple[int, int] | None:
-    """`(height, width)` of an image file, or None when PIL cannot read it.
+#: How far from a JPEG's end its end-of-image marker (FF D9) is looked for: some writers pad
+#: or append a little after it.
+JPEG_TAIL = 4096
 
-    Cheap: reads the header and verifies the file's structure without decoding pixels.
+
+def check_image(path: str | os.PathLike) -> tuple[tuple[int, int] | None, str]:
+    """`((height, width), "")` for an image file that decodes, else `(None, why not)`.
+
+    Cheap: PIL reads the header and verifies the file's structure without decoding pixels
+    (for PNG that checks every chunk's CRC, so a PNG cut short is caught). A JPEG's structure
+    is not verified that way, so its last bytes are read too: one cut short (an interrupted
+    download or copy) has no end-of-image marker there, and only then are its pixels decoded
+    to confirm, as TensorFlow would fail to decode them.
     """
     from PIL import Image
 
+    if not Path(path).exists():
+        return None, "no such file"
     try:
         with Image.open(path) as image:
             width, height = image.size
+            kind = image.format
             image.verify()
     except Exception:  # PIL raises many kinds for broken files
-        return None
-    return height, width
+        return None, "not an image"
+    if kind == "JPEG" and not _ends_jpeg(path):
+        try:
+            with Image.open(path) as image:
+                image.load()
+        except Exception as exc:  # "image file is truncated", a corrupt scan
+            return None, f"a JPEG cut short, its pixels do not decode ({exc})"
+    return (height, width), ""
+
+
+def _ends_jpeg(path: str | os.PathLike) -> bool:
+    """Whether the end-of-image marker is among the last `JPEG_TAIL` bytes of a JPEG file."""
+    with open(path, "rb") as file:
+        file.seek(0, os.SEEK_END)
+        file.seek(max(0, file.tell() - JPEG_TAIL))
+        return b"\xff\xd9" in file.read()
 
 
 def file_records(name: str, split: str, items: Iterable[tuple[Any, Path, list[str], Any]],
@@ -219,17 +245,17 @@ def file_records(name: str, split: str, items: Iterable[tuple[Any, Path, list[st
     Args:
         items: `(image_id, path, captions, objects_or_None)`; the objects, if any, are a
             callable `(height, width) -> tuple[ObjectAnnotation, ...]` or a tuple.
-        check_images: open each image's header with PIL; off, sizes are reported as 0.
+        check_images: check each image cheaply with PIL (`check_image`); off, sizes are
+            reported as 0 and a file that does not decode is left to the input pipeline.
     """
     records, skipped, missing = [], 0, 0
     for image_id, path, captions, objects in items:
         if check_images:
-            size = image_size_or_none(path)
+            size, why = check_image(path)
             if size is None:
                 skipped += 1
-                missing += not Path(path).exists()
-                logger.warning("skipping %s: %s", path,
-                               "no such file" if not Path(path).exists() else "not an image")
+                missing += why == "no such file"
+                logger.warning("skipping %s: %s", path, why)
                 continue
         else:
             size = (0, 0)

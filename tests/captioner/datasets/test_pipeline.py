@@ -161,17 +161,37 @@ def test_file_images_are_decoded_and_resized_like_pil(coco_tiny):
         make_dataset(split, vocab)
 
 
-def test_a_truncated_jpeg_that_pil_accepts_is_dropped_not_fatal(coco_tiny, tmp_path):
+def test_a_jpeg_cut_short_is_named_and_skipped_at_load_time(coco_tiny, tmp_path, caplog):
+    root, names = coco_tiny
+    data = (root / names[0]).read_bytes()
+    (tmp_path / "cut.jpg").write_bytes(data[: len(data) // 3])  # header intact, data cut
+    (tmp_path / "padded.jpg").write_bytes(data + bytes(100))  # bytes after the end marker
+    shutil.copy(root / names[1], tmp_path / "whole.jpg")
+    (tmp_path / "train.csv").write_text("image,caption\ncut.jpg,a cut photo\n"
+                                        "padded.jpg,a padded photo\nwhole.jpg,a whole photo\n")
+    with caplog.at_level("WARNING"):
+        split = load_split("csv", "train", tmp_path)
+    assert split.skipped == 1 and [Path(r.path).name for r in split] == ["padded.jpg",
+                                                                         "whole.jpg"]
+    said = [r.getMessage() for r in caplog.records if "cut.jpg" in r.getMessage()]
+    assert len(said) == 1 and "a JPEG cut short" in said[0] and "truncated" in said[0]
+    vocab = build_vocabulary(split)
+    images = sum(int(b["image"].shape[0]) for b in make_dataset(split, vocab, image_size=32))
+    assert images == 2  # nothing else is dropped on the way
+
+
+def test_a_file_that_does_not_decode_past_the_load_check_is_dropped_not_fatal(coco_tiny,
+                                                                              tmp_path):
     root, names = coco_tiny
     data = (root / names[0]).read_bytes()
     (tmp_path / "cut.jpg").write_bytes(data[: len(data) // 3])  # header intact, data cut
     shutil.copy(root / names[1], tmp_path / "whole.jpg")
     (tmp_path / "train.csv").write_text("image,caption\ncut.jpg,a cut photo\n"
                                         "whole.jpg,a whole photo\n")
-    split = load_split("csv", "train", tmp_path)
+    split = load_split("csv", "train", tmp_path, check_images=False)
     vocab = build_vocabulary(split)
     images = sum(int(b["image"].shape[0]) for b in make_dataset(split, vocab, image_size=32))
     indices = [int(i) for b in make_image_dataset(split, image_size=32) for i in b["index"]]
-    # PIL reads the header, TF fails on the data: the pair is dropped with a warning.
+    # Unchecked at load time, TF fails on the data: the pair is dropped with a warning.
     assert split.skipped == 0 and len(split) == 2
     assert images == 1 and indices == [1]
