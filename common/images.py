@@ -9,11 +9,19 @@ directory, an empty file, a text file, an SVG, random bytes, truncated data, and
 header declares more than `max_pixels` pixels (a decompression bomb), refused from the header
 before any pixel is decoded.
 
+A photo whose EXIF orientation tag says to turn or mirror it (as phones and cameras write
+them) is turned upright, as a photo viewer or a browser shows it: the model captions what the
+user sees, not the sensor's sideways rows.
+
 `decode_in_graph` is the graph's decoder (training's input pipeline, the exported captioner):
-the pixels Pillow gives, for the formats TensorFlow reads. `graph_bytes` gives the bytes it
-should receive: the file as it is when TensorFlow decodes it the same way Pillow does, else the
-image re-encoded as PNG (TIFF, CMYK JPEG, ...); `prepare_for_graph` is its header-only version
-for a server. `declared_size` reads only the header.
+the pixels Pillow gives, for the formats TensorFlow reads, as stored (TensorFlow's decoders
+ignore EXIF). `graph_bytes` gives the bytes it should receive: the file as it is when
+TensorFlow decodes it the same way `load_image` does, else the image re-encoded as PNG (TIFF,
+CMYK JPEG, a photo with an EXIF turn, ...); `prepare_for_graph` is its header-only version for
+a server. `declared_size` reads only the header (the size as stored).
+
+Datasets (training, `captioner evaluate`) go through `decode_in_graph`, so their images are
+read as stored, whatever their EXIF says.
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ Source = str | os.PathLike | bytes
 DEFAULT_MAX_PIXELS = 25_000_000
 #: What `tf.io.decode_image` reads (Pillow's format names).
 GRAPH_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "WEBP")
+#: The EXIF tag that says how to turn the stored rows to show the image (1: as stored).
+EXIF_ORIENTATION = 0x0112
 READABLE = "PNG, JPEG, GIF, BMP, TIFF or WebP"
 
 
@@ -146,9 +156,10 @@ def load_image(source: Source, name: str | None = None,
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # palette transparency notes, EXIF oddities
+            turn = orientation(image)  # from the header, as `prepare_for_graph` reads it
             image.seek(0)  # the first frame of an animation
             image.load()
-            return to_rgb(image)
+            return to_rgb(upright(image, turn))
     except DataError:
         raise
     except Exception as exc:  # truncated or corrupt data: Pillow raises many kinds
@@ -156,6 +167,43 @@ def load_image(source: Source, name: str | None = None,
         raise DataError(f"{where}: truncated or corrupt {kind} data ({_reason(exc)})") from None
     finally:
         image.close()
+
+
+def orientation(image) -> int:
+    """The EXIF orientation of an opened PIL image, from its header (no pixel is decoded):
+    1..8, or 1 (as stored) when it has none or an unreadable one. A PNG's eXIf chunk counts
+    when it comes before the pixel data (Pillow has read it at open)."""
+    from PIL import Image
+
+    try:
+        if image.format == "PNG":  # its getexif() would decode the pixels to look further
+            exif = Image.Exif()
+            exif.load(image.info.get("exif") or b"")
+        else:
+            exif = image.getexif()
+        value = exif.get(EXIF_ORIENTATION, 1)
+    except Exception:  # a malformed EXIF block: show the pixels as stored
+        return 1
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+
+
+def upright(image, turn: int):
+    """`image` turned (or mirrored) as EXIF orientation `turn` says to show it, as
+    `PIL.ImageOps.exif_transpose` does; the image itself for 1."""
+    from PIL import Image
+
+    method = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
+              4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE,
+              6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+              8: Image.Transpose.ROTATE_90}.get(turn)
+    return image if method is None else image.transpose(method)
+
+
+def _graph_decodes_as_loaded(image) -> bool:
+    """Whether `decode_in_graph` gives `load_image`'s pixels for this opened image: a format
+    TensorFlow reads, not a CMYK JPEG, and no EXIF turn."""
+    return (image.format in GRAPH_FORMATS and not (image.format == "JPEG" and image.mode == "CMYK")
+            and orientation(image) == 1)
 
 
 def to_rgb(image):
@@ -205,7 +253,8 @@ def graph_bytes(source: Source, name: str | None = None,
     """Bytes for a SavedModel's in-graph decoder, after checking the image fully with Pillow.
 
     The original bytes when the graph (`decode_in_graph`) reads the format and decodes it as
-    Pillow does (PNG, JPEG but CMYK, GIF, BMP, WebP), else the RGB image re-encoded as PNG.
+    `load_image` does (PNG, JPEG but CMYK, GIF, BMP, WebP; no EXIF turn), else the RGB image
+    `load_image` gives (upright) re-encoded as PNG.
 
     Raises:
         DataError: as `load_image`.
@@ -213,11 +262,9 @@ def graph_bytes(source: Source, name: str | None = None,
     data = read_bytes(source, name)
     where = _name(source, name)
     with _open(data, where, max_pixels) as image:
-        fmt, mode = image.format, image.mode
+        as_is = _graph_decodes_as_loaded(image)
     rgb = load_image(data, where, max_pixels)  # decodes once: truncated data fails here
-    if fmt in GRAPH_FORMATS and not (fmt == "JPEG" and mode == "CMYK"):
-        return data
-    return png_bytes(rgb)
+    return data if as_is else png_bytes(rgb)
 
 
 def png_bytes(image) -> bytes:
@@ -229,14 +276,13 @@ def png_bytes(image) -> bytes:
 
 def prepare_for_graph(data: bytes, where: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> bytes:
     """For a server: `data` unchanged when its header is of a format the graph decodes
-    faithfully, else the image re-encoded as PNG (TIFF, CMYK JPEG). Only the header is read
-    for the formats the graph decodes (their truncated data is the graph's to refuse).
+    faithfully, else the image re-encoded as PNG (TIFF, CMYK JPEG, a photo with an EXIF turn,
+    upright). Only the header is read for the formats the graph decodes (their truncated data
+    is the graph's to refuse).
 
     Raises:
         DataError: not an image, an SVG, empty, or over the pixel limit (from the header).
     """
     with _open(data, where, max_pixels) as image:
-        fmt, mode = image.format, image.mode
-    if fmt in GRAPH_FORMATS and not (fmt == "JPEG" and mode == "CMYK"):
-        return data
-    return png_bytes(load_image(data, where, max_pixels))
+        as_is = _graph_decodes_as_loaded(image)
+    return data if as_is else png_bytes(load_image(data, where, max_pixels))

@@ -38,7 +38,7 @@ import numpy as np
 from PIL import Image
 
 from common.errors import DataError, UserError
-from common.images import declared_size
+from common.images import declared_size, orientation
 from common.registry import Registry
 from common.viz.inputs import (
     as_alignment,
@@ -55,7 +55,6 @@ ITEM_KINDS = Registry("viewer item kind")
 DISPLAY_SIDE = 400
 EMBED_SIDE = 800
 DECIMALS = 4
-EXIF_ORIENTATION = 0x0112
 EMBEDDABLE = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
 
 
@@ -208,16 +207,16 @@ def _check_keys(index: int, item: Mapping[str, Any], required: set[str],
 def _image_data_uri(image: Any) -> tuple[str, tuple[int, int]]:
     """A `data:` URI of the image and its size; encoded bytes are embedded as they are.
 
-    Bytes with an EXIF orientation other than "upright" are re-encoded as PNG without it: a
-    browser would turn them (and squeeze them into the box of the stored size), while the
-    model and the PNG figures see the pixels as stored.
+    Bytes with an EXIF orientation other than "upright" are re-encoded as PNG of the pixels
+    turned upright, as the model and the PNG figures see them (`common.images.load_image`),
+    with no tag left for a browser to apply again.
     """
     if isinstance(image, (bytes, bytearray, memoryview)):
         raw = bytes(image)
         try:
             with Image.open(io.BytesIO(raw)) as probe:
                 kind, size = probe.format, probe.size
-                upright = probe.getexif().get(EXIF_ORIENTATION, 1) == 1
+                upright = orientation(probe) == 1
         except Exception:  # PIL raises several unrelated types for bad bytes
             where = f"the image bytes ({len(raw)} bytes)"
             declared_size(raw, where)  # raises the one-line DataError that says what is wrong

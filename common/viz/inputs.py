@@ -24,17 +24,20 @@ def as_rgb_image(image: Any) -> Image.Image:
 
     Args:
         image: a `(Hi, Wi, 3)` (or `(Hi, Wi)` greyscale) uint8 array, a `PIL.Image.Image`, or
-            the bytes of an image file (PNG, JPEG, ...).
+            the bytes of an image file (PNG, JPEG, ...). A file's bytes or a PIL image with
+            an EXIF turn are turned upright, as the model reads the file.
 
     Returns:
         The image in RGB mode.
     """
     # Through common.images, as the model reads its images: the same pixels (16-bit images
     # scaled, not clipped to white), the same pixel limit and one-line errors.
-    from common.images import load_image, to_rgb
+    from common.images import load_image, orientation, to_rgb, upright
 
     if isinstance(image, Image.Image):
-        return to_rgb(image)
+        # Turned as its EXIF tag says, as a file is (`ImageOps.exif_transpose` drops the tag,
+        # so an image already turned that way is not turned twice).
+        return to_rgb(upright(image, orientation(image)))
     if isinstance(image, (bytes, bytearray, memoryview)):
         return load_image(bytes(image), f"the image bytes ({len(image)} bytes)")
     array = np.asarray(image)

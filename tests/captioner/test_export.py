@@ -70,6 +70,25 @@ def test_a_jpeg_gets_the_run_directorys_caption_and_attention(run, exported, sha
 
 
 @pytest.mark.slow
+def test_a_phone_photo_is_captioned_upright_as_its_exif_says(run, exported, shape_images,
+                                                              tmp_path):
+    # A portrait photo as phones write it: rows stored sideways, EXIF orientation 6 ("turn 90
+    # degrees clockwise to show it"). The run directory and the export caption what a viewer
+    # shows, the upright picture: the same words and attention as that picture saved plainly.
+    upright = tmp_path / "upright.png"
+    phone = tmp_path / "phone.png"
+    with Image.open(shape_images[0]) as picture:
+        picture.save(upright)
+        exif = Image.Exif()
+        exif[0x0112] = 6
+        picture.transpose(Image.Transpose.ROTATE_90).save(phone, exif=exif.tobytes())
+    for captioner in (run, exported):
+        (_, plain), (_, turned) = captioner.caption_files([upright, phone], beam_size=2)[0]
+        assert turned.words == plain.words and turned.score == pytest.approx(plain.score)
+        np.testing.assert_allclose(turned.attention, plain.attention, atol=1e-6)
+
+
+@pytest.mark.slow
 def test_a_file_given_twice_is_answered_twice_in_input_order(run, exported, shape_images,
                                                              tmp_path):
     # The answers come back in the order of the inputs, like the run's (a file's last position

@@ -65,7 +65,16 @@ def good_images() -> dict[str, bytes]:
         "image.tiff": _encode(rgb, "TIFF"),
         "image.webp": _encode(rgb, "WEBP", lossless=True),
         "jpeg-named.png": _encode(rgb, "JPEG", quality=95),
+        "phone-photo.jpg": exif_turned(rgb, "JPEG", 6, quality=95),  # shown turned clockwise
     }
+
+
+def exif_turned(image: Image.Image, fmt: str, orientation: int, **kwargs) -> bytes:
+    """`image` encoded with an EXIF orientation tag (6: "turn 90 degrees clockwise to show it",
+    as phones write a portrait photo whose rows the sensor stored sideways)."""
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    return _encode(image, fmt, exif=exif.tobytes(), **kwargs)
 
 
 def bad_images() -> dict[str, tuple[bytes, str]]:

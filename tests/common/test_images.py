@@ -6,11 +6,24 @@ import io
 import numpy as np
 import pytest
 import tensorflow as tf
-from PIL import Image, ImageFile
+from PIL import Image, ImageFile, ImageOps
 
 from common.errors import DataError
-from common.images import declared_size, decode_in_graph, graph_bytes, load_image
-from tests.common.image_cases import bad_images, bomb_png, good_images, write_cases
+from common.images import (
+    declared_size,
+    decode_in_graph,
+    graph_bytes,
+    load_image,
+    prepare_for_graph,
+)
+from tests.common.image_cases import (
+    _rgb,
+    bad_images,
+    bomb_png,
+    exif_turned,
+    good_images,
+    write_cases,
+)
 
 GOOD = good_images()
 BAD = bad_images()
@@ -21,7 +34,8 @@ def test_every_likely_image_is_read_as_rgb(name):
     image = load_image(GOOD[name], name)
     assert image.mode == "RGB"
     with Image.open(io.BytesIO(GOOD[name])) as original:
-        assert image.size == original.size  # the first frame of an animation
+        # The first frame of an animation; a photo turned as its EXIF says.
+        assert image.size == ImageOps.exif_transpose(original).size
 
 
 @pytest.mark.parametrize("name", sorted(GOOD))
@@ -48,6 +62,33 @@ def test_formats_the_graph_cannot_read_are_reencoded_and_the_others_kept():
     for name in ("rgb.png", "photo.jpg", "animated.gif", "image.bmp", "image.webp",
                  "jpeg-named.png", "gray16.png"):
         assert graph_bytes(GOOD[name], name) == GOOD[name], name
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP"])
+def test_a_photo_is_turned_upright_as_its_exif_says_on_every_path(fmt):
+    """Each of the 8 EXIF orientations, by Pillow's own `exif_transpose` (the reference): what
+    `load_image` gives, and what the graph decodes from `graph_bytes` and from a server's
+    `prepare_for_graph` (re-encoded as PNG, upright, since TensorFlow ignores EXIF)."""
+    stored = _rgb(24, 40)
+    options = {"quality": 95} if fmt == "JPEG" else {"lossless": True} if fmt == "WEBP" else {}
+    for turn in range(1, 9):
+        data = exif_turned(stored, fmt, turn, **options)
+        with Image.open(io.BytesIO(data)) as photo:
+            reference = np.asarray(ImageOps.exif_transpose(photo).convert("RGB"))
+        assert reference.shape[:2] == ((24, 40) if turn < 5 else (40, 24))
+        loaded = np.asarray(load_image(data))
+        assert np.array_equal(loaded, reference), (fmt, turn)
+        for sent in (graph_bytes(data), prepare_for_graph(data, "photo")):
+            assert (sent == data) == (turn == 1), (fmt, turn)  # kept only when upright
+            assert np.array_equal(decode_in_graph(tf.constant(sent)).numpy(), loaded), (fmt, turn)
+
+
+def test_a_malformed_or_out_of_range_orientation_shows_the_pixels_as_stored():
+    stored = _rgb(24, 40)
+    for turn in (0, 9, 300):
+        data = exif_turned(stored, "PNG", turn)
+        assert np.array_equal(np.asarray(load_image(data)), np.asarray(stored)), turn
+        assert graph_bytes(data) == data
 
 
 def test_sixteen_bit_is_scaled_like_tensorflow():

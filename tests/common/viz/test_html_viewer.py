@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageOps
 
 from common.errors import DataError, UserError
 from common.registry import UnknownNameError
@@ -106,25 +106,33 @@ def test_png_bytes_are_embedded_as_given(tmp_path):
 
 
 def _jpeg_turned_by_exif(width=320, height=240):
-    """JPEG bytes of a `width x height` image whose EXIF says "turn 90 degrees to show it"."""
+    """JPEG bytes of a `width x height` image, red on its left half and blue on its right,
+    whose EXIF says "turn 90 degrees clockwise to show it"."""
     exif = Image.Exif()
     exif[0x0112] = 6
+    pixels = np.zeros((height, width, 3), np.uint8)
+    pixels[:, : width // 2] = (200, 60, 60)
+    pixels[:, width // 2:] = (60, 60, 200)
     buffer = io.BytesIO()
-    Image.new("RGB", (width, height), (200, 60, 60)).save(buffer, format="JPEG",
-                                                          exif=exif.tobytes())
+    Image.fromarray(pixels).save(buffer, format="JPEG", quality=95, exif=exif.tobytes())
     return buffer.getvalue()
 
 
-def test_exif_turned_bytes_are_shown_as_stored(tmp_path):
-    # The model reads the pixels as stored; a browser would turn the JPEG to 240x320 and
-    # squeeze it into the 400x300 box. Re-encoded without the tag, it shows as stored.
-    tags = _parse(write_html_viewer([_caption_item(image=_jpeg_turned_by_exif())],
-                                    tmp_path / "v.html"))
+def test_exif_turned_bytes_are_shown_upright_as_the_model_sees_them(tmp_path):
+    # The model reads the photo turned upright (common.images.load_image): the page shows that,
+    # re-encoded without the tag (a browser would turn it once more), at 3:4 in a 300x400 box.
+    data = _jpeg_turned_by_exif()
+    tags = _parse(write_html_viewer([_caption_item(image=data)], tmp_path / "v.html"))
     (img,) = [attrs for tag, attrs in tags if tag == "img"]
     assert img["src"].startswith("data:image/png;base64,")
     with Image.open(io.BytesIO(base64.b64decode(img["src"].split(",", 1)[1]))) as shown:
-        assert shown.size == (320, 240)
-    assert (int(img["width"]), int(img["height"])) == (400, 300)
+        assert shown.size == (240, 320) and "exif" not in shown.info
+        with Image.open(io.BytesIO(data)) as photo:
+            reference = np.asarray(ImageOps.exif_transpose(photo).convert("RGB"), float)
+        np.testing.assert_array_equal(np.asarray(shown.convert("RGB"), float), reference)
+        top, bottom = np.asarray(shown)[:20].mean((0, 1)), np.asarray(shown)[-20:].mean((0, 1))
+        assert top[0] > top[2] and bottom[2] > bottom[0]  # red on top once turned clockwise
+    assert (int(img["width"]), int(img["height"])) == (300, 400)
 
 
 def test_text_is_escaped(tmp_path):
@@ -226,7 +234,7 @@ def test_viewer_keeps_each_images_aspect_ratio_in_a_real_browser(tmp_path):
     Image.new("RGB", (320, 240), (LIGHT,) * 3).save(buffer, format="PNG")
     images = {"4:3 png": (buffer.getvalue(), (320, 240)),
               "3:4 array": (np.full((320, 240, 3), LIGHT, np.uint8), (240, 320)),
-              "4:3 jpeg turned by exif": (_jpeg_turned_by_exif(), (320, 240))}
+              "4:3 jpeg turned by exif": (_jpeg_turned_by_exif(), (240, 320))}
     items = [_caption_item(image=image) for image, _ in images.values()]
     path = write_html_viewer(items, tmp_path / "viewer.html")
     sizes = """img => [img.naturalWidth, img.naturalHeight, img.clientWidth, img.clientHeight]"""

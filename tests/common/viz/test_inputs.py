@@ -5,7 +5,7 @@ import io
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageOps
 
 from common.images import load_image
 from common.viz.inputs import as_rgb_image
@@ -28,3 +28,11 @@ def test_a_16_bit_image_is_scaled_to_its_8_bit_values():
     assert gray.std() > 10  # not a flat image: white would not pass for it
     for channel in range(3):
         assert np.array_equal(picture[..., channel], gray)
+
+
+def test_a_pil_image_already_turned_upright_is_not_turned_again():
+    with Image.open(io.BytesIO(GOOD["phone-photo.jpg"])) as photo:
+        turned = ImageOps.exif_transpose(photo)
+        assert turned.size == (40, 48)
+        assert np.array_equal(np.asarray(as_rgb_image(turned)), np.asarray(turned.convert("RGB")))
+        assert np.array_equal(np.asarray(as_rgb_image(photo)), np.asarray(turned.convert("RGB")))
