@@ -32,6 +32,7 @@ from common.training.run_dir import RunDir
 PLACEMENT = ("distribute", "logical_cpus")
 # The TensorFlow trainer's settings that the JAX trainer does not honour: it validates by the
 # loss (no decoding, so no best checkpoint or early stopping) and always compiles with XLA.
+# A JAX run's config.json records what it did instead (`jax_trainer.JAX_TRAINING_FACTS`).
 JAX_IGNORES = ("validation_examples", "validation_beam_size", "best_metric", "best_mode",
                "early_stopping", "deterministic", "jit_compile", "logical_cpus")
 

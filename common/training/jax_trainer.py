@@ -73,6 +73,12 @@ CHECKPOINTS = "jax"
 WEIGHTS_FILE = RunDir.jax_weights
 STATE_FILE = "state.npz"
 POSITION_FILE = "position.json"
+#: What this trainer does where the TensorFlow trainer has a setting it does not honour
+#: (`common.runner.JAX_IGNORES`), written so in the run's `config.json`: it validates by the
+#: loss alone (no decoding, no best checkpoint, no early stopping) and always compiles with XLA.
+#: (`validation_beam_size` and `best_mode` keep the folder's values: moot without those.)
+JAX_TRAINING_FACTS = {"validation_examples": 0, "best_metric": None, "early_stopping": 0,
+                      "jit_compile": True, "deterministic": False, "logical_cpus": 0}
 
 
 def initialize_processes(coordinator: str, num_processes: int, process_id: int,
@@ -693,11 +699,12 @@ class JaxTrainer:
     # -- run directory -------------------------------------------------------------------------
 
     def _copy_run_files(self) -> None:
-        """`config.json` (with this run's training settings) and the vocabularies."""
+        """`config.json` (with this run's training settings, as this trainer honours them:
+        `JAX_TRAINING_FACTS`) and the vocabularies."""
         from common.config import to_dict
 
         config = dict(self.prepared.config)
-        config["training"] = to_dict(self.config)
+        config["training"] = {**to_dict(self.config), **JAX_TRAINING_FACTS}
         save_json(self.run_dir.path / "config.json", config)
         for file in self.prepared.vocab_files.values():
             shutil.copyfile(self.prepared.path / file, self.run_dir.path / file)

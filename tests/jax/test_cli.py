@@ -81,6 +81,9 @@ def test_a_resumed_jax_run_keeps_its_settings_and_refuses_another_run_untouched(
     training = json.loads((run / "config.json").read_text())["training"]
     assert (training["batch_size"], training["seed"], training["epochs"],
             training["steps_per_epoch"]) == (16, 7, 2, 2)
+    # What the JAX trainer did, not the TensorFlow trainer's defaults ("auto", 200, None).
+    assert (training["best_metric"], training["early_stopping"], training["validation_examples"],
+            training["jit_compile"], training["deterministic"]) == (None, 0, 0, True, False)
     epochs = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
     epochs = [r for r in epochs if r["kind"] == "epoch"]
     assert [r["step"] for r in epochs] == [2, 4]

@@ -65,3 +65,13 @@ def test_a_damaged_jax_checkpoint_is_one_line_naming_its_file(tmp_path, damage):
         JaxTrainer._read_state(folder)
     assert "move the folder away to use the one before" in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_a_jax_run_records_what_it_does_for_each_setting_it_does_not_honour():
+    from common.runner import JAX_IGNORES
+    from common.training.config import TrainingConfig
+    from common.training.jax_trainer import JAX_TRAINING_FACTS
+
+    assert set(JAX_TRAINING_FACTS) <= set(JAX_IGNORES)
+    assert set(JAX_IGNORES) - set(JAX_TRAINING_FACTS) == {"validation_beam_size", "best_mode"}
+    TrainingConfig(**JAX_TRAINING_FACTS)  # a valid config, so a resumed run reads it back
