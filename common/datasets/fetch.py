@@ -10,7 +10,10 @@
 `fetch(name, out, ...)` downloads (or, with `local`, takes) each file, checks its size and
 SHA-256 before anything reads it (`common.datasets.download`), prepares `out`, and writes
 `out/FETCHED.json`: the dataset, the files with the SHA-256 each was checked with, the options
-and what was written. On the command line it is the `fetch` sub-command of both `captioner`
+and what was written. A folder holding what the dataset would write (a user's own
+`train.tsv`, say) is refused unless an earlier fetch of the same dataset prepared it, or
+started to (`FETCHING.json`, written first and removed at the end, lets an interrupted fetch
+run again), so nobody's files are replaced. On the command line it is the `fetch` sub-command of both `captioner`
 and `seq2seq` (`fetch_subcommand`); nothing here imports TensorFlow or Keras.
 
 Example:
@@ -56,6 +59,7 @@ class PublicDataset:
         prepare: `prepare(fetcher, out, **options) -> dict` summary.
         options: its own command-line options.
         next_step: the command that trains on the prepared folder (`{out}` filled in).
+        writes: glob patterns of the entries `prepare` writes at the top of its folder.
     """
 
     name: str
@@ -66,6 +70,12 @@ class PublicDataset:
     prepare: Callable[..., dict]
     options: tuple[Option, ...] = ()
     next_step: str = ""
+    writes: tuple[str, ...] = ()
+
+
+#: The record of a finished fetch, and the marker of one under way, in the prepared folder.
+RECORD = "FETCHED.json"
+UNDER_WAY = "FETCHING.json"
 
 
 DATASETS = Registry("public dataset")
@@ -80,6 +90,7 @@ DATASETS.add("spa-eng", PublicDataset(
         "type": int, "default": 0, "help": "spa-eng: the seed of the train/valid/test split"}),),
     next_step="seq2seq train --dataset tsv --data {out} --arch transformer --preset spa-eng-cpu "
               "--out runs/spa-eng-transformer",
+    writes=("train.tsv", "valid.tsv", "test.tsv", "SOURCE-about.txt"),
 ))
 DATASETS.add("coco-captions", PublicDataset(
     name="coco-captions",
@@ -104,6 +115,8 @@ DATASETS.add("coco-captions", PublicDataset(
                     "correctness"}),
     ),
     next_step="captioner train --dataset coco --data-dir {out} --preset coco --out runs/coco",
+    writes=("annotations", *(f"{split}{year}" for split in coco_captions.SPLITS
+                             for year in coco_captions.YEARS)),
 ))
 
 
@@ -143,7 +156,14 @@ def fetch(name: str, out: str | Path, local: str | Path | None = None,
                       local=None if local is None else Path(local),
                       archive_name=dataset.archive.name, overrides=overrides,
                       progress=progress)
+    _check_out(dataset, out)
     options = {key: value for key, value in options.items() if value is not None}
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / UNDER_WAY).write_text(json.dumps({"dataset": name}) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"--out {out}: cannot write there ({exc.strerror or exc}); expected a "
+                        "writable folder") from None
     prepared = dataset.prepare(fetcher, out, **options)
     record = {
         "dataset": name,
@@ -153,8 +173,36 @@ def fetch(name: str, out: str | Path, local: str | Path | None = None,
         "files": {file: {"sha256": digest} for file, digest in sorted(fetcher.checked.items())},
         **prepared,
     }
-    (out / "FETCHED.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    (out / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    (out / UNDER_WAY).unlink()
     return record
+
+
+def _check_out(dataset: PublicDataset, out: Path) -> None:
+    """Refuse an `out` whose files `fetch` would replace, unless `fetch` of this dataset made
+    them (its record, or its marker of a fetch that did not finish)."""
+    if not out.is_dir():
+        return
+    made_by = {_dataset_of(out / RECORD), _dataset_of(out / UNDER_WAY)} - {None}
+    if made_by - {dataset.name}:
+        raise UserError(f"--out {out} was prepared by `fetch {', '.join(sorted(made_by))}` "
+                        f"({RECORD}); expected a new or empty folder for {dataset.name}")
+    if made_by:
+        return
+    in_the_way = sorted({path.name for pattern in dataset.writes for path in out.glob(pattern)})
+    if in_the_way:
+        raise UserError(f"--out {out} holds {', '.join(in_the_way[:4])}, which `fetch "
+                        f"{dataset.name}` would replace, and no {RECORD} of an earlier fetch; "
+                        "expected a new or empty folder (or move those away)")
+
+
+def _dataset_of(path: Path) -> str | None:
+    """The dataset a fetch record or marker names; None when it is missing or unreadable."""
+    try:
+        name = json.loads(path.read_text(encoding="utf-8")).get("dataset")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def fetch_subcommand(names: Sequence[str]) -> cli.Subcommand:

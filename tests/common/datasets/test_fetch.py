@@ -141,6 +141,51 @@ def test_cli_prepares_from_a_local_copy(tmp_path, spa_zip, capsys):
     assert f"--data {out}" in capsys.readouterr().out
 
 
+def test_a_users_own_files_are_never_replaced(tmp_path, spa_zip, capsys):
+    from seq2seq.cli import main
+
+    archive, _ = spa_zip
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "train.tsv").write_text("my own\tmío\n", encoding="utf-8")
+    argv = ["fetch", "spa-eng", "--out", str(mine), "--from", str(archive), "--sha256",
+            sha256(archive)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--out {mine} holds train.tsv, which `fetch spa-eng`" in err
+    assert (mine / "train.tsv").read_text(encoding="utf-8") == "my own\tmío\n"
+    assert sorted(p.name for p in mine.iterdir()) == ["train.tsv"]  # nothing written
+
+
+def test_a_fetch_runs_again_into_its_own_folder_finished_or_not(tmp_path, spa_zip):
+    archive, pairs = spa_zip
+    out = tmp_path / "data"
+    options = {"local": archive, "sha256": [sha256(archive)], "progress": False}
+    fetch("spa-eng", out, **options)
+    first = (out / "test.tsv").read_bytes()
+    assert not (out / "FETCHING.json").exists()
+    fetch("spa-eng", out, **options)  # again: its own files
+    assert (out / "test.tsv").read_bytes() == first
+    # A fetch killed while it prepared: its marker, no record, a file half written.
+    (out / "FETCHED.json").unlink()
+    (out / "FETCHING.json").write_text('{"dataset": "spa-eng"}\n', encoding="utf-8")
+    (out / "test.tsv").write_bytes(first[:10])
+    fetch("spa-eng", out, **options)
+    assert (out / "test.tsv").read_bytes() == first
+    assert json.loads((out / "FETCHED.json").read_text())["dataset"] == "spa-eng"
+
+
+def test_another_datasets_folder_is_refused(tmp_path, spa_zip):
+    archive, _ = spa_zip
+    out = tmp_path / "coco"
+    out.mkdir()
+    record = '{"dataset": "coco-captions"}\n'
+    (out / "FETCHED.json").write_text(record, encoding="utf-8")
+    with pytest.raises(UserError, match=r"was prepared by `fetch coco-captions`"):
+        fetch("spa-eng", out, local=archive, sha256=[sha256(archive)], progress=False)
+    assert (out / "FETCHED.json").read_text(encoding="utf-8") == record
+
+
 @pytest.mark.parametrize("argv, message", [
     (["fetch", "tatoeba", "--out", "x"], "invalid choice: 'tatoeba'"),
     (["fetch", "spa-eng", "--out", "x", "--from", "/no/such/file.zip"], "/no/such/file.zip"),
@@ -290,3 +335,15 @@ def test_recorded_files_are_the_official_addresses():
     assert {"annotations_trainval2017.zip", "val2017.zip", "train2017.zip"} <= names
     assert all(r.url.startswith("http://images.cocodataset.org/") and len(r.sha256) == 64
                for r in coco_captions.FILES.values())
+
+
+def test_an_out_folder_that_cannot_be_made_is_one_line(tmp_path, spa_zip, capsys):
+    from seq2seq.cli import main
+
+    archive, _ = spa_zip
+    (tmp_path / "a-file").write_text("x")
+    out = tmp_path / "a-file" / "data"
+    assert main(["fetch", "spa-eng", "--out", str(out), "--from", str(archive), "--sha256",
+                 sha256(archive)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--out {out}: cannot write there (Not a directory)" in err
