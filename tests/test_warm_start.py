@@ -37,6 +37,22 @@ def test_a_warm_start_trains_on_from_the_other_runs_weights(source_run, tmp_path
 
 
 @pytest.mark.slow
+def test_a_resumed_run_says_it_does_not_take_the_warm_start(source_run, tmp_path, capsys):
+    # The same command again with --resume must pass, so --init-from is not refused; the
+    # run goes on from its own checkpoint and says that the warm start is not used.
+    warm = tmp_path / "warm"
+    assert seq2seq_main([*TINY, "--out", str(warm), "--init-from", str(source_run)]) == 0
+    before = _epochs(warm)
+    capsys.readouterr()
+    assert seq2seq_main([*TINY, "--out", str(warm), "--init-from", str(source_run), "--resume",
+                         "--epochs", str(len(before) + 1), "--verbose", "2"]) == 0
+    said = capsys.readouterr().out
+    assert f"Not starting from the weights of {source_run}" in said
+    assert "goes on from its own checkpoint" in said
+    assert _epochs(warm)[:len(before)] == before and len(_epochs(warm)) == len(before) + 1
+
+
+@pytest.mark.slow
 def test_other_vocabularies_or_a_missing_checkpoint_are_one_line(source_run, tmp_path, capsys):
     status = seq2seq_main([*TINY, "--out", str(tmp_path / "a"), "--max-vocab", "20",
                            "--init-from", str(source_run)])

@@ -292,6 +292,10 @@ class Trainer:
         elif resume and (restored := self.restore()):
             if verbose:
                 print(f"Resuming from {restored} at {self.state.as_dict()}")
+                if init_from is not None:
+                    print(f"Not starting from the weights of {init_from}: a warm start is "
+                          "for a run's start, and this run goes on from its own checkpoint",
+                          flush=True)
         else:
             if resume and verbose:
                 print(f"No checkpoint in {self.run_dir.checkpoints}; starting from scratch")
