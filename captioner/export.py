@@ -31,8 +31,10 @@ length-normalized score): `n_best_captions (B, N)`, `n_best_tokens (B, N, T)`,
 
 Bytes that are not an image the graph decodes fail the whole call with an
 `InvalidArgumentError` (the server then retries the other requests of a merged batch);
-`ExportedCaptioner` checks files with `common.images` first and re-encodes as PNG what the graph
-cannot read (TIFF, 16-bit, CMYK JPEG). The graph does not limit pixels: `captioner serve` and
+`ExportedCaptioner.caption_files` checks files with `common.images` first and re-encodes (as
+BMP) what the graph cannot read as Pillow does (TIFF, CMYK JPEG, a photo with an EXIF turn,
+turned upright); `caption_bytes` passes its bytes to the graph as they are (as stored: give it
+`common.images.graph_bytes(...)` for what `caption_files` sends). The graph does not limit pixels: `captioner serve` and
 `common.images` read the header and refuse decompression bombs before they reach it.
 
 Dimensions: `B` batch, `T` caption steps, `gh × gw = L` the encoder's grid.
@@ -190,7 +192,8 @@ class ExportedCaptioner(ExportedModel):
     def caption_bytes(self, images: Sequence[bytes], beam_size: int | None = None,
                       max_length: int | None = None, n_best: int | None = None,
                       ) -> list[Caption]:
-        """Captions of encoded images (bytes the graph decodes), one call; best first.
+        """Captions of encoded images (bytes the graph decodes, as stored: EXIF is not read;
+        `common.images.graph_bytes` gives what `caption_files` sends), one call; best first.
 
         With `n_best`, each `Caption.n_best` lists that many hypotheses, best first.
 
@@ -208,7 +211,7 @@ class ExportedCaptioner(ExportedModel):
         """As `CaptionerRun.caption_files`: `([(path, Caption)], [(path, why it failed)])`.
 
         Each file is checked with `common.images` (the pixel limit, truncated data, ...) and
-        sent as it is when the graph decodes it the way Pillow does, else as PNG.
+        sent as it is when the graph decodes it the way Pillow does, else as BMP (upright).
         """
         from common.images import graph_bytes
 
@@ -226,7 +229,7 @@ class ExportedCaptioner(ExportedModel):
                                               n_best)
                 done.extend((index, name, c) for (index, name, _), c in zip(chunk, captions))
             except tf.errors.InvalidArgumentError:
-                # One image Pillow reads but the graph does not: retry each, as PNG if need be.
+                # One image Pillow reads but the graph does not: retry each, as BMP if need be.
                 for index, name, blob in chunk:
                     caption, why = self._caption_one(name, blob, beam_size, max_length,
                                                      n_best)
@@ -238,14 +241,14 @@ class ExportedCaptioner(ExportedModel):
         return [(name, caption) for _, name, caption in done], failed
 
     def _caption_one(self, name, blob, beam_size, max_length, n_best):
-        from common.images import load_image, png_bytes
+        from common.images import load_image, lossless_bytes
 
         try:
             return self.caption_bytes([blob], beam_size, max_length, n_best)[0], ""
         except tf.errors.InvalidArgumentError:
             pass
         try:
-            return self.caption_bytes([png_bytes(load_image(blob, name))], beam_size,
+            return self.caption_bytes([lossless_bytes(load_image(blob, name))], beam_size,
                                       max_length, n_best)[0], ""
         except (tf.errors.InvalidArgumentError, DataError) as exc:
             message = exc.message if hasattr(exc, "message") else str(exc)

@@ -17,7 +17,8 @@ import argparse
 import dataclasses
 import json
 import os
-import tempfile
+import secrets
+import stat
 import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -59,13 +60,36 @@ def from_dict(cls: type[C], data: dict[str, Any]) -> C:
     return cls(**kwargs)
 
 
+def temporary_sibling(path: str | os.PathLike, prefix: str | None = None) -> Path:
+    """A new, empty file beside `path` to write and then `os.replace` over it, with the
+    permissions the replaced file should keep: `path`'s own when it exists, else those a new
+    file gets (0666 less the process umask; `tempfile.mkstemp`'s 0600 would leave a config,
+    a status or a log unreadable to other users). Named `prefix` (default "." + the name) and
+    a random part, so that readers that list the folder skip it."""
+    path = Path(path)
+    stem = f".{path.name}." if prefix is None else prefix
+    for _ in range(100):
+        candidate = path.parent / f"{stem}{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(candidate, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        try:
+            os.chmod(candidate, stat.S_IMODE(path.stat().st_mode))
+        except FileNotFoundError:
+            pass
+        return candidate
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write `text` to `path` so that a reader sees the old file or the new one, never half."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = temporary_sibling(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

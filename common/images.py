@@ -16,9 +16,11 @@ user sees, not the sensor's sideways rows.
 `decode_in_graph` is the graph's decoder (training's input pipeline, the exported captioner):
 the pixels Pillow gives, for the formats TensorFlow reads, as stored (TensorFlow's decoders
 ignore EXIF). `graph_bytes` gives the bytes it should receive: the file as it is when
-TensorFlow decodes it the same way `load_image` does, else the image re-encoded as PNG (TIFF,
-CMYK JPEG, a photo with an EXIF turn, ...); `prepare_for_graph` is its header-only version for
-a server. `declared_size` reads only the header (the size as stored).
+TensorFlow decodes it the same way `load_image` does, else the pixels `load_image` gives,
+re-encoded losslessly as BMP (TIFF, CMYK JPEG, a photo with an EXIF turn, ...; BMP, which the
+graph reads, encodes a 12-megapixel photo some 70 times faster than PNG); `prepare_for_graph`
+is its header-only version for a server. `declared_size` reads only the header (the size as
+stored).
 
 Datasets (training, `captioner evaluate`) go through `decode_in_graph`, so their images are
 read as stored, whatever their EXIF says.
@@ -156,10 +158,9 @@ def load_image(source: Source, name: str | None = None,
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # palette transparency notes, EXIF oddities
-            turn = orientation(image)  # from the header, as `prepare_for_graph` reads it
             image.seek(0)  # the first frame of an animation
-            image.load()
-            return to_rgb(upright(image, turn))
+            image.load()  # (a PNG's eXIf chunk after its pixels is read here)
+            return to_rgb(upright(image, orientation(image)))
     except DataError:
         raise
     except Exception as exc:  # truncated or corrupt data: Pillow raises many kinds
@@ -170,9 +171,10 @@ def load_image(source: Source, name: str | None = None,
 
 
 def orientation(image) -> int:
-    """The EXIF orientation of an opened PIL image, from its header (no pixel is decoded):
-    1..8, or 1 (as stored) when it has none or an unreadable one. A PNG's eXIf chunk counts
-    when it comes before the pixel data (Pillow has read it at open)."""
+    """The EXIF orientation of an opened PIL image as Pillow has read it so far: 1..8, or 1 (as
+    stored) when it has none or an unreadable one. No pixel is decoded to find it, so a PNG's
+    eXIf chunk after its pixel data counts once the image is loaded. Pillow turns a TIFF itself
+    as it loads it (and drops the tag), so a loaded TIFF says 1."""
     from PIL import Image
 
     try:
@@ -189,21 +191,41 @@ def orientation(image) -> int:
 
 def upright(image, turn: int):
     """`image` turned (or mirrored) as EXIF orientation `turn` says to show it, as
-    `PIL.ImageOps.exif_transpose` does; the image itself for 1."""
+    `PIL.ImageOps.exif_transpose` does, with the orientation tag dropped from the result (so
+    that it is not turned again); the image itself for 1."""
     from PIL import Image
 
     method = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
               4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE,
               6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
               8: Image.Transpose.ROTATE_90}.get(turn)
-    return image if method is None else image.transpose(method)
+    if method is None:
+        return image
+    turned = image.transpose(method)
+    exif = Image.Exif()
+    try:
+        exif.load(turned.info.get("exif") or b"")
+    except Exception:  # a malformed block: drop it whole
+        exif = Image.Exif()
+    exif.pop(EXIF_ORIENTATION, None)
+    turned.info["exif"] = exif.tobytes()
+    return turned
 
 
-def _graph_decodes_as_loaded(image) -> bool:
+def shown_as_stored(image, data: bytes) -> bool:
+    """Whether `load_image` gives this opened (unloaded) image's pixels as stored, read from
+    its header: no EXIF turn. A PNG's eXIf chunk after its pixel data is not in the header:
+    such a PNG is taken as turned, to be read in full."""
+    if image.format == "PNG" and "exif" not in image.info and b"eXIf" in data:
+        return False
+    return orientation(image) == 1
+
+
+def _graph_decodes_as_loaded(image, data: bytes) -> bool:
     """Whether `decode_in_graph` gives `load_image`'s pixels for this opened image: a format
-    TensorFlow reads, not a CMYK JPEG, and no EXIF turn."""
+    TensorFlow reads, not a CMYK JPEG, and shown as stored."""
     return (image.format in GRAPH_FORMATS and not (image.format == "JPEG" and image.mode == "CMYK")
-            and orientation(image) == 1)
+            and shown_as_stored(image, data))
 
 
 def to_rgb(image):
@@ -254,7 +276,7 @@ def graph_bytes(source: Source, name: str | None = None,
 
     The original bytes when the graph (`decode_in_graph`) reads the format and decodes it as
     `load_image` does (PNG, JPEG but CMYK, GIF, BMP, WebP; no EXIF turn), else the RGB image
-    `load_image` gives (upright) re-encoded as PNG.
+    `load_image` gives (upright) re-encoded as BMP (`lossless_bytes`).
 
     Raises:
         DataError: as `load_image`.
@@ -262,9 +284,9 @@ def graph_bytes(source: Source, name: str | None = None,
     data = read_bytes(source, name)
     where = _name(source, name)
     with _open(data, where, max_pixels) as image:
-        as_is = _graph_decodes_as_loaded(image)
+        as_is = _graph_decodes_as_loaded(image, data)
     rgb = load_image(data, where, max_pixels)  # decodes once: truncated data fails here
-    return data if as_is else png_bytes(rgb)
+    return data if as_is else lossless_bytes(rgb)
 
 
 def png_bytes(image) -> bytes:
@@ -274,15 +296,24 @@ def png_bytes(image) -> bytes:
     return buffer.getvalue()
 
 
+def lossless_bytes(image) -> bytes:
+    """An RGB PIL image as an uncompressed BMP, which `decode_in_graph` reads back to the same
+    pixels; larger than a PNG, but it encodes in milliseconds where a PNG of a phone photo
+    takes seconds."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="BMP")
+    return buffer.getvalue()
+
+
 def prepare_for_graph(data: bytes, where: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> bytes:
     """For a server: `data` unchanged when its header is of a format the graph decodes
-    faithfully, else the image re-encoded as PNG (TIFF, CMYK JPEG, a photo with an EXIF turn,
-    upright). Only the header is read for the formats the graph decodes (their truncated data
-    is the graph's to refuse).
+    faithfully, else the image re-encoded as BMP (`lossless_bytes`: TIFF, CMYK JPEG, a photo
+    with an EXIF turn, upright). Only the header is read for the formats the graph decodes
+    (their truncated data is the graph's to refuse).
 
     Raises:
         DataError: not an image, an SVG, empty, or over the pixel limit (from the header).
     """
     with _open(data, where, max_pixels) as image:
-        as_is = _graph_decodes_as_loaded(image)
-    return data if as_is else png_bytes(load_image(data, where, max_pixels))
+        as_is = _graph_decodes_as_loaded(image, data)
+    return data if as_is else lossless_bytes(load_image(data, where, max_pixels))

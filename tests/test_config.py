@@ -52,3 +52,20 @@ def test_failed_write_leaves_previous_file(tmp_path, monkeypatch):
         save_json(path, {"a": Unserializable()})
     assert load_json(path) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["config.json"]
+
+
+def test_atomic_writes_keep_a_files_permissions_and_give_new_files_the_umasks(tmp_path):
+    import os
+
+    from common.config import atomic_write_text
+
+    old = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "new.json", "{}")
+        assert (tmp_path / "new.json").stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600
+        (tmp_path / "new.json").chmod(0o640)
+        atomic_write_text(tmp_path / "new.json", "[]")
+        assert (tmp_path / "new.json").stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(old)
+    assert [p.name for p in tmp_path.iterdir()] == ["new.json"]

@@ -221,7 +221,7 @@ def check_image(path: str | os.PathLike) -> tuple[tuple[int, int] | None, str]:
             image.verify()
     except Exception:  # PIL raises many kinds for broken files
         return None, "not an image"
-    if kind == "JPEG" and not _ends_jpeg(path):
+    if kind in ("JPEG", "MPO") and not _ends_jpeg(path):  # MPO: a phone's multi-picture JPEG
         try:
             with Image.open(path) as image:
                 image.load()
@@ -231,11 +231,45 @@ def check_image(path: str | os.PathLike) -> tuple[tuple[int, int] | None, str]:
 
 
 def _ends_jpeg(path: str | os.PathLike) -> bool:
-    """Whether the end-of-image marker is among the last `JPEG_TAIL` bytes of a JPEG file."""
+    """Whether a JPEG file's end-of-image marker (FF D9) is among its last `JPEG_TAIL` bytes,
+    after the start of its image data: one inside the header (the end of an EXIF thumbnail)
+    does not count."""
     with open(path, "rb") as file:
+        start = _jpeg_scan_start(file)
+        if start is None:
+            return False
         file.seek(0, os.SEEK_END)
-        file.seek(max(0, file.tell() - JPEG_TAIL))
-        return b"\xff\xd9" in file.read()
+        size = file.tell()
+        file.seek(max(0, size - JPEG_TAIL))
+        tail = file.read()
+    found = tail.rfind(b"\xff\xd9")
+    return found >= 0 and size - len(tail) + found >= start
+
+
+def _jpeg_scan_start(file) -> int | None:
+    """The offset where a JPEG's first scan (its image data) starts, found by walking the
+    header's segments by their lengths (so an APP1 segment's EXIF thumbnail is skipped whole);
+    None when the file ends before it."""
+    file.seek(2)  # after the start-of-image marker
+    while True:
+        marker = file.read(2)
+        if len(marker) < 2 or marker[0] != 0xFF:
+            return None
+        code = marker[1]
+        while code == 0xFF:  # fill bytes before a marker
+            byte = file.read(1)
+            if not byte:
+                return None
+            code = byte[0]
+        if code == 0x01 or 0xD0 <= code <= 0xD7:  # markers without a length
+            continue
+        length = file.read(2)
+        if len(length) < 2:
+            return None
+        end = file.tell() + int.from_bytes(length, "big") - 2
+        if code == 0xDA:  # start of scan: the image data follows its header
+            return end
+        file.seek(end)
 
 
 def file_records(name: str, split: str, items: Iterable[tuple[Any, Path, list[str], Any]],

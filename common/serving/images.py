@@ -7,8 +7,8 @@
   (other bytes, text or not images, are left for the model to judge);
 - with `screen=True` (the inputs are images, as a captioner's): every element goes through
   `common.images.prepare_for_graph`, which refuses what is not an image with its reason and
-  re-encodes as PNG what the graph's `tf.io.decode_image` does not decode faithfully (TIFF,
-  CMYK JPEG), written back into the array.
+  re-encodes (as BMP) what the graph's `tf.io.decode_image` does not decode as Pillow does
+  (TIFF, CMYK JPEG, a photo with an EXIF turn, turned upright), written back into the array.
 
 A refusal is a `RequestError` (400) naming where.
 """

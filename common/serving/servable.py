@@ -36,8 +36,8 @@ class ServedModel:
         max_image_pixels: the most pixels an image input's header may declare.
         screen_images: the binary inputs are images: read each header with Pillow
             (`common.images.prepare_for_graph`), refuse what is not an image with its reason,
-            and re-encode as PNG what the graph's `tf.io.decode_image` does not decode
-            faithfully (TIFF, CMYK JPEG).
+            and re-encode (as BMP) what the graph's `tf.io.decode_image` does not decode as
+            Pillow does (TIFF, CMYK JPEG, a photo with an EXIF turn, turned upright).
         version: the version number it is served as.
         max_instances: the most instances one request may hold (`RequestParser`).
     """

@@ -11,17 +11,21 @@ rewritten in place, under its own name (TensorBoard reads a run's files in name 
 order of old and new files is kept): a complete copy is written beside it first, then moved
 over it, so a kill during the rewrite leaves the old file or the new one, never half of one. A
 file rewritten after a kill cut its last record short keeps its complete records, as
-TensorBoard itself reads it. Files with nothing after the step are not touched.
+TensorBoard itself reads it. Files with nothing after the step are not touched (though each is
+read: about 5 s for 150,000 scalar events). A rewritten file keeps its permissions.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
+
+from common.config import temporary_sibling
 
 #: What TensorBoard takes for an event file: "tfevents" in the file name.
 EVENTS_MARK = "tfevents"
+#: How a copy being written starts its name (no "tfevents" in it).
+PARTIAL = ".truncating-"
 
 
 def event_files(logs: str | os.PathLike) -> list[Path]:
@@ -56,6 +60,8 @@ def truncate_events(logs: str | os.PathLike, step: int) -> int:
     """
     import tensorflow as tf
 
+    for stale in Path(logs).rglob(f"{PARTIAL}*") if Path(logs).is_dir() else ():
+        stale.unlink()  # a copy that a kill left half-written
     dropped = 0
     for path in event_files(logs):
         events = read_events(path)
@@ -63,16 +69,18 @@ def truncate_events(logs: str | os.PathLike, step: int) -> int:
         if len(kept) == len(events):
             continue
         dropped += len(events) - len(kept)
-        # No "tfevents" in the copy's name, so TensorBoard never reads it half-written.
-        handle, partial = tempfile.mkstemp(prefix=".truncating-", dir=path.parent)
-        os.close(handle)
+        # No "tfevents" in the copy's name, so TensorBoard never reads it half-written; the
+        # file keeps its permissions, so a TensorBoard of another user still reads it.
+        partial = temporary_sibling(path, prefix=PARTIAL)
         try:
-            with tf.io.TFRecordWriter(partial) as writer:
+            with tf.io.TFRecordWriter(str(partial)) as writer:
                 for event in kept:
                     writer.write(event.SerializeToString())
+            with open(partial, "rb+") as written:
+                os.fsync(written.fileno())
             os.replace(partial, path)
         finally:
-            if os.path.exists(partial):
-                os.unlink(partial)
+            if partial.exists():
+                partial.unlink()
     return dropped
 

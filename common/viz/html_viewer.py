@@ -38,7 +38,7 @@ import numpy as np
 from PIL import Image
 
 from common.errors import DataError, UserError
-from common.images import declared_size, orientation
+from common.images import declared_size, shown_as_stored
 from common.registry import Registry
 from common.viz.inputs import (
     as_alignment,
@@ -216,7 +216,7 @@ def _image_data_uri(image: Any) -> tuple[str, tuple[int, int]]:
         try:
             with Image.open(io.BytesIO(raw)) as probe:
                 kind, size = probe.format, probe.size
-                upright = orientation(probe) == 1
+                upright = shown_as_stored(probe, raw)
         except Exception:  # PIL raises several unrelated types for bad bytes
             where = f"the image bytes ({len(raw)} bytes)"
             declared_size(raw, where)  # raises the one-line DataError that says what is wrong

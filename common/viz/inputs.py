@@ -25,7 +25,8 @@ def as_rgb_image(image: Any) -> Image.Image:
     Args:
         image: a `(Hi, Wi, 3)` (or `(Hi, Wi)` greyscale) uint8 array, a `PIL.Image.Image`, or
             the bytes of an image file (PNG, JPEG, ...). A file's bytes or a PIL image with
-            an EXIF turn are turned upright, as the model reads the file.
+            an EXIF turn are turned upright, as the model reads the file (a PIL image turned
+            by hand with `transpose` keeps its tag: turn it with `ImageOps.exif_transpose`).
 
     Returns:
         The image in RGB mode.
@@ -35,8 +36,10 @@ def as_rgb_image(image: Any) -> Image.Image:
     from common.images import load_image, orientation, to_rgb, upright
 
     if isinstance(image, Image.Image):
-        # Turned as its EXIF tag says, as a file is (`ImageOps.exif_transpose` drops the tag,
-        # so an image already turned that way is not turned twice).
+        # Turned as its EXIF tag says, as a file is (loaded first, as `load_image` reads the
+        # tag: a PNG's late eXIf chunk counts). `ImageOps.exif_transpose` and `load_image` drop
+        # the tag, so an image turned by them is not turned twice.
+        image.load()
         return to_rgb(upright(image, orientation(image)))
     if isinstance(image, (bytes, bytearray, memoryview)):
         return load_image(bytes(image), f"the image bytes ({len(image)} bytes)")

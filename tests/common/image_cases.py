@@ -31,13 +31,15 @@ def _rgb(height: int = 40, width: int = 48, seed: int = 0) -> Image.Image:
     return Image.fromarray(pixels.astype(np.uint8), "RGB")
 
 
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    """One PNG chunk: length, type, data and CRC."""
+    body = kind + data
+    return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+
 def bomb_png(width: int = 40_000, height: int = 40_000) -> bytes:
     """A ~100-byte PNG whose header declares `width` x `height` pixels."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
+    chunk = png_chunk
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     pixels = zlib.compress(b"\x00" * 64)
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels)

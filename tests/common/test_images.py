@@ -16,12 +16,15 @@ from common.images import (
     load_image,
     prepare_for_graph,
 )
+from common.viz.inputs import as_rgb_image
 from tests.common.image_cases import (
+    _encode,
     _rgb,
     bad_images,
     bomb_png,
     exif_turned,
     good_images,
+    png_chunk,
     write_cases,
 )
 
@@ -57,18 +60,20 @@ def test_real_photos_decode_in_tensorflow_to_pillows_pixels(shared_data):
 
 
 def test_formats_the_graph_cannot_read_are_reencoded_and_the_others_kept():
-    for name in ("image.tiff", "cmyk.jpg"):
-        assert graph_bytes(GOOD[name], name).startswith(b"\x89PNG"), name
+    for name in ("image.tiff", "cmyk.jpg", "phone-photo.jpg"):
+        assert graph_bytes(GOOD[name], name).startswith(b"BM"), name  # lossless BMP
     for name in ("rgb.png", "photo.jpg", "animated.gif", "image.bmp", "image.webp",
                  "jpeg-named.png", "gray16.png"):
         assert graph_bytes(GOOD[name], name) == GOOD[name], name
 
 
-@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP"])
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP", "TIFF"])
 def test_a_photo_is_turned_upright_as_its_exif_says_on_every_path(fmt):
     """Each of the 8 EXIF orientations, by Pillow's own `exif_transpose` (the reference): what
-    `load_image` gives, and what the graph decodes from `graph_bytes` and from a server's
-    `prepare_for_graph` (re-encoded as PNG, upright, since TensorFlow ignores EXIF)."""
+    `load_image` gives, what the figures read from the bytes and from the opened image, and
+    what the graph decodes from `graph_bytes` and from a server's `prepare_for_graph`
+    (re-encoded, upright, since TensorFlow ignores EXIF). TIFF: Pillow turns it as it loads
+    it, which must not be done twice."""
     stored = _rgb(24, 40)
     options = {"quality": 95} if fmt == "JPEG" else {"lossless": True} if fmt == "WEBP" else {}
     for turn in range(1, 9):
@@ -76,11 +81,40 @@ def test_a_photo_is_turned_upright_as_its_exif_says_on_every_path(fmt):
         with Image.open(io.BytesIO(data)) as photo:
             reference = np.asarray(ImageOps.exif_transpose(photo).convert("RGB"))
         assert reference.shape[:2] == ((24, 40) if turn < 5 else (40, 24))
-        loaded = np.asarray(load_image(data))
-        assert np.array_equal(loaded, reference), (fmt, turn)
+        loaded = load_image(data)
+        assert np.array_equal(np.asarray(loaded), reference), (fmt, turn)
+        assert np.array_equal(np.asarray(as_rgb_image(data)), reference), (fmt, turn)
+        with Image.open(io.BytesIO(data)) as photo:
+            assert np.array_equal(np.asarray(as_rgb_image(photo)), reference), (fmt, turn)
+        # What load_image gives carries no turn: read again, it is not turned twice.
+        assert np.array_equal(np.asarray(as_rgb_image(loaded)), reference), (fmt, turn)
         for sent in (graph_bytes(data), prepare_for_graph(data, "photo")):
-            assert (sent == data) == (turn == 1), (fmt, turn)  # kept only when upright
-            assert np.array_equal(decode_in_graph(tf.constant(sent)).numpy(), loaded), (fmt, turn)
+            kept = turn == 1 and fmt != "TIFF"  # as it is only when the graph reads it so
+            assert (sent == data) == kept, (fmt, turn)
+            decoded = decode_in_graph(tf.constant(sent)).numpy()
+            assert np.array_equal(decoded, reference), (fmt, turn)
+
+
+def test_a_png_whose_exif_comes_after_its_pixels_is_turned_on_every_path():
+    """The eXIf chunk may follow the pixel data: the header does not show it, so the bytes are
+    read in full (and re-encoded for the graph) rather than passed on as stored."""
+    stored = _rgb(24, 40)
+    upright_png = exif_turned(stored, "PNG", 6)
+    with Image.open(io.BytesIO(upright_png)) as photo:
+        reference = np.asarray(ImageOps.exif_transpose(photo).convert("RGB"))
+    plain = _encode(stored, "PNG")
+    end = plain.index(b"IEND") - 4
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    late = plain[:end] + png_chunk(b"eXIf", exif.tobytes()) + plain[end:]
+    with Image.open(io.BytesIO(late)) as photo:
+        assert "exif" not in photo.info  # not in the header
+    assert np.array_equal(np.asarray(load_image(late)), reference)
+    with Image.open(io.BytesIO(late)) as photo:
+        assert np.array_equal(np.asarray(as_rgb_image(photo)), reference)
+    for sent in (graph_bytes(late), prepare_for_graph(late, "photo")):
+        assert sent != late
+        assert np.array_equal(decode_in_graph(tf.constant(sent)).numpy(), reference)
 
 
 def test_a_malformed_or_out_of_range_orientation_shows_the_pixels_as_stored():

@@ -1,5 +1,6 @@
 """The tf.data pipeline: batch format, padding, truncation, determinism and file images."""
 
+import io
 import shutil
 from collections import Counter
 from dataclasses import replace
@@ -18,6 +19,7 @@ from captioner.datasets import (
     make_image_dataset,
 )
 from common.errors import UserError
+from common.images import decode_in_graph
 from common.text import tokenize_texts
 
 COCO_MINI = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "coco-mini"
@@ -195,3 +197,31 @@ def test_a_file_that_does_not_decode_past_the_load_check_is_dropped_not_fatal(co
     # Unchecked at load time, TF fails on the data: the pair is dropped with a warning.
     assert split.skipped == 0 and len(split) == 2
     assert images == 1 and indices == [1]
+
+
+def test_the_load_check_is_not_fooled_by_a_thumbnail_or_a_multi_picture_file(tmp_path):
+    """A camera's JPEG carries a thumbnail (a whole JPEG, ending FF D9) in its header, and a
+    phone's may be an MPO (several JPEGs): cut short, both are caught, as TensorFlow cannot
+    decode them; whole, both pass."""
+    from captioner.datasets.records import check_image
+
+    rng = np.random.default_rng(0)
+    photo = Image.fromarray(rng.integers(0, 255, (300, 400, 3), dtype=np.uint8))
+    thumbnail = io.BytesIO()
+    photo.resize((160, 120)).save(thumbnail, "JPEG", quality=80)
+    with_thumbnail = io.BytesIO()
+    photo.save(with_thumbnail, "JPEG", quality=90, comment=thumbnail.getvalue())
+    data = with_thumbnail.getvalue()
+    header_end = data.find(thumbnail.getvalue()) + len(thumbnail.getvalue())
+    multi = io.BytesIO()
+    photo.save(multi, "MPO", save_all=True, append_images=[photo.resize((200, 150))], quality=90)
+    cases = {"thumbnail": (data, header_end + 1000), "mpo": (multi.getvalue(), None)}
+    for name, (whole, cut_at) in cases.items():
+        cut = whole[: cut_at or len(whole) // 2]
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            decode_in_graph(tf.constant(cut)).numpy()  # what training would drop
+        (tmp_path / f"{name}.jpg").write_bytes(cut)
+        size, why = check_image(tmp_path / f"{name}.jpg")
+        assert size is None and "a JPEG cut short" in why, name
+        (tmp_path / f"{name}.jpg").write_bytes(whole)
+        assert check_image(tmp_path / f"{name}.jpg") == ((300, 400), ""), name

@@ -74,3 +74,14 @@ def test_a_failed_rewrite_keeps_the_file_and_leaves_no_copy(tmp_path, monkeypatc
         truncate_events(tmp_path, 1)
     assert path.read_bytes() == content
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_a_rewritten_file_keeps_its_permissions_and_a_stale_copy_is_removed(tmp_path):
+    write_scalars(tmp_path, range(1, 4))
+    (path,) = event_files(tmp_path)
+    path.chmod(0o644)
+    stale = tmp_path / ".truncating-0123.tmp"  # what a kill during an earlier cut leaves
+    stale.write_bytes(b"half")
+    assert truncate_events(tmp_path, 1) == 2
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
