@@ -216,14 +216,18 @@ class ExportedCaptioner(ExportedModel):
         from common.images import graph_bytes
 
         self._options(beam_size, max_length, n_best)  # option errors before reading files
-        done, failed, items = [], [], []  # items and done hold each file's input position
-        for index, path in enumerate(paths):
-            try:
-                items.append((index, str(path), graph_bytes(path)))
-            except DataError as exc:
-                failed.append((str(path), str(exc)))
-        for start in range(0, len(items), batch_size):
-            chunk = items[start:start + batch_size]
+        done, failed = [], []  # done holds each file's input position
+        # The files are read a batch at a time, so that only one batch's bytes (a re-encoded
+        # photo takes 3 bytes a pixel) are held at once.
+        for start in range(0, len(paths), batch_size):
+            chunk = []
+            for index, path in enumerate(paths[start:start + batch_size], start):
+                try:
+                    chunk.append((index, str(path), graph_bytes(path)))
+                except DataError as exc:
+                    failed.append((str(path), str(exc)))
+            if not chunk:
+                continue
             try:
                 captions = self.caption_bytes([b for _, _, b in chunk], beam_size, max_length,
                                               n_best)

@@ -14,13 +14,14 @@ parser (`add_config_option(group, "--layers", path="model.transformer.num_layers
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import secrets
 import stat
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,46 +61,55 @@ def from_dict(cls: type[C], data: dict[str, Any]) -> C:
     return cls(**kwargs)
 
 
-def temporary_sibling(path: str | os.PathLike, prefix: str | None = None) -> Path:
-    """A new, empty file beside `path` to write and then `os.replace` over it, with the
-    permissions the replaced file should keep: `path`'s own when it exists, else those a new
-    file gets (0666 less the process umask; `tempfile.mkstemp`'s 0600 would leave a config,
-    a status or a log unreadable to other users). Named `prefix` (default "." + the name) and
-    a random part, so that readers that list the folder skip it."""
+@contextlib.contextmanager
+def replacing(path: str | os.PathLike, prefix: str | None = None) -> Iterator[Path]:
+    """A new file beside `path` to write; once the block ends it is fsynced, given the
+    permissions the replaced file should keep and moved over `path`, so a reader sees the old
+    file or the new one, never half; if the block raises, it is removed and `path` untouched.
+
+    The permissions: `path`'s own when it exists, else those a new file gets (0666 less the
+    umask; `tempfile.mkstemp`'s 0600 would leave a config, a status or a log unreadable to other
+    users), set only after the writing, so that a read-only file can still be replaced. The
+    copy is named `prefix` (default "." + the name) and a random part, so readers that list the
+    folder skip it.
+    """
     path = Path(path)
     stem = f".{path.name}." if prefix is None else prefix
     for _ in range(100):
-        candidate = path.parent / f"{stem}{secrets.token_hex(6)}.tmp"
+        tmp = path.parent / f"{stem}{secrets.token_hex(6)}.tmp"
         try:
-            fd = os.open(candidate, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+            fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
         except FileExistsError:
             continue
+        break
+    else:
+        raise FileExistsError(f"no free temporary name beside {path}")
+    try:
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)  # a new file's: the umask applied
+        os.fchmod(fd, 0o600)  # writable while it is written, whatever the umask
         os.close(fd)
         try:
-            os.chmod(candidate, stat.S_IMODE(path.stat().st_mode))
+            mode = stat.S_IMODE(path.stat().st_mode)
         except FileNotFoundError:
             pass
-        return candidate
-    raise FileExistsError(f"no free temporary name beside {path}")
+        yield tmp
+        with open(tmp, "rb+") as written:
+            os.fsync(written.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write `text` to `path` so that a reader sees the old file or the new one, never half."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary_sibling(path)
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    with replacing(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def save_json(path: str | os.PathLike, data: Any) -> None:

@@ -1,5 +1,6 @@
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +70,47 @@ def test_atomic_writes_keep_a_files_permissions_and_give_new_files_the_umasks(tm
     finally:
         os.umask(old)
     assert [p.name for p in tmp_path.iterdir()] == ["new.json"]
+
+
+def _as_an_ordinary_user(code: str, folder):
+    """Run `code` in a Python that is not root (root ignores permission bits)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-c", code]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv to drop it")
+        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command]
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root}
+    probe = subprocess.run([*command[:-1], "import common.config"], capture_output=True,
+                           cwd=folder, env=env)
+    if probe.returncode != 0:
+        pytest.skip("the ordinary user cannot read this checkout or its Python")
+    return subprocess.run(command, capture_output=True, text=True, cwd=folder, env=env)
+
+
+def test_a_read_only_file_is_replaced_and_stays_read_only(tmp_path):
+    import os
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        folder.chmod(0o777)
+        code = ("import os; from pathlib import Path; from common.config import atomic_write_text;"
+                "p = Path('config.json'); p.write_text('old'); p.chmod(0o444);"
+                "atomic_write_text(p, 'new');"
+                "print(p.read_text(), oct(p.stat().st_mode & 0o777));"
+                "os.umask(0o222); atomic_write_text(Path('fresh.json'), 'x');"
+                "print(oct(Path('fresh.json').stat().st_mode & 0o777))")
+        done = _as_an_ordinary_user(code, folder)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.split() == ["new", "0o444", "0o444"]
+        assert sorted(os.listdir(folder)) == ["config.json", "fresh.json"]
+    finally:
+        import shutil
+
+        shutil.rmtree(folder)

@@ -164,7 +164,12 @@ def fetch(name: str, out: str | Path, local: str | Path | None = None,
     except OSError as exc:
         raise UserError(f"--out {out}: cannot write there ({exc.strerror or exc}); expected a "
                         "writable folder") from None
-    prepared = dataset.prepare(fetcher, out, **options)
+    try:
+        prepared = dataset.prepare(fetcher, out, **options)
+    except BaseException:
+        if not _written(dataset, out):  # refused before writing (a checksum, an option)
+            (out / UNDER_WAY).unlink(missing_ok=True)
+        raise
     record = {
         "dataset": name,
         "licence": dataset.licence,
@@ -180,20 +185,28 @@ def fetch(name: str, out: str | Path, local: str | Path | None = None,
 
 def _check_out(dataset: PublicDataset, out: Path) -> None:
     """Refuse an `out` whose files `fetch` would replace, unless `fetch` of this dataset made
-    them (its record, or its marker of a fetch that did not finish)."""
+    them (its record, or its marker of a fetch that did not finish), or one another dataset
+    was fetched into (its record)."""
     if not out.is_dir():
         return
-    made_by = {_dataset_of(out / RECORD), _dataset_of(out / UNDER_WAY)} - {None}
-    if made_by - {dataset.name}:
-        raise UserError(f"--out {out} was prepared by `fetch {', '.join(sorted(made_by))}` "
-                        f"({RECORD}); expected a new or empty folder for {dataset.name}")
-    if made_by:
+    record, marker = _dataset_of(out / RECORD), _dataset_of(out / UNDER_WAY)
+    if record not in (None, dataset.name):
+        raise UserError(f"--out {out} was prepared by `fetch {record}` ({RECORD}); expected a "
+                        f"new or empty folder for {dataset.name}")
+    if dataset.name in (record, marker):
         return
-    in_the_way = sorted({path.name for pattern in dataset.writes for path in out.glob(pattern)})
+    in_the_way = _written(dataset, out)
     if in_the_way:
+        found = (f"an unreadable {RECORD}" if (out / RECORD).exists()
+                 else f"no {RECORD} of an earlier fetch")
         raise UserError(f"--out {out} holds {', '.join(in_the_way[:4])}, which `fetch "
-                        f"{dataset.name}` would replace, and no {RECORD} of an earlier fetch; "
-                        "expected a new or empty folder (or move those away)")
+                        f"{dataset.name}` would replace, and {found}; expected a new or empty "
+                        "folder (or move those away)")
+
+
+def _written(dataset: PublicDataset, out: Path) -> list[str]:
+    """The entries of `out` that `dataset` writes (by its `writes` patterns), sorted."""
+    return sorted({path.name for pattern in dataset.writes for path in out.glob(pattern)})
 
 
 def _dataset_of(path: Path) -> str | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from common.config import temporary_sibling
+from common.config import replacing
 
 #: What TensorBoard takes for an event file: "tfevents" in the file name.
 EVENTS_MARK = "tfevents"
@@ -71,16 +71,9 @@ def truncate_events(logs: str | os.PathLike, step: int) -> int:
         dropped += len(events) - len(kept)
         # No "tfevents" in the copy's name, so TensorBoard never reads it half-written; the
         # file keeps its permissions, so a TensorBoard of another user still reads it.
-        partial = temporary_sibling(path, prefix=PARTIAL)
-        try:
+        with replacing(path, prefix=PARTIAL) as partial:
             with tf.io.TFRecordWriter(str(partial)) as writer:
                 for event in kept:
                     writer.write(event.SerializeToString())
-            with open(partial, "rb+") as written:
-                os.fsync(written.fileno())
-            os.replace(partial, path)
-        finally:
-            if partial.exists():
-                partial.unlink()
     return dropped
 

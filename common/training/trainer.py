@@ -281,6 +281,7 @@ class Trainer:
         if self.chief:
             self.run_dir.claim(resume)
         self.build(make_dataset)
+        resumed = True  # from the run's own checkpoint
         if resume and reset_optimizer and self._keeper.latest:
             partial = make_checkpoint(self.model, None, self.state)
             restored = self._keeper.restore(checkpoint=partial)
@@ -292,17 +293,17 @@ class Trainer:
         elif resume and (restored := self.restore()):
             if verbose:
                 print(f"Resuming from {restored} at {self.state.as_dict()}")
-                if init_from is not None:
-                    print(f"Not starting from the weights of {init_from}: a warm start is "
-                          "for a run's start, and this run goes on from its own checkpoint",
-                          flush=True)
         else:
+            resumed = False
             if resume and verbose:
                 print(f"No checkpoint in {self.run_dir.checkpoints}; starting from scratch")
             if init_from is not None:
                 restored = restore_model(self.model, init_from, weights_only=True)
                 if verbose:
                     print(f"Starting from the weights of {restored}")
+        if resumed and init_from is not None and verbose:
+            print(f"Not starting from the weights of {init_from}: a warm start is for a run's "
+                  "start, and this run goes on from its own checkpoint", flush=True)
         if self.chief:
             self.run_dir.truncate_history(self.state.as_dict()["step"])
             try:

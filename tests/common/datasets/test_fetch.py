@@ -175,6 +175,26 @@ def test_a_fetch_runs_again_into_its_own_folder_finished_or_not(tmp_path, spa_zi
     assert json.loads((out / "FETCHED.json").read_text())["dataset"] == "spa-eng"
 
 
+def test_a_fetch_refused_before_writing_leaves_the_folder_free(tmp_path, spa_zip):
+    archive, _ = spa_zip
+    out = tmp_path / "data"
+    with pytest.raises(UserError, match="SHA-256"):
+        fetch("spa-eng", out, local=archive, sha256=["0" * 64], progress=False)
+    assert list(out.iterdir()) == []  # no marker left to claim the folder
+    fetch("spa-eng", out, local=archive, sha256=[sha256(archive)], progress=False)
+    assert json.loads((out / "FETCHED.json").read_text())["dataset"] == "spa-eng"
+
+
+def test_an_unreadable_record_is_named_as_such(tmp_path, spa_zip):
+    archive, _ = spa_zip
+    out = tmp_path / "data"
+    out.mkdir()
+    (out / "FETCHED.json").write_text("{not json", encoding="utf-8")
+    (out / "train.tsv").write_text("mine\tmío\n", encoding="utf-8")
+    with pytest.raises(UserError, match="holds train.tsv.*and an unreadable FETCHED.json"):
+        fetch("spa-eng", out, local=archive, sha256=[sha256(archive)], progress=False)
+
+
 def test_another_datasets_folder_is_refused(tmp_path, spa_zip):
     archive, _ = spa_zip
     out = tmp_path / "coco"

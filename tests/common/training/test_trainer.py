@@ -173,6 +173,19 @@ def test_a_resume_past_a_lowered_steps_per_epoch_ends_that_epoch_and_says_so(tmp
     assert [(r["epoch"], r["step"], "loss" in r) for r in history] == [(1, 6, False), (2, 8, True)]
 
 
+@pytest.mark.parametrize("reset_optimizer", [False, True])
+def test_a_resumed_run_says_it_does_not_take_a_warm_start(tmp_path, capsys, reset_optimizer):
+    source, _ = fit(tmp_path / "source", epochs=1)
+    fit(tmp_path / "run", epochs=1)
+    config = TrainingConfig(epochs=2, batch_size=8, learning_rate=0.05)
+    trainer = Trainer(tmp_path / "run", config, TinyRegressor)
+    capsys.readouterr()
+    trainer.fit(dataset_maker(8), resume=True, verbose=2, init_from=source.latest_checkpoint,
+                reset_optimizer=reset_optimizer)
+    said = capsys.readouterr().out
+    assert f"Not starting from the weights of {source.latest_checkpoint}" in said
+
+
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(run_dir):
     config = TrainingConfig(epochs=3, batch_size=8, checkpoint_every=2, log_every=1)
     trainer = Trainer(run_dir, config, lambda: TinyRegressor(poison_step=5))
