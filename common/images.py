@@ -289,13 +289,6 @@ def graph_bytes(source: Source, name: str | None = None,
     return data if as_is else lossless_bytes(rgb)
 
 
-def png_bytes(image) -> bytes:
-    """A PIL image encoded as PNG."""
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
 def lossless_bytes(image) -> bytes:
     """An RGB PIL image as an uncompressed BMP, which `decode_in_graph` reads back to the same
     pixels; larger than a PNG, but it encodes in milliseconds where a PNG of a phone photo
