@@ -160,7 +160,7 @@ def load_image(source: Source, name: str | None = None,
             warnings.simplefilter("ignore")  # palette transparency notes, EXIF oddities
             image.seek(0)  # the first frame of an animation
             image.load()  # (a PNG's eXIf chunk after its pixels is read here)
-            return to_rgb(upright(image, orientation(image)))
+            return to_rgb(upright(image))
     except DataError:
         raise
     except Exception as exc:  # truncated or corrupt data: Pillow raises many kinds
@@ -189,27 +189,18 @@ def orientation(image) -> int:
     return value if isinstance(value, int) and 1 <= value <= 8 else 1
 
 
-def upright(image, turn: int):
-    """`image` turned (or mirrored) as EXIF orientation `turn` says to show it, as
-    `PIL.ImageOps.exif_transpose` does, with the orientation tag dropped from the result (so
-    that it is not turned again); the image itself for 1."""
-    from PIL import Image
+def upright(image):
+    """A loaded PIL image turned (or mirrored) as its EXIF orientation says, by
+    `PIL.ImageOps.exif_transpose`, which drops the tag from the result (so it is not turned
+    again); the image itself when it needs no turn or its EXIF cannot be read."""
+    from PIL import ImageOps
 
-    method = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
-              4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE,
-              6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
-              8: Image.Transpose.ROTATE_90}.get(turn)
-    if method is None:
+    if orientation(image) == 1:
         return image
-    turned = image.transpose(method)
-    exif = Image.Exif()
     try:
-        exif.load(turned.info.get("exif") or b"")
-    except Exception:  # a malformed block: drop it whole
-        exif = Image.Exif()
-    exif.pop(EXIF_ORIENTATION, None)
-    turned.info["exif"] = exif.tobytes()
-    return turned
+        return ImageOps.exif_transpose(image)
+    except Exception:  # a malformed EXIF block: show the pixels as stored
+        return image
 
 
 def shown_as_stored(image, data: bytes) -> bool:

@@ -304,13 +304,13 @@ class Trainer:
         if resumed and init_from is not None and verbose:
             print(f"Not starting from the weights of {init_from}: a warm start is for a run's "
                   "start, and this run goes on from its own checkpoint", flush=True)
+        position = self.state.as_dict()
         if self.chief:
-            self.run_dir.truncate_history(self.state.as_dict()["step"])
+            self.run_dir.truncate_history(position["step"])
             try:
-                truncate_events(self.run_dir.logs, self.state.as_dict()["step"])
+                truncate_events(self.run_dir.logs, position["step"])
             except _WRITE_ERRORS + (tf.errors.OpError,) as exc:
                 raise write_failure(self.run_dir.logs, exc) from None
-        position = self.state.as_dict()
         if position["epoch"] >= self.config.epochs or self._stops_early(position["epoch"] - 1):
             if verbose:
                 print(f"Nothing to train: the run is at epoch {position['epoch']} of "

@@ -33,14 +33,14 @@ def as_rgb_image(image: Any) -> Image.Image:
     """
     # Through common.images, as the model reads its images: the same pixels (16-bit images
     # scaled, not clipped to white), the same pixel limit and one-line errors.
-    from common.images import load_image, orientation, to_rgb, upright
+    from common.images import load_image, to_rgb, upright
 
     if isinstance(image, Image.Image):
         # Turned as its EXIF tag says, as a file is (loaded first, as `load_image` reads the
         # tag: a PNG's late eXIf chunk counts). `ImageOps.exif_transpose` and `load_image` drop
         # the tag, so an image turned by them is not turned twice.
         image.load()
-        return to_rgb(upright(image, orientation(image)))
+        return to_rgb(upright(image))
     if isinstance(image, (bytes, bytearray, memoryview)):
         return load_image(bytes(image), f"the image bytes ({len(image)} bytes)")
     array = np.asarray(image)
