@@ -18,7 +18,8 @@ the pixels Pillow gives, for the formats TensorFlow reads, as stored (TensorFlow
 ignore EXIF). `graph_bytes` gives the bytes it should receive: the file as it is when
 TensorFlow decodes it the same way `load_image` does, else the pixels `load_image` gives,
 re-encoded losslessly as BMP (TIFF, CMYK JPEG, a photo with an EXIF turn, ...; BMP, which the
-graph reads, encodes a 12-megapixel photo some 70 times faster than PNG); `prepare_for_graph`
+graph reads, encodes a 12-megapixel photo tens of times faster than PNG:
+`scripts/benchmark_images.py`, docs/benchmarks.md); `prepare_for_graph`
 is its header-only version for a server. `declared_size` reads only the header (the size as
 stored).
 

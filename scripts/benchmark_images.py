@@ -1,0 +1,166 @@
+"""Image costs of the captioner's input paths: the re-encoding an image takes on its way to an
+exported model's graph, and the dataset load check.
+
+    python scripts/benchmark_images.py --rounds 5 --out docs/benchmarks/images_cpu.json
+
+`--op encode`: a photo-like `--height x --width` RGB image (smooth colour waves and noise, as a
+camera's) re-encoded as `common.images.lossless_bytes` does (BMP, what the graph gets for a TIFF,
+a CMYK JPEG or a photo with an EXIF turn) and as PNG (what it got before), each then decoded by
+`common.images.decode_in_graph`; prints the median milliseconds of each step and the ratio PNG
+/ BMP, and checks that both decode to the image's pixels.
+
+`--op load-check`: the JPEGs of a folder (default `../shared/data/coco-mini/train2017`) checked
+as a caption dataset is loaded, by `captioner.datasets.records.check_image` (the header, PIL's
+verify, and a JPEG's end-of-image marker after its image data), against PIL's header and verify
+alone (the check before it); prints the median microseconds per image of each and their ratio.
+
+Both alternate the two forms and reverse their order every other round; with `--out` the
+figures are written as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_JPEGS = REPO / ".." / "shared" / "data" / "coco-mini" / "train2017"
+
+
+def photo(height: int, width: int):
+    """A photo-like RGB image: smooth colour waves with a little noise (so PNG compresses it
+    as it does a camera's picture, not as a flat drawing)."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[0:height, 0:width]
+    waves = np.stack([127 + 120 * np.sin(x / 37 + y / 53 + p) for p in (0, 2, 4)], -1)
+    noisy = waves + rng.integers(-8, 8, waves.shape)
+    return Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8), "RGB")
+
+
+def encode_forms(args):
+    """`{form: step}` for `--op encode`, each step re-encoding and decoding in the graph."""
+    import numpy as np
+    import tensorflow as tf
+
+    from common.images import decode_in_graph, lossless_bytes
+
+    image = photo(args.height, args.width)
+    pixels = np.asarray(image)
+
+    def png(picture):
+        buffer = io.BytesIO()
+        picture.save(buffer, format="PNG")
+        return buffer.getvalue()
+
+    def step(encode):
+        def run():
+            started = time.perf_counter()
+            data = encode(image)
+            encoded = time.perf_counter()
+            decoded = decode_in_graph(tf.constant(data)).numpy()
+            done = time.perf_counter()
+            if not np.array_equal(decoded, pixels):
+                raise AssertionError("the graph decoded other pixels than the image's")
+            return {"encode": (encoded - started) * 1e3, "decode": (done - encoded) * 1e3,
+                    "bytes": len(data)}
+        return run
+
+    return {"bmp": step(lossless_bytes), "png": step(png)}, "ms"
+
+
+def load_check_forms(args):
+    """`{form: step}` for `--op load-check`, each checking every JPEG of the folder once."""
+    from PIL import Image
+
+    from captioner.datasets.records import check_image
+
+    paths = jpegs(args.folder)
+
+    def header_and_verify(path):
+        with Image.open(path) as image:
+            size = image.size
+            image.verify()
+        return size
+
+    def step(check):
+        def run():
+            started = time.perf_counter()
+            for path in paths:
+                check(path)
+            return {"per_image": (time.perf_counter() - started) / len(paths) * 1e6,
+                    "images": len(paths)}
+        return run
+
+    return {"check_image": step(check_image), "verify": step(header_and_verify)}, "us"
+
+
+def jpegs(folder: str) -> list[Path]:
+    """The `.jpg` files of `folder`, sorted; none when it is not a folder."""
+    return sorted(Path(folder).glob("*.jpg")) if Path(folder).is_dir() else []
+
+
+OPS = {"encode": encode_forms, "load-check": load_check_forms}
+# The step figure each op's summary is the median of, and the ratio it reports.
+MAIN = {"encode": ("encode", "png", "bmp"), "load-check": ("per_image", "check_image", "verify")}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--op", default="encode", choices=sorted(OPS))
+    p.add_argument("--height", type=int, default=3000, help="--op encode: image rows")
+    p.add_argument("--width", type=int, default=4000, help="--op encode: image columns")
+    p.add_argument("--folder", default=str(DEFAULT_JPEGS),
+                   help="--op load-check: a folder of JPEG photos")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--out", help="also write the results to this JSON file")
+    args = p.parse_args(argv)
+    for name in ("height", "width", "rounds"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if args.op == "load-check" and not jpegs(args.folder):
+        p.error(f"--folder {args.folder}: no .jpg files; expected a folder of JPEG photos")
+
+    forms, unit = OPS[args.op](args)
+    names = list(forms)
+    for name in names:
+        forms[name]()  # warm up: imports, the graph's first call, the file cache
+    rounds = {name: [] for name in names}
+    for round_ in range(args.rounds):
+        for name in (names if round_ % 2 == 0 else names[::-1]):
+            rounds[name].append(forms[name]())
+    key, top, bottom = MAIN[args.op]
+    medians = {name: {field: statistics.median(r[field] for r in results)
+                      for field in results[0]} for name, results in rounds.items()}
+    ratio = medians[top][key] / medians[bottom][key]
+    report = {"op": args.op, "rounds": args.rounds, "unit": unit, "runs": rounds,
+              "median": medians, f"{top}_over_{bottom}": ratio}
+    if args.op == "encode":
+        report["image"] = [args.height, args.width]
+        total = {name: m["encode"] + m["decode"] for name, m in medians.items()}
+        report["png_over_bmp_with_decode"] = total["png"] / total["bmp"]
+        print(f"{args.height} x {args.width} photo: BMP encode {medians['bmp']['encode']:.0f} "
+              f"ms + graph decode {medians['bmp']['decode']:.0f} ms; PNG "
+              f"{medians['png']['encode']:.0f} + {medians['png']['decode']:.0f} ms (PNG / BMP: "
+              f"encode {ratio:.1f}x, with the decode {report['png_over_bmp_with_decode']:.1f}x)")
+    else:
+        report["folder"] = args.folder
+        print(f"{medians['verify']['images']:.0f} JPEGs: check_image "
+              f"{medians['check_image']['per_image']:.0f} us per image, header and verify alone "
+              f"{medians['verify']['per_image']:.0f} us (check_image / verify {ratio:.2f})")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
