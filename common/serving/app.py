@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from common.errors import UserError
 from common.export.savedmodel import model_versions
@@ -99,9 +101,19 @@ async def _metadata(request: web.Request) -> web.Response:
     return web.json_response(_servable(request).metadata(request.app[NAME]))
 
 
+async def _read_body(request: web.Request) -> bytes:
+    """The request's body, decompressed as its Content-Encoding says; one that does not
+    decompress (a corrupt gzip or deflate stream) is a 400, past `client_max_size` a 413."""
+    try:
+        return await request.read()  # raises HTTPRequestEntityTooLarge past client_max_size
+    except (RequestPayloadError, HttpProcessingError) as exc:
+        reason = getattr(exc, "message", None) or str(exc)
+        raise RequestError(f"request body could not be decoded: {reason}") from None
+
+
 async def _predict(request: web.Request) -> web.Response:
     model = _servable(request)
-    raw = await request.read()  # raises HTTPRequestEntityTooLarge past client_max_size
+    raw = await _read_body(request)
     parser = model.parser
     # Parsing (and screening images) and writing the answer take CPU time in proportion to
     # the request: off the event loop, so that other requests are answered meanwhile.

@@ -26,6 +26,10 @@ import numpy as np
 
 from common.errors import UserError
 
+#: The most nested list levels a JSON value may have: well under NumPy's limit of 64 dimensions
+#: (the row format stacks instances into one more), and far above any signature's rank.
+MAX_RANK = 32
+
 
 class RequestError(UserError):
     """A request the server refuses; `status` is the HTTP status (400 unless said)."""
@@ -44,6 +48,8 @@ def json_to_array(value: Any, dtype: Any, where: str) -> np.ndarray:
     shape: list[int] = []
     probe = value
     while isinstance(probe, list):
+        if len(shape) == MAX_RANK:  # NumPy's limit on dimensions; no signature takes as many
+            raise RequestError(f"{where}: lists nested more than {MAX_RANK} deep")
         shape.append(len(probe))
         if not probe:
             break

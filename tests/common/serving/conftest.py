@@ -103,10 +103,10 @@ def bomb_png(width=40_000, height=40_000) -> bytes:
     )
 
 
-def request(url: str, body=None, method=None, timeout=30.0):
+def request(url: str, body=None, method=None, timeout=30.0, headers=None):
     """(status, parsed JSON body, content type) of one HTTP request; `body` a dict or bytes."""
     data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method)
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as response:
             return response.status, json.loads(response.read()), response.headers.get_content_type()

@@ -2,7 +2,9 @@
 
 import base64
 import concurrent.futures
+import gzip
 import io
+import json
 import threading
 
 import numpy as np
@@ -179,12 +181,36 @@ BAD_REQUESTS = [
 ]
 
 
+def nested(depth: int, leaf) -> object:
+    for _ in range(depth):
+        leaf = [leaf]
+    return leaf
+
+
+BAD_REQUESTS += [
+    # Deeper than NumPy's 64 dimensions: refused as JSON, not a 500 from the array.
+    ({"instances": nested(65, "a")}, 400, "nested more than 32 deep"),
+    ({"inputs": nested(900, "a")}, 400, "nested more than 32 deep"),
+]
+
+
 @pytest.mark.parametrize("body, status, fragment", BAD_REQUESTS)
 def test_bad_requests_get_a_4xx_json_error(image_server, body, status, fragment):
     app, url = image_server
     got_status, got_body, content_type = request(url + ":predict", body)
     assert (got_status, content_type) == (status, "application/json")
     assert list(got_body) == ["error"] and fragment in got_body["error"]
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_a_body_that_does_not_decompress_gets_a_400(image_server, encoding):
+    app, url = image_server
+    status, body, _ = request(url + ":predict", b"not compressed at all",
+                              headers={"Content-Encoding": encoding})
+    assert status == 400 and body["error"].startswith("request body could not be decoded")
+    good = gzip.compress(json.dumps({"instances": [b64(png_bytes(0))]}).encode())
+    status, body, _ = request(url + ":predict", good, headers={"Content-Encoding": "gzip"})
+    assert status == 200 and len(body["predictions"]) == 1  # the server keeps serving
 
 
 def test_an_image_larger_than_the_limit_is_refused_from_its_header(image_model_dir):
