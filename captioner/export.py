@@ -245,15 +245,15 @@ class ExportedCaptioner(ExportedModel):
         return [(name, caption) for _, name, caption in done], failed
 
     def _caption_one(self, name, blob, beam_size, max_length, n_best):
-        from common.images import load_image, lossless_bytes
+        from common.images import REENCODED_GROWTH, load_image, lossless_bytes
 
         try:
             return self.caption_bytes([blob], beam_size, max_length, n_best)[0], ""
         except tf.errors.InvalidArgumentError:
             pass
         try:
-            return self.caption_bytes([lossless_bytes(load_image(blob, name))], beam_size,
-                                      max_length, n_best)[0], ""
+            again = lossless_bytes(load_image(blob, name), REENCODED_GROWTH * len(blob))
+            return self.caption_bytes([again], beam_size, max_length, n_best)[0], ""
         except (tf.errors.InvalidArgumentError, DataError) as exc:
             message = exc.message if hasattr(exc, "message") else str(exc)
             return None, f"{name}: the model could not decode it ({' '.join(message.split())})"

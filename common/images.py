@@ -215,9 +215,25 @@ def shown_as_stored(image, data: bytes) -> bool:
 
 def _graph_decodes_as_loaded(image, data: bytes) -> bool:
     """Whether `decode_in_graph` gives `load_image`'s pixels for this opened image: a format
-    TensorFlow reads, not a CMYK JPEG, and shown as stored."""
-    return (image.format in GRAPH_FORMATS and not (image.format == "JPEG" and image.mode == "CMYK")
-            and shown_as_stored(image, data))
+    TensorFlow reads, not a CMYK JPEG nor a BMP its decoder misreads, and shown as stored."""
+    if image.format not in GRAPH_FORMATS or (image.format == "JPEG" and image.mode == "CMYK"):
+        return False
+    if image.format == "BMP" and not _plain_bmp(image, data):
+        return False
+    return shown_as_stored(image, data)
+
+
+def _plain_bmp(image, data: bytes) -> bool:
+    """Whether TensorFlow's BMP decoder reads this BMP as Pillow does. It reads the Windows
+    header's bit count as 8, 24 or 32 bits of channels and ignores the colour table and the
+    compression: a palette's indices would become grey levels, 1, 4 or 16 bits a pixel are
+    refused, run-length or bit-field data is misread. So: an uncompressed 24- or 32-bit BMP, or
+    an 8-bit one whose table Pillow reads as grey levels (mode "L", the indices themselves)."""
+    if len(data) < 34 or int.from_bytes(data[14:18], "little") < 40:  # an OS/2 header
+        return False
+    bits = int.from_bytes(data[28:30], "little")
+    compression = int.from_bytes(data[30:34], "little")
+    return compression == 0 and (bits in (24, 32) or (bits == 8 and image.mode == "L"))
 
 
 def to_rgb(image):
@@ -267,8 +283,8 @@ def graph_bytes(source: Source, name: str | None = None,
     """Bytes for a SavedModel's in-graph decoder, after checking the image fully with Pillow.
 
     The original bytes when the graph (`decode_in_graph`) reads the format and decodes it as
-    `load_image` does (PNG, JPEG but CMYK, GIF, BMP, WebP; no EXIF turn), else the RGB image
-    `load_image` gives (upright) re-encoded as BMP (`lossless_bytes`).
+    `load_image` does (PNG, JPEG but CMYK, GIF, plain BMP, WebP; no EXIF turn), else the RGB
+    image `load_image` gives (upright) re-encoded losslessly (`lossless_bytes`).
 
     Raises:
         DataError: as `load_image`.
@@ -278,21 +294,36 @@ def graph_bytes(source: Source, name: str | None = None,
     with _open(data, where, max_pixels) as image:
         as_is = _graph_decodes_as_loaded(image, data)
     rgb = load_image(data, where, max_pixels)  # decodes once: truncated data fails here
-    return data if as_is else lossless_bytes(rgb)
+    return data if as_is else lossless_bytes(rgb, REENCODED_GROWTH * len(data))
 
 
-def lossless_bytes(image) -> bytes:
-    """An RGB PIL image as an uncompressed BMP, which `decode_in_graph` reads back to the same
-    pixels; larger than a PNG, but it encodes in milliseconds where a PNG of a phone photo
-    takes seconds."""
+#: A re-encoded image takes at most this many times the bytes it came in as a BMP; past that it
+#: is a PNG (`lossless_bytes`), so that a small file of many pixels (a 116 KB TIFF of 25 million
+#: pixels of one colour is a 75 MB BMP) cannot make a request hold gigabytes.
+REENCODED_GROWTH = 32
+
+
+def lossless_bytes(image, budget: int | None = None) -> bytes:
+    """An RGB PIL image encoded so that `decode_in_graph` reads back the same pixels.
+
+    An uncompressed BMP, which encodes in milliseconds where a PNG of a phone photo takes
+    seconds; but when the BMP would take more than `budget` bytes, a PNG at zlib's fastest
+    level (about 10 times the BMP's time, and small for an image that compressed that well).
+    """
+    width, height = image.size
+    bmp_size = 54 + height * ((3 * width + 3) // 4 * 4)  # the header and 4-byte aligned rows
     buffer = io.BytesIO()
-    image.save(buffer, format="BMP")
+    if budget is None or bmp_size <= budget:
+        image.save(buffer, format="BMP")
+    else:
+        image.save(buffer, format="PNG", compress_level=1)
     return buffer.getvalue()
 
 
 def prepare_for_graph(data: bytes, where: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> bytes:
     """For a server: `data` unchanged when its header is of a format the graph decodes
-    faithfully, else the image re-encoded as BMP (`lossless_bytes`: TIFF, CMYK JPEG, a photo
+    faithfully, else the image re-encoded (`lossless_bytes`, a BMP of at most
+    `REENCODED_GROWTH` times the bytes sent, else a PNG: TIFF, CMYK JPEG, a palette BMP, a photo
     with an EXIF turn, upright). Only the header is read for the formats the graph decodes
     (their truncated data is the graph's to refuse).
 
@@ -301,4 +332,6 @@ def prepare_for_graph(data: bytes, where: str, max_pixels: int = DEFAULT_MAX_PIX
     """
     with _open(data, where, max_pixels) as image:
         as_is = _graph_decodes_as_loaded(image, data)
-    return data if as_is else lossless_bytes(load_image(data, where, max_pixels))
+    if as_is:
+        return data
+    return lossless_bytes(load_image(data, where, max_pixels), REENCODED_GROWTH * len(data))

@@ -5,16 +5,23 @@ exported model's graph, and the dataset load check.
 
 `--op encode`: a photo-like `--height x --width` RGB image (smooth colour waves and noise, as a
 camera's) re-encoded as `common.images.lossless_bytes` does (BMP, what the graph gets for a TIFF,
-a CMYK JPEG or a photo with an EXIF turn) and as PNG (what it got before), each then decoded by
-`common.images.decode_in_graph`; prints the median milliseconds of each step and the ratio PNG
-/ BMP, and checks that both decode to the image's pixels.
+a CMYK JPEG or a photo with an EXIF turn), as PNG (what it got before), and as PNG at zlib's
+fastest level (what `lossless_bytes` writes when the BMP would be over `REENCODED_GROWTH` times
+the bytes sent), each then decoded by `common.images.decode_in_graph`; prints the median
+milliseconds of each step and the ratios to BMP, and checks that all decode to the image's
+pixels.
+
+`--op growth`: a TIFF of one colour with a rectangle (`--height x --width`, deflate: a small
+file of many pixels) prepared for the graph as `captioner serve` does (`prepare_for_graph`,
+bounded by `REENCODED_GROWTH`) and as an unbounded BMP; prints the bytes each holds against the
+bytes sent, and the time each takes.
 
 `--op load-check`: the JPEGs of a folder (default `../shared/data/coco-mini/train2017`) checked
 as a caption dataset is loaded, by `captioner.datasets.records.check_image` (the header, PIL's
 verify, and a JPEG's end-of-image marker after its image data), against PIL's header and verify
 alone (the check before it); prints the median microseconds per image of each and their ratio.
 
-Both alternate the two forms and reverse their order every other round; with `--out` the
+Both alternate the forms and reverse their order every other round; with `--out` the
 figures are written as JSON.
 """
 
@@ -73,7 +80,46 @@ def encode_forms(args):
                     "bytes": len(data)}
         return run
 
-    return {"bmp": step(lossless_bytes), "png": step(png)}, "ms"
+    # "png-fast": what `lossless_bytes` writes when the BMP would outgrow its budget.
+    return {"bmp": step(lossless_bytes), "png": step(png),
+            "png-fast": step(lambda picture: lossless_bytes(picture, budget=0))}, "ms"
+
+
+def flat_tiff(height: int, width: int) -> bytes:
+    """A TIFF (deflate) of one colour with one rectangle of another: a small file of many
+    pixels."""
+    from PIL import Image
+
+    image = Image.new("RGB", (width, height), (10, 200, 30))
+    image.paste((200, 20, 90), (width // 8, height // 8, width // 2, height // 2))
+    buffer = io.BytesIO()
+    image.save(buffer, format="TIFF", compression="tiff_deflate")
+    return buffer.getvalue()
+
+
+def growth_forms(args):
+    """`{form: step}` for `--op growth`: a small TIFF of many pixels prepared for the graph
+    as the server does (`prepare_for_graph`, bounded) and as an unbounded BMP."""
+    import numpy as np
+    import tensorflow as tf
+
+    from common.images import decode_in_graph, load_image, lossless_bytes, prepare_for_graph
+
+    data = flat_tiff(args.height, args.width)
+    pixels = np.asarray(load_image(data, "flat.tiff"))
+
+    def step(prepare):
+        def run():
+            started = time.perf_counter()
+            prepared = prepare(data)
+            done = time.perf_counter()
+            if not np.array_equal(decode_in_graph(tf.constant(prepared)).numpy(), pixels):
+                raise AssertionError("the graph decoded other pixels than the image's")
+            return {"prepare": (done - started) * 1e3, "bytes": len(prepared), "sent": len(data)}
+        return run
+
+    return {"bmp": step(lambda d: lossless_bytes(load_image(d, "flat.tiff"))),
+            "bounded": step(lambda d: prepare_for_graph(d, "flat.tiff"))}, "ms"
 
 
 def load_check_forms(args):
@@ -107,17 +153,18 @@ def jpegs(folder: str) -> list[Path]:
     return sorted(Path(folder).glob("*.jpg")) if Path(folder).is_dir() else []
 
 
-OPS = {"encode": encode_forms, "load-check": load_check_forms}
+OPS = {"encode": encode_forms, "growth": growth_forms, "load-check": load_check_forms}
 # The step figure each op's summary is the median of, and the ratio it reports.
-MAIN = {"encode": ("encode", "png", "bmp"), "load-check": ("per_image", "check_image", "verify")}
+MAIN = {"encode": ("encode", "png", "bmp"), "growth": ("bytes", "bmp", "bounded"),
+        "load-check": ("per_image", "check_image", "verify")}
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", default="encode", choices=sorted(OPS))
-    p.add_argument("--height", type=int, default=3000, help="--op encode: image rows")
-    p.add_argument("--width", type=int, default=4000, help="--op encode: image columns")
+    p.add_argument("--height", type=int, default=3000, help="--op encode, growth: image rows")
+    p.add_argument("--width", type=int, default=4000, help="--op encode, growth: image columns")
     p.add_argument("--folder", default=str(DEFAULT_JPEGS),
                    help="--op load-check: a folder of JPEG photos")
     p.add_argument("--rounds", type=int, default=5)
@@ -147,10 +194,23 @@ def main(argv=None) -> int:
         report["image"] = [args.height, args.width]
         total = {name: m["encode"] + m["decode"] for name, m in medians.items()}
         report["png_over_bmp_with_decode"] = total["png"] / total["bmp"]
+        report["png_fast_over_bmp"] = medians["png-fast"]["encode"] / medians["bmp"]["encode"]
+        report["png_fast_over_bmp_with_decode"] = total["png-fast"] / total["bmp"]
         print(f"{args.height} x {args.width} photo: BMP encode {medians['bmp']['encode']:.0f} "
               f"ms + graph decode {medians['bmp']['decode']:.0f} ms; PNG "
               f"{medians['png']['encode']:.0f} + {medians['png']['decode']:.0f} ms (PNG / BMP: "
-              f"encode {ratio:.1f}x, with the decode {report['png_over_bmp_with_decode']:.1f}x)")
+              f"encode {ratio:.1f}x, with the decode {report['png_over_bmp_with_decode']:.1f}x); "
+              f"PNG at zlib level 1 {medians['png-fast']['encode']:.0f} + "
+              f"{medians['png-fast']['decode']:.0f} ms ({report['png_fast_over_bmp']:.1f}x, "
+              f"{report['png_fast_over_bmp_with_decode']:.1f}x)")
+    elif args.op == "growth":
+        report["image"] = [args.height, args.width]
+        sent, bmp, bounded = (medians["bmp"]["sent"], medians["bmp"]["bytes"],
+                              medians["bounded"]["bytes"])
+        print(f"{args.height} x {args.width} TIFF of {sent / 1e3:.0f} KB: as BMP "
+              f"{bmp / 1e6:.1f} MB ({bmp / sent:.0f}x the bytes sent) in "
+              f"{medians['bmp']['prepare']:.0f} ms; bounded {bounded / 1e6:.2f} MB "
+              f"({bounded / sent:.1f}x) in {medians['bounded']['prepare']:.0f} ms")
     else:
         report["folder"] = args.folder
         print(f"{medians['verify']['images']:.0f} JPEGs: check_image "

@@ -64,6 +64,12 @@ def good_images() -> dict[str, bytes]:
         "one-pixel.png": _encode(Image.new("RGB", (1, 1), (200, 30, 30)), "PNG"),
         "wide.png": _encode(_rgb(2, 4000), "PNG"),
         "image.bmp": _encode(rgb, "BMP"),
+        # BMPs TensorFlow's decoder does not read as Pillow does: a colour table (it takes the
+        # indices for grey levels), one bit a pixel (it refuses), and four channels.
+        "palette.bmp": _encode(rgb.convert("P"), "BMP"),
+        "gray.bmp": _encode(rgb.convert("L"), "BMP"),
+        "one-bit.bmp": _encode(rgb.convert("1"), "BMP"),
+        "rgba.bmp": _encode(rgb.convert("RGBA"), "BMP"),
         "image.tiff": _encode(rgb, "TIFF"),
         "image.webp": _encode(rgb, "WEBP", lossless=True),
         "jpeg-named.png": _encode(rgb, "JPEG", quality=95),

@@ -23,10 +23,11 @@ def test_encode_times_bmp_and_png_and_both_decode_to_the_pixels(tmp_path):
     result = run("--height", "30", "--width", "41", "--rounds", "3", "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(out.read_text())
-    assert report["image"] == [30, 41] and set(report["runs"]) == {"bmp", "png"}
+    assert report["image"] == [30, 41] and set(report["runs"]) == {"bmp", "png", "png-fast"}
     assert all(len(runs) == 3 for runs in report["runs"].values())
     median = report["median"]
     assert report["png_over_bmp"] == median["png"]["encode"] / median["bmp"]["encode"]
+    assert report["png_fast_over_bmp"] == median["png-fast"]["encode"] / median["bmp"]["encode"]
     assert median["bmp"]["bytes"] == 54 + 30 * 124  # rows padded to 4 bytes, plus the header
     assert "PNG / BMP" in result.stdout
 
@@ -51,3 +52,14 @@ def test_bad_options_are_one_line_and_exit_2(args, message):
     result = run(*args)
     assert result.returncode == 2 and message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_growth_compares_the_bounded_reencoding_with_a_bmp(tmp_path):
+    out = tmp_path / "growth.json"
+    result = run("--op", "growth", "--height", "600", "--width", "800", "--rounds", "2",
+                 "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    median = json.loads(out.read_text())["median"]
+    assert median["bmp"]["bytes"] == 54 + 600 * 800 * 3
+    assert median["bounded"]["bytes"] <= 32 * median["bounded"]["sent"] < median["bmp"]["bytes"]
+    assert "bounded" in result.stdout

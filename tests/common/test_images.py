@@ -10,10 +10,12 @@ from PIL import Image, ImageFile, ImageOps
 
 from common.errors import DataError
 from common.images import (
+    REENCODED_GROWTH,
     declared_size,
     decode_in_graph,
     graph_bytes,
     load_image,
+    lossless_bytes,
     prepare_for_graph,
 )
 from common.viz.inputs import as_rgb_image
@@ -60,10 +62,11 @@ def test_real_photos_decode_in_tensorflow_to_pillows_pixels(shared_data):
 
 
 def test_formats_the_graph_cannot_read_are_reencoded_and_the_others_kept():
-    for name in ("image.tiff", "cmyk.jpg", "phone-photo.jpg"):
+    for name in ("image.tiff", "cmyk.jpg", "phone-photo.jpg", "palette.bmp", "one-bit.bmp"):
+        assert graph_bytes(GOOD[name], name) != GOOD[name], name
         assert graph_bytes(GOOD[name], name).startswith(b"BM"), name  # lossless BMP
     for name in ("rgb.png", "photo.jpg", "animated.gif", "image.bmp", "image.webp",
-                 "jpeg-named.png", "gray16.png"):
+                 "jpeg-named.png", "gray16.png", "gray.bmp", "rgba.bmp"):
         assert graph_bytes(GOOD[name], name) == GOOD[name], name
 
 
@@ -175,3 +178,23 @@ def test_a_bomb_is_refused_from_its_header_without_decoding(monkeypatch):
     assert declared_size(bomb_png(6_000, 6_000), max_pixels=40_000_000) == (6000, 6000, "PNG")
     with pytest.raises(DataError, match="truncated or corrupt PNG"):
         load_image(bomb_png(6_000, 6_000), max_pixels=40_000_000)
+
+
+def test_a_reencoded_image_stays_within_its_growth_bound_and_keeps_its_pixels():
+    """A small file of many pixels (a TIFF of one colour) would be a BMP of 3 bytes a pixel:
+    a server holding a request's images would need gigabytes. It becomes a PNG instead."""
+    flat = Image.new("RGB", (3000, 2000), (10, 200, 30))
+    flat.paste((200, 20, 90), (100, 100, 900, 700))
+    buffer = io.BytesIO()
+    flat.save(buffer, format="TIFF", compression="tiff_deflate")
+    data = buffer.getvalue()
+    for sent in (graph_bytes(data, "flat.tiff"), prepare_for_graph(data, "flat.tiff")):
+        assert len(sent) <= REENCODED_GROWTH * len(data) and sent.startswith(b"\x89PNG")
+        decoded = decode_in_graph(tf.constant(sent)).numpy()
+        assert np.array_equal(decoded, np.asarray(flat))
+    # An image that does not compress that well stays a BMP, whose size is computed right.
+    photo = GOOD["image.tiff"]
+    assert graph_bytes(photo, "image.tiff").startswith(b"BM")
+    image = load_image(photo, "image.tiff")
+    assert len(lossless_bytes(image)) == len(lossless_bytes(image, len(lossless_bytes(image))))
+    assert lossless_bytes(image, len(lossless_bytes(image)) - 1).startswith(b"\x89PNG")
