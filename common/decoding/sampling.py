@@ -38,7 +38,8 @@ def _hash32(x: tf.Tensor) -> tf.Tensor:
 
 
 def _uniform(shape: tf.Tensor, seed: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
-    """`(N, V)` uniform numbers in (0, 1), a pure function of `(seed, index, row, column)`.
+    """`(N, V)` uniform numbers in (0, 1), never 0 nor 1, a pure function of `(seed, index,
+    row, column)`.
 
     Integer hashing rather than `tf.random.stateless_*`: XLA's Philox does not draw the same
     numbers as the plain kernels, and integer arithmetic is exact everywhere, so the samples
@@ -50,8 +51,11 @@ def _uniform(shape: tf.Tensor, seed: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
         tf.bitwise.bitwise_xor(_hash32(tf.cast(seed, tf.uint32)), tf.cast(index, tf.uint32))
     )
     bits = _hash32(tf.bitwise.bitwise_xor(_hash32(tf.cast(counter, tf.uint32)), key))
-    high = tf.bitwise.right_shift(bits, tf.constant(8, tf.uint32))
-    return (tf.cast(high, tf.float32) + 0.5) * (2.0**-24)
+    # 23 bits: the largest, (2**23 - 0.5) * 2**-23 = 1 - 2**-24, is a float32 below 1 (with 24
+    # bits the largest rounded to 1.0, whose Gumbel noise is +inf: that token was taken
+    # whatever its logit, a masked <start> included, once in 2**24 draws).
+    high = tf.bitwise.right_shift(bits, tf.constant(9, tf.uint32))
+    return (tf.cast(high, tf.float32) + 0.5) * (2.0**-23)
 
 
 class Sampling(SinglePath):

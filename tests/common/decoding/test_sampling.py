@@ -64,3 +64,24 @@ def test_sampling_rejects_bad_arguments(toys, kwargs):
     toy = toys.MarkovToy(vocab=5, max_length=4)
     with pytest.raises(UserError):
         sample_decode(toy.step, toy.initial_state(), 1, 1, 2, 4, **kwargs)
+
+
+def test_uniform_numbers_stay_inside_the_open_interval(monkeypatch):
+    """The extremes of the hash, mapped to (0, 1): a 1.0 (or a 0.0) makes the Gumbel noise
+    infinite, and that token is sampled whatever its logit, a masked one included."""
+    from common.decoding import sampling
+
+    hashed = tf.constant([[0, 1, 2**31, 2**32 - 2, 2**32 - 1]], tf.uint32)
+    real_hash = sampling._hash32
+    # The per-element hashes give each extreme as the random bits.
+    monkeypatch.setattr(sampling, "_hash32",
+                        lambda x: hashed if x.shape.rank == 2 else real_hash(x))
+    u = sampling._uniform(tf.constant([1, 5]), tf.constant(1), tf.constant(0)).numpy()
+    monkeypatch.setattr(sampling, "_hash32", real_hash)
+    assert u.dtype == np.float32 and 0.0 < u.min() and u.max() < 1.0
+    gumbel = -np.log(-np.log(u.astype(np.float64)))
+    assert np.all(np.isfinite(gumbel))
+    # And over many real draws: the mean and spread of a uniform.
+    draws = sampling._uniform(tf.constant([512, 512]), tf.constant(3), tf.constant(0)).numpy()
+    assert 0.0 < draws.min() and draws.max() < 1.0
+    assert abs(draws.mean() - 0.5) < 0.005 and abs(draws.std() - 12**-0.5) < 0.005
