@@ -196,9 +196,12 @@ class Runner:
 
         found = complete_checkpoints(self.run.checkpoints)
         if last < 1 or len(found) < last:
+            jax_dir = self.run.path / "jax"  # `common.training.jax_trainer.CHECKPOINTS`
+            hint = ("train with --keep-checkpoints N to keep more" if found or not jax_dir.is_dir()
+                    else f"this run trained on JAX: its checkpoints are in {jax_dir}, averaged "
+                         "by JaxTrainer.average_checkpoints (docs/jax.md)")
             raise UserError(f"--last {last}: {self.run.checkpoints} has {len(found)} complete "
-                            f"checkpoint(s); expected at least {max(last, 1)} (train with "
-                            "--keep-checkpoints N to keep more)")
+                            f"checkpoint(s); expected at least {max(last, 1)} ({hint})")
         paths = found[:last]
         out = RunDir(out_dir)
         if out.path.resolve() == self.run.path.resolve():

@@ -449,11 +449,16 @@ class JaxTrainer:
 
         # Step N's metrics are read after step N + 1 is queued, so the device never waits on
         # Python between steps (JAX dispatches asynchronously); a checkpoint reads its step's
-        # metrics first, so that a diverged step is never saved.
-        pending = None
+        # metrics first, so that a diverged step is never saved. A checkpoint due mid-epoch is
+        # written once the next batch exists: on the epoch's last step the epoch-end one is
+        # written instead (at the next epoch's start), not a second one at its end.
+        pending, save_due = None, False
         for index, batch in enumerate(batches):
             if index < skip:
                 continue
+            if save_due:
+                self._save()
+                save_due = False
             queued = self.step(batch)
             step += 1
             step_in_epoch += 1
@@ -461,22 +466,24 @@ class JaxTrainer:
             if pending is not None:
                 settle(*pending)
             pending = (step, queued)
-            if every and step % every == 0 and not (steps is not None and step_in_epoch >= steps):
+            if every and step % every == 0:
                 settle(*pending)
                 pending = None
-                self._save()
+                save_due = True
         if pending is not None:
             settle(*pending)
         examples = means.examples
         if step_in_epoch == 0:
             raise UserError(f"epoch {epoch} gave no batches; expected at least one")
         elapsed = time.perf_counter() - started
-        self.position = {"step": step, "epoch": epoch + 1, "step_in_epoch": 0}
-        self._save()
         record = {"kind": "epoch", "epoch": epoch, "step": step, **means.result(),
                   "examples_per_s": examples / max(elapsed, 1e-9), "time_s": elapsed}
+        # Validation before the epoch-end checkpoint, as on TensorFlow: a run killed while
+        # validating resumes within this epoch and writes its record, rather than past it.
         if "valid" in self.prepared.splits:
             record.update({f"val_{k}": v for k, v in self.evaluate("valid").items()})
+        self.position = {"step": step, "epoch": epoch + 1, "step_in_epoch": 0}
+        self._save()
         if verbose:
             shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items()
                               if k in ("loss", "val_loss"))

@@ -386,8 +386,10 @@ def load_prepared(path: str | os.PathLike) -> Prepared:
                         "expected the output of `prepare`") from None
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}: unreadable {MANIFEST} or {CONFIG_FILE} ({exc})") from None
-    if manifest.get("format") != FORMAT:
-        raise UserError(f"{path}: prepared format {manifest.get('format')!r}; expected {FORMAT}")
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else manifest
+        raise UserError(f"{path}: prepared format {found!r}; expected {FORMAT}")
+    _check_manifest(path, manifest)
     vocabularies, splits = {}, {}
     file = MANIFEST
     try:
@@ -404,5 +406,70 @@ def load_prepared(path: str | os.PathLike) -> Prepared:
         reason = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise DataError(f"{path}: damaged or incomplete prepared folder: {file} cannot be read "
                         f"({reason}); run `prepare` again") from None
+    for name, arrays in splits.items():
+        _check_split(path / f"{name}.npz", family, arrays,
+                     {name: len(tokens) for name, tokens in vocabularies.items()})
     return Prepared(path, family, config, vocabularies,
                     dict(manifest["vocabularies"]), splits)
+
+
+def _damaged(file: Path, what: str) -> DataError:
+    return DataError(f"{file}: damaged prepared file: {what}; run `prepare` again")
+
+
+def _check_manifest(path: Path, manifest: dict) -> None:
+    """The manifest's structure: a known family, its vocabularies by name, a list of splits."""
+    where = path / MANIFEST
+    family = manifest.get("family")
+    if family not in ("seq2seq", "captioner"):
+        raise _damaged(where, f"family {family!r}; expected seq2seq or captioner")
+    files = manifest.get("vocabularies")
+    if (not isinstance(files, dict) or sorted(files) != sorted(vocab_files(family))
+            or not all(isinstance(f, str) and f and "/" not in f for f in files.values())):
+        raise _damaged(where, f"vocabularies {files!r}; expected file names for "
+                              f"{', '.join(sorted(vocab_files(family)))}")
+    splits = manifest.get("splits")
+    if (not isinstance(splits, (dict, list)) or "train" not in splits
+            or not all(isinstance(n, str) and n.isidentifier() for n in splits)):
+        raise _damaged(where, f"splits {splits!r}; expected train (and valid)")
+
+
+def _check_split(file: Path, family: str, arrays: dict[str, np.ndarray],
+                 sizes: dict[str, int]) -> None:
+    """A split's arrays: the fields its family needs, rows that agree, and ids within their
+    vocabularies (an id past a cut vocabulary would read past the embedding table, which JAX
+    answers with NaN rather than an error)."""
+    def ids(key: str, bound: int, rows: int, width: int | None = None) -> None:
+        array = arrays.get(key)
+        if array is None:
+            raise _damaged(file, f"no {key} array")
+        if (array.ndim != 2 or len(array) != rows or not np.issubdtype(array.dtype, np.integer)
+                or (width is not None and array.shape[1] != width)):
+            raise _damaged(file, f"{key} is {array.dtype} {list(array.shape)}; expected "
+                                 f"{rows} rows of {width or 'T'} integer ids")
+        if array.size and (array.min() < 0 or array.max() >= bound):
+            raise _damaged(file, f"{key} holds ids from {array.min()} to {array.max()}; the "
+                                 f"vocabulary has {bound}")
+
+    if family == "captioner":
+        images, owner = arrays.get("images"), arrays.get("owner")
+        if images is None or owner is None or images.ndim != 4 or owner.ndim != 1:
+            raise _damaged(file, "expected images (N, H, W, 3) and owner (C,)")
+        if owner.size and (owner.min() < 0 or owner.max() >= len(images)):
+            raise _damaged(file, f"owner names images up to {owner.max()}; it has {len(images)}")
+        for key in ("caption_in", "caption_out"):
+            ids(key, sizes["words"], len(owner))
+        return
+    buckets = sorted(int(key.split(".")[1]) for key in arrays
+                     if key.startswith("source.") and key.split(".")[1].isdigit())
+    if not buckets:
+        raise _damaged(file, "no source.W arrays")
+    for width in buckets:
+        rows = len(arrays[f"source.{width}"])
+        copying = f"source_copy.{width}" in arrays
+        extended = sizes["target"] + width  # a copy id: V + its first source position
+        ids(f"source.{width}", sizes["source"], rows, width)
+        ids(f"target_in.{width}", sizes["target"], rows, width)
+        ids(f"target_out.{width}", extended if copying else sizes["target"], rows, width)
+        if copying:
+            ids(f"source_copy.{width}", extended, rows, width)

@@ -35,6 +35,10 @@ def test_prepare_train_on_jax_then_translate_and_export_with_tensorflow(tmp_path
     capsys.readouterr()
     assert main(["translate", str(tmp_path / "export"), "Nov 3, 1999", "12 May 2020"]) == 0
     assert capsys.readouterr().out == in_process
+    # `average` reads TensorFlow checkpoints; for a JAX run it says where its own are.
+    assert main(["average", str(run), "--last", "2", "--out", str(tmp_path / "avg")]) == 2
+    assert f"this run trained on JAX: its checkpoints are in {run / 'jax'}" in (
+        capsys.readouterr().err)
 
 
 @requires_jax

@@ -55,6 +55,24 @@ def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(
     assert result["records"][-1]["step"] == single_device_run["result"]["records"][-1]["step"]
 
 
+def test_each_checkpoint_is_written_once_and_a_kill_while_validating_loses_no_record(
+        caption_folder, tmp_path):
+    """A checkpoint due on a pass's last step is the epoch-end one, written once (a kill
+    between two writes of it resumed past every batch); validation runs before it, so a run
+    killed while validating resumes within the epoch and still writes that epoch's record."""
+    result = run_worker("save_order", {"prepared": str(caption_folder),
+                                       "run_dir": str(tmp_path / "run")})
+    steps = result["steps_per_pass"]
+    assert result["killed_at"] == {"step": steps, "epoch": 0, "step_in_epoch": steps}
+    written = [(p["step"], p["epoch"], p["step_in_epoch"]) for p in result["saved"]]
+    # Nothing from the killed run (it had not reached epoch 0's checkpoint), then one write
+    # per epoch end from the resumed one: no mid-epoch write at a pass's end.
+    assert written == [(steps, 1, 0), (2 * steps, 2, 0)], written
+    epochs = [(r["epoch"], r["step"]) for r in result["epochs"]]
+    assert epochs == [(0, steps), (1, 2 * steps)], epochs
+    assert all("val_loss" in r and r["loss"] > 0 for r in result["epochs"])
+
+
 def test_resume_trains_at_the_learning_rate_it_is_given(caption_folder, tmp_path):
     """A constant rate (the captioner's) is optimizer state that the checkpoint brings back:
     `--resume --learning-rate X` trains at X, as on TensorFlow, and a later resume at the

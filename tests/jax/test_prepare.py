@@ -3,6 +3,7 @@ TensorFlow."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -155,3 +156,73 @@ def test_a_damaged_folder_is_one_line_naming_the_file(translation_folder, tmp_pa
     with pytest.raises(DataError, match=f"damaged or incomplete prepared folder: {file} ") as err:
         load_prepared(copy)
     assert "\n" not in str(err.value)
+
+
+def _rewrite_npz(file, change) -> None:
+    with np.load(file) as npz:
+        arrays = {key: npz[key] for key in npz.files}
+    change(arrays)
+    np.savez(file, **arrays)
+
+
+def _cut_vocabulary(folder) -> None:
+    lines = (folder / "vocab.target.txt").read_text(encoding="utf-8").splitlines()
+    (folder / "vocab.target.txt").write_text("\n".join(lines[:10]) + "\n", encoding="utf-8")
+
+
+def _edit_manifest(**fields):
+    def edit(folder) -> None:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        (folder / MANIFEST).write_text(json.dumps({**manifest, **fields}), encoding="utf-8")
+    return edit
+
+
+def _drop_target_out(folder) -> None:
+    _rewrite_npz(folder / "train.npz", lambda arrays: [arrays.pop(key) for key in list(arrays)
+                                                       if key.startswith("target_out.")])
+
+
+def _short_target_in(folder) -> None:
+    def change(arrays):
+        key = next(key for key in arrays if key.startswith("target_in."))
+        arrays[key] = arrays[key][:-1]
+    _rewrite_npz(folder / "train.npz", change)
+
+
+@pytest.mark.parametrize("damage, file, message", [
+    # A vocabulary cut short (an interrupted copy): training used to end as "diverged".
+    (_cut_vocabulary, "train.npz", "the vocabulary has 10"),
+    (_drop_target_out, "train.npz", "no target_out."),
+    (_short_target_in, "train.npz", "expected"),
+    (_edit_manifest(vocabularies=["vocab.source.txt"]), MANIFEST, "vocabularies"),
+    (_edit_manifest(splits=[]), MANIFEST, "expected train"),
+    (_edit_manifest(family="robot"), MANIFEST, "family 'robot'"),
+])
+def test_a_folder_whose_files_read_but_do_not_agree_is_one_line(translation_folder, tmp_path,
+                                                                 damage, file, message):
+    """Files that load but are wrong (a cut vocabulary, a missing or short array, a manifest of
+    the wrong structure) are one `DataError` naming the file, not a traceback or NaNs later."""
+    import shutil
+
+    from common.errors import DataError
+
+    copy = tmp_path / "copy"
+    shutil.copytree(translation_folder, copy)
+    damage(copy)
+    with pytest.raises(DataError, match="damaged prepared file") as err:
+        load_prepared(copy)
+    assert file in str(err.value) and message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_caption_folder_with_ids_past_its_vocabulary_is_refused(caption_folder, tmp_path):
+    import shutil
+
+    from common.errors import DataError
+
+    copy = tmp_path / "copy"
+    shutil.copytree(caption_folder, copy)
+    _rewrite_npz(copy / "train.npz", lambda arrays: arrays["caption_out"].__setitem__(
+        (0, 0), 10_000))
+    with pytest.raises(DataError, match="caption_out holds ids from 0 to 10000"):
+        load_prepared(copy)
+    load_prepared(caption_folder)  # the folder as prepared loads

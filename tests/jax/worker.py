@@ -366,6 +366,40 @@ def _trainer(args, **training):
     return JaxTrainer(prepared, args["run_dir"], config, "none")
 
 
+def task_save_order(args):
+    """Train with a checkpoint due on each pass's last step, killed (a `KeyboardInterrupt`)
+    once while validating epoch 0, then resumed: the position of every checkpoint written and
+    the epoch records `history.jsonl` holds at the end."""
+    from common.training.jax_trainer import JaxTrainer
+
+    steps = sum(1 for _ in _trainer(args).epoch_batches(0))
+    saved = []
+    original_save, original_evaluate = JaxTrainer._save, JaxTrainer.evaluate
+    killed = []
+
+    def save(self):
+        saved.append(dict(self.position))
+        return original_save(self)
+
+    def evaluate(self, split="valid"):
+        if not killed:
+            killed.append(dict(self.position))
+            raise KeyboardInterrupt
+        return original_evaluate(self, split)
+
+    JaxTrainer._save, JaxTrainer.evaluate = save, evaluate
+    training = {"epochs": 2, "checkpoint_every": steps, "steps_per_epoch": None}
+    try:
+        _trainer(args, **training).fit(verbose=0)
+    except KeyboardInterrupt:
+        pass
+    _trainer(args, **training).fit(resume=True, verbose=0)
+    history = Path(args["run_dir"]) / "history.jsonl"
+    records = [json.loads(line) for line in history.read_text(encoding="utf-8").splitlines()]
+    return {"steps_per_pass": steps, "saved": saved, "killed_at": killed[0],
+            "epochs": [r for r in records if r["kind"] == "epoch"]}
+
+
 def task_evaluate(args):
     """`JaxTrainer.evaluate(args["split"])` of the same initial weights at each batch size of
     `args["batch_sizes"]`, with the rows each served."""
