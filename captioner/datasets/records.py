@@ -230,6 +230,18 @@ def check_image(path: str | os.PathLike) -> tuple[tuple[int, int] | None, str]:
     return (height, width), ""
 
 
+def _header_size(path: str | os.PathLike) -> tuple[int, int]:
+    """`(height, width)` from an image file's header; `(0, 0)` when it cannot be read."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            width, height = image.size
+    except Exception:  # left to the decoder, which names it
+        return 0, 0
+    return height, width
+
+
 def _ends_jpeg(path: str | os.PathLike) -> bool:
     """Whether a JPEG file's end-of-image marker (FF D9) is among its last `JPEG_TAIL` bytes,
     after the start of its image data: one inside the header (the end of an EXIF thumbnail)
@@ -291,6 +303,8 @@ def file_records(name: str, split: str, items: Iterable[tuple[Any, Path, list[st
                 missing += why == "no such file"
                 logger.warning("skipping %s: %s", path, why)
                 continue
+        elif objects:  # the boxes need the image's size: from its header, without checks
+            size = _header_size(path)
         else:
             size = (0, 0)
         if callable(objects):

@@ -148,8 +148,14 @@ def region_fractions(boxes: Sequence[Box], image_size: tuple[int, int],
 
     Returns:
         `(h, w)` float64 in [0, 1].
+
+    Raises:
+        ValueError: an image size that is not positive (an unknown size would clip every box
+            to nothing and score a word 0 rather than leave it out).
     """
     height, width = (float(s) for s in image_size)
+    if not (height > 0 and width > 0):
+        raise ValueError(f"image size {tuple(image_size)}: expected a positive (H, W)")
     rows, cols = grid
     x_edges = np.linspace(0.0, width, cols + 1)
     y_edges = np.linspace(0.0, height, rows + 1)

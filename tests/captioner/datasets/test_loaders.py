@@ -57,6 +57,10 @@ def test_coco_mini_loads_all_images_captions_and_boxes():
             assert 0 <= o.box[1] < o.box[3] <= record.height + 1
     # Boxes are read only when asked for on the (large) train file.
     assert load_split("coco", "train", COCO_MINI)[0].objects == ()
+    # Without the image checks, a record with boxes still has its size (from the header):
+    # attention correctness clips the boxes to it (an unknown size scored every word 0).
+    unchecked = load_split("coco", "train", COCO_MINI, with_objects=True, check_images=False)
+    assert [(r.height, r.width) for r in unchecked] == [(r.height, r.width) for r in split]
 
 
 @needs_coco

@@ -60,6 +60,12 @@ def test_uneven_cells_and_a_box_outside():
     assert region_fractions([(50, 50, 60, 60)], (20, 20), (2, 2)).sum() == 0
 
 
+@pytest.mark.parametrize("size", [(0, 0), (10, 0), (-5, 10)])
+def test_an_unknown_image_size_is_refused_not_scored_zero(size):
+    with pytest.raises(ValueError, match="expected a positive"):
+        region_fractions([(0, 0, 5, 5)], size, (2, 2))
+
+
 def test_all_mass_inside_the_box_scores_one():
     circle = shape("red", "circle", (0.0, 0.0, 32.0, 32.0))
     alpha = np.zeros((3, 4, 4))
