@@ -20,6 +20,9 @@ from common.config import save_json
 from common.errors import DataError, UserError
 from common.outputs import check_output_file, reported_write
 
+#: How references are matched to translations (`evaluate(references=...)`).
+REFERENCE_MODES = ("line", "grouped")
+
 # The keys every `--json` result holds: an existing file without them is not replaced.
 RESULT_KEYS = ("run_dir", "data", "sentences", "checkpoint", "beam_size")
 
@@ -67,6 +70,7 @@ def evaluate(
     attention_head: int | None = None,
     checkpoint: str | None = None,
     length_penalty: float | None = None,
+    references: str = "line",
 ) -> dict[str, Any]:
     """Translates the references' sources with `run_dir` and scores the output.
 
@@ -86,15 +90,24 @@ def evaluate(
         checkpoint: which checkpoint of the run: best, last, a number or a path (None: the
             best when the run keeps one, else the last).
         length_penalty: beam search's length penalty (None: the run's).
+        references: `"line"`: each line scored against its own reference (the usual corpus
+            BLEU of a test file); `"grouped"`: the lines of one source as one sentence
+            translated once, scored against all their references
+            (`common.metrics.translation.group_references`).
 
     Returns:
         A dict: `bleu`, `chrf`, `exact_match`, signatures, `lowercase` (case-insensitive
         scores, for a run that lowercases), `sentences`, `unfinished`, `copied_unknown`,
+        `references` (the mode), `lines_with_several_references`,
         `checkpoint` (the path of the weights scored), `beam_size`, `length_penalty` (None
         for greedy decoding, which has none), `max_decode_length`, `decode_seconds`.
     """
+    from common.metrics.translation import group_references, several_references
     from seq2seq.inference import Translator
 
+    if references not in REFERENCE_MODES:
+        raise UserError(f"references {references!r}; expected one of: "
+                        f"{', '.join(REFERENCE_MODES)}")
     if json_path is not None:
         # Before the model loads: an existing file is replaced only when it is an earlier
         # result, and never the `data` being scored.
@@ -105,18 +118,25 @@ def evaluate(
     pairs = load_references(translator, data, dataset, limit)
     if not pairs.sources:
         raise DataError(f"no sentence pairs to score in {data or dataset}")
+    sources, targets = list(pairs.sources), list(pairs.targets)
+    several = several_references(sources, targets)
+    if references == "grouped":
+        sources, targets = group_references(sources, targets)
     start = time.perf_counter()
-    results = translator.translate(pairs.sources, beam_size=beam_size, batch_size=batch_size,
+    results = translator.translate(sources, beam_size=beam_size, batch_size=batch_size,
                                    max_length=max_length, progress=progress,
                                    attention_layer=attention_layer,
                                    attention_head=attention_head,
                                    length_penalty=length_penalty)
     seconds = time.perf_counter() - start
     hypotheses = [r.text for r in results]
-    scores = score_translations(hypotheses, list(pairs.targets),
-                                lowercase=translator.config.data.lowercase)
+    scores = score_translations(hypotheses, targets, lowercase=translator.config.data.lowercase)
     scores.update({
         "sentences": len(results),
+        "references": references,
+        # Lines whose source other lines translate differently: line by line, no system
+        # matches them all (docs/metrics.md).
+        "lines_with_several_references": several,
         "failed": sum(r.error is not None for r in results),
         "unfinished": sum(not r.finished for r in results if r.error is None),
         "copied_unknown": sum(len(r.copied) for r in results),

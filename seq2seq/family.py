@@ -192,12 +192,18 @@ Typical use:
         return train(config, run_dir, resume=resume, verbose=verbose, init_from=init_from)
 
     def add_evaluate_arguments(self, p: argparse.ArgumentParser) -> None:
+        from seq2seq.evaluate import REFERENCE_MODES
+
         p.add_argument("run_dir", metavar="RUN_DIR")
         source = p.add_mutually_exclusive_group(required=True)
         source.add_argument("--data", help="a TSV of source<TAB>reference pairs")
         source.add_argument("--dataset", choices=("dates",), help="the held-out dates split")
         add_decode_arguments(p)
         p.add_argument("--limit", type=positive_int, help="score only the first N pairs")
+        p.add_argument("--references", choices=REFERENCE_MODES, default="line",
+                       help="line: each line against its own reference; grouped: "
+                            "the lines of one source translated once and scored against all "
+                            "their references (a source the data translates several ways)")
         p.add_argument("--json", metavar="OUT", help="also write the scores to this JSON file")
 
     def evaluate(self, run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -208,7 +214,7 @@ Typical use:
                           max_length=args.max_decode_length, limit=args.limit,
                           json_path=args.json, attention_layer=args.attention_layer,
                           attention_head=args.attention_head, checkpoint=args.checkpoint,
-                          length_penalty=args.length_penalty)
+                          length_penalty=args.length_penalty, references=args.references)
         width = max(len(k) for k in scores)
         for name, value in scores.items():
             shown = f"{value:.2f}" if isinstance(value, float) else value

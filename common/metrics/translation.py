@@ -106,5 +106,41 @@ def translation_scores(
     }
 
 
+def group_references(sources: Sequence[str],
+                     references: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+    """Pairs that share a source, as one source with all its references.
+
+    A test set such as Tatoeba's gives one English sentence several Spanish translations on
+    separate lines; scored line by line, a system (which translates a source one way) can match
+    at most one of them, so even a perfect one scores below 100. Grouped, each source is
+    translated once and scored against every reference it has (sacreBLEU's multi-reference
+    BLEU and chrF; exact match against any).
+
+    Returns:
+        `(sources, references)`: each distinct source once, in the order of its first line, and
+        its distinct references in line order.
+
+    Example:
+    >>> group_references(["Hi.", "Run!", "Hi."], ["Hola.", "¡Corre!", "Buenas."])
+    (['Hi.', 'Run!'], [['Hola.', 'Buenas.'], ['¡Corre!']])
+    """
+    if len(sources) != len(references):
+        raise UserError(f"got {len(sources)} sources but {len(references)} references")
+    grouped: dict[str, list[str]] = {}
+    for source, reference in zip(sources, references):
+        kept = grouped.setdefault(source, [])
+        if reference not in kept:
+            kept.append(reference)
+    return list(grouped), list(grouped.values())
+
+
+def several_references(sources: Sequence[str], references: Sequence[str]) -> int:
+    """How many lines have a source that other lines give a different reference: the lines
+    that line-by-line scoring cannot all match (`group_references`)."""
+    distinct, grouped = group_references(sources, references)
+    several = {source for source, refs in zip(distinct, grouped) if len(refs) > 1}
+    return sum(source in several for source in sources)
+
+
 # The name `seq2seq.evaluate` imports.
 corpus_scores = translation_scores

@@ -89,3 +89,15 @@ def test_a_lowercasing_run_is_scored_case_insensitively_and_the_signature_says_s
     assert "case:mixed" in cased["bleu_signature"] and "case:mixed" in cased["chrf_signature"]
     assert cased["lowercase"] is False and cased["exact_match"] == 0.0
     assert cased["bleu"] < lower["bleu"]
+
+
+def test_group_references_keeps_first_order_and_distinct_references():
+    from common.metrics.translation import group_references, several_references
+
+    sources = ["a b c d", "e f g h", "a b c d", "e f g h", "i j k l"]
+    references = ["A", "E", "B", "E", "I"]
+    assert group_references(sources, references) == (
+        ["a b c d", "e f g h", "i j k l"], [["A", "B"], ["E"], ["I"]])
+    assert several_references(sources, references) == 2  # the two lines of "a b c d"
+    with pytest.raises(UserError, match="2 sources but 1 references"):
+        group_references(["x", "y"], ["X"])
