@@ -15,7 +15,7 @@ trains in 112 s (Transformer) and 85 s (Bahdanau), both reaching 100% exact matc
 held-out test dates. `spa-eng-cpu`, the average of the last 5 checkpoints (`seq2seq average
 RUN --last 5`), beam 4: the Transformer (10,000 steps; seed 1 took 60.6 minutes with other jobs
 beside it for 8 of its 20 epochs) 43.65 ± 0.23 BLEU on `test.tsv` over 3 seeds; Bahdanau
-(12,000 steps; seed 1 took 59.3 minutes, 5 of its 24 epochs shared) 37.46 ± 0.76 over 3 seeds.
+(12,000 steps; seed 1 took 31.8 minutes) 37.94 ± 0.71 over 3 seeds (docs/results.md).
 Use `--data data/spa-eng` (the folder made as the README shows, so `valid.tsv` gives a BLEU per epoch).
 """
 
