@@ -50,19 +50,34 @@ def load_csv(split: str, data_dir: Path, file: str | None = None, image_column: 
     root = Path(images_dir) if images_dir is not None else path.parent
 
     captions: dict[str, list[str]] = {}
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f, delimiter=delimiter)
-        header = reader.fieldnames or []
-        for column in (image_column, caption_column):
-            if column not in header:
-                raise DataError(f"{path}: no column {column!r}; the columns are "
-                                f"{', '.join(map(repr, header)) or 'none'}")
-        for line, row in enumerate(reader, start=2):
-            image, caption = row[image_column], row[caption_column]
-            if not image or caption is None or not caption.strip():
-                raise DataError(f"{path}:{line}: expected an image path and a caption, got "
-                                f"{image!r}, {caption!r}")
-            captions.setdefault(image, []).append(caption.strip())
+    # A tab-separated file has no quoting: a caption that starts with a quote mark is text (read
+    # with CSV quoting, it swallowed the rows after it into one caption). "utf-8-sig": the byte
+    # order mark a spreadsheet writes before the header is not part of its first column's name.
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            reader = csv.DictReader(f, delimiter=delimiter, quoting=quoting)
+            header = reader.fieldnames or []
+            for column in (image_column, caption_column):
+                if column not in header:
+                    raise DataError(f"{path}: no column {column!r}; the columns are "
+                                    f"{', '.join(map(repr, header)) or 'none'}")
+            for row in reader:
+                line = reader.line_num
+                if row.get(None):  # more fields than the header: a delimiter in a caption
+                    fields = len(header) + len(row[None])
+                    holds = "a tab" if delimiter == "\t" else repr(delimiter)
+                    raise DataError(f"{path}:{line}: {fields} fields, the header has "
+                                    f"{len(header)}; quote a caption that holds {holds}")
+                image, caption = row[image_column], row[caption_column]
+                if not image or caption is None or not caption.strip():
+                    raise DataError(f"{path}:{line}: expected an image path and a caption, got "
+                                    f"{image!r}, {caption!r}")
+                captions.setdefault(image, []).append(caption.strip())
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except csv.Error as exc:
+        raise DataError(f"{path}: not a readable CSV ({exc})") from None
     if not captions:
         raise DataError(f"{path}: no caption rows")
     items = ((image, root / image, caps, None) for image, caps in captions.items())

@@ -388,7 +388,7 @@ class JaxTrainer:
         """Train up to `config.epochs` epochs; returns one record per epoch run (as the
         TensorFlow trainer's, with `val_loss` when the folder has a `valid` split)."""
         if self.chief:
-            self.run_dir.claim(resume, first=True)
+            self.run_dir.claim(resume, first=True, backend="jax")
         # Nothing of the run is written before it is known to be this model's: its config,
         # vocabularies and checkpoint shapes are checked first.
         restored = self._restore() if resume else None

@@ -119,13 +119,15 @@ class RunDir:
         weights."""
         return [self.config, self.jax_weights, *sorted(self.path.glob("vocab*.txt"))]
 
-    def claim(self, resume: bool, first: bool = False) -> None:
+    def claim(self, resume: bool, first: bool = False, backend: str = "tensorflow") -> None:
         """Make sure this run may write here, creating the directory.
 
         Args:
             resume: the run goes on from what the directory holds.
             first: this is the run's first claim, before it writes its config and
                 vocabularies: a fresh run refuses a directory where those files already are.
+            backend: the trainer's: the TensorFlow trainer does not resume a run of the JAX
+                trainer (its `jax/` checkpoints), which it would train over from scratch.
 
         Raises:
             UserError: the path is a file or an export, or it holds another run (or files a
@@ -137,6 +139,13 @@ class RunDir:
         if (self.path / "saved_model.pb").exists():  # an export: `export --overwrite` empties it
             raise UserError(f"run directory {self.path} holds a SavedModel export; expected "
                             "another directory for the run")
+        jax_checkpoints = self.path / "jax"  # `common.training.jax_trainer.CHECKPOINTS`
+        if (resume and backend != "jax" and jax_checkpoints.is_dir()
+                and any(jax_checkpoints.iterdir())):
+            raise UserError(
+                f"run directory {self.path} is a run of the JAX trainer ({jax_checkpoints}/"
+                "ckpt-N); TensorFlow --resume would train over it from scratch: resume it on JAX "
+                "(KERAS_BACKEND=jax ... train --prepared DIR --resume) or export it")
         entries = self.run_entries()
         if entries and not resume:
             raise UserError(

@@ -98,6 +98,13 @@ def test_a_resumed_jax_run_keeps_its_settings_and_refuses_another_run_untouched(
     assert f"was trained from another prepared folder than {other}" in err
     assert "model.transformer.hidden_dim" in err
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+    # The TensorFlow trainer does not resume it either: it trained over it from scratch,
+    # history included.
+    status, _, err = _run("train", "--dataset", "dates", "--arch", "transformer", "--preset",
+                          "tiny", "--out", str(run), "--resume", backend="tensorflow")
+    assert status == 2 and len(err.strip().splitlines()) == 1
+    assert "is a run of the JAX trainer" in err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
 
     tf_run = tmp_path / "tf-run"
     shutil.copytree(run, tf_run)

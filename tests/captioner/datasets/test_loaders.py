@@ -162,6 +162,30 @@ def test_csv_groups_captions_by_image(tmp_path):
         load_split("csv", "test", tmp_path)
 
 
+def test_csv_and_tsv_captions_are_read_as_written(tmp_path):
+    """A TSV caption that starts with a quote mark is text (CSV quoting made it swallow the
+    rows after it); a CSV caption with an unquoted comma is refused, naming the line (it was cut
+    at the comma); a spreadsheet's byte order mark and a file not in UTF-8 are handled."""
+    _image(tmp_path / "a.png")
+    _image(tmp_path / "b.png", colour=(0, 0, 255))
+    (tmp_path / "train.tsv").write_text(
+        'image\tcaption\na.png\t"Stop" reads the sign.\nb.png\t"Hello, says a man.\n'
+        "a.png\tA second caption.\nb.png\tA dog.\n", encoding="utf-8")
+    split = load_split("csv", "train", tmp_path)
+    assert split.references() == {"a.png": ['"Stop" reads the sign.', "A second caption."],
+                                  "b.png": ['"Hello, says a man.', "A dog."]}
+    (tmp_path / "train.tsv").unlink()
+    (tmp_path / "train.csv").write_text(
+        'image,caption\na.png,"A man, on a horse."\nb.png,A man rides a horse, holding a flag.\n')
+    with pytest.raises(DataError, match=r"train.csv:3: 3 fields, the header has 2"):
+        load_split("csv", "train", tmp_path)
+    (tmp_path / "train.csv").write_text("image,caption\na.png,A red one.\n", encoding="utf-8-sig")
+    assert load_split("csv", "train", tmp_path).references() == {"a.png": ["A red one."]}
+    (tmp_path / "train.csv").write_bytes("image,caption\na.png,Un caf\xe9.\n".encode("latin-1"))
+    with pytest.raises(DataError, match="train.csv: not UTF-8 text"):
+        load_split("csv", "train", tmp_path)
+
+
 def test_a_split_with_only_bad_images_is_a_data_error(tmp_path):
     _corrupt(tmp_path / "x.jpg")
     (tmp_path / "train.csv").write_text("image,caption\nx.jpg,a thing\n")
