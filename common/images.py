@@ -298,8 +298,8 @@ def graph_bytes(source: Source, name: str | None = None,
 
 
 #: A re-encoded image takes at most this many times the bytes it came in as a BMP; past that it
-#: is a PNG (`lossless_bytes`), so that a small file of many pixels (a 116 KB TIFF of 25 million
-#: pixels of one colour is a 75 MB BMP) cannot make a request hold gigabytes.
+#: is a PNG (`lossless_bytes`), so that a small file of many pixels (a 135 KB TIFF of 25 million
+#: pixels of two colours is a 75 MB BMP) cannot make a request hold gigabytes.
 REENCODED_GROWTH = 32
 
 
@@ -308,7 +308,8 @@ def lossless_bytes(image, budget: int | None = None) -> bytes:
 
     An uncompressed BMP, which encodes in milliseconds where a PNG of a phone photo takes
     seconds; but when the BMP would take more than `budget` bytes, a PNG at zlib's fastest
-    level (about 10 times the BMP's time, and small for an image that compressed that well).
+    level (slower than the BMP, small for an image that compressed that well:
+    `scripts/benchmark_images.py --op growth`).
     """
     width, height = image.size
     bmp_size = 54 + height * ((3 * width + 3) // 4 * 4)  # the header and 4-byte aligned rows

@@ -196,7 +196,7 @@ class Runner:
 
         found = complete_checkpoints(self.run.checkpoints)
         if last < 1 or len(found) < last:
-            jax_dir = self.run.path / "jax"  # `common.training.jax_trainer.CHECKPOINTS`
+            jax_dir = self.run.jax_checkpoints
             hint = ("train with --keep-checkpoints N to keep more" if found or not jax_dir.is_dir()
                     else f"this run trained on JAX: its checkpoints are in {jax_dir}, averaged "
                          "by JaxTrainer.average_checkpoints (docs/jax.md)")

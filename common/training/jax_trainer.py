@@ -69,7 +69,7 @@ from common.training.progress import RunningMeans, say_epoch_already_ran
 from common.training.run_dir import RunDir, write_failure
 
 DISTRIBUTIONS = ("none", "data-parallel", "model-parallel")
-CHECKPOINTS = "jax"
+CHECKPOINTS = RunDir.jax_checkpoints
 WEIGHTS_FILE = RunDir.jax_weights
 STATE_FILE = "state.npz"
 POSITION_FILE = "position.json"

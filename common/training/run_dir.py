@@ -99,6 +99,7 @@ class RunDir:
     shared_subwords = _Entry("vocab.model")
     features = _Entry("features")  # the captioner's cached encoder features
     jax_weights = _Entry("model.weights.h5")  # a run of the JAX trainer (`jax_trainer`)
+    jax_checkpoints = _Entry("jax")  # and its checkpoints, `jax/ckpt-STEP/`
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -139,7 +140,7 @@ class RunDir:
         if (self.path / "saved_model.pb").exists():  # an export: `export --overwrite` empties it
             raise UserError(f"run directory {self.path} holds a SavedModel export; expected "
                             "another directory for the run")
-        jax_checkpoints = self.path / "jax"  # `common.training.jax_trainer.CHECKPOINTS`
+        jax_checkpoints = self.jax_checkpoints
         if (resume and backend != "jax" and jax_checkpoints.is_dir()
                 and any(jax_checkpoints.iterdir())):
             raise UserError(
