@@ -125,19 +125,25 @@ def caption_figure(result: Mapping[str, Any], hard: bool | None = None,
     if hard is None:
         hard = kind == "hard"
     picks = maps.reshape(len(words), -1).argmax(axis=1) if hard else None
-    image = result.get("image", "")
+    image = result.get("image") or ""
     text = result.get("caption", " ".join(words))
-    return CaptionFigure(str(image or ""), str(text), list(words), maps, picks)
+    for key, value in (("image", image), ("caption", text)):
+        if not isinstance(value, str):
+            raise UserError(f"{where}: expected {key!r} as text, got {value!r:.60}")
+    return CaptionFigure(image, text, list(words), maps, picks)
 
 
 def _attention_rows(attention: Any, num_words: int, grid: Sequence[int],
                     where: str) -> np.ndarray:
     regions = grid[0] * grid[1]
     try:
-        rows = np.asarray(attention, dtype=np.float32)
-    except (TypeError, ValueError):
+        rows = np.asarray(attention)
+    except ValueError:  # rows of different lengths
+        rows = None
+    if rows is None or rows.dtype.kind not in "iuf":  # nor true/false, text, objects, null
         raise UserError(f"{where}: expected 'attention' as a list of rows of {regions} "
-                        "numbers") from None
+                        "numbers")
+    rows = rows.astype(np.float32)
     if num_words == 0 and rows.size == 0:
         rows = rows.reshape(0, regions)
     if rows.ndim != 2 or rows.shape[1] != regions:
@@ -158,13 +164,20 @@ def load_results(path: str | Path) -> list[Any]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
         raise DataError(f"{path}: cannot read it as text ({type(exc).__name__})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, "
                         f"column {exc.colno})") from None
+    except RecursionError:  # Python's parser recurses once per bracket
+        raise DataError(f"{path}: JSON nested too deeply to read; expected a list of caption "
+                        "results (the output of `captioner caption --json`)") from None
+    except ValueError as exc:  # a number of thousands of digits
+        raise DataError(f"{path}: not readable JSON ({str(exc).split(';')[0]})") from None
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list) or not data:

@@ -25,9 +25,13 @@ load_split(name: str, split: str, data_dir: str | None = None, **options) -> Cap
 #           caption_column="caption", images_dir=None (paths relative to the CSV's folder);
 #           several rows with the same image give several captions
 # An option the loader does not take raises UserError naming it and the loader's options
-# (`records.dataset_options(name)`). A missing folder or file raises DataError naming it. Unreadable images are skipped with a
-# warning and counted in `CaptionSplit.skipped` (checked cheaply with PIL at load time:
-# `records.check_image`, which also catches a PNG or JPEG cut short).
+# (`records.dataset_options(name)`); a value it cannot take (max_images=-1, check_images=maybe)
+# raises UserError naming the option, the value and what it takes (`records.int_option`,
+# `bool_option`, `str_option`). A missing folder or file, or one that is not what the loader
+# reads (not UTF-8, JSON of the wrong shape, a malformed line), raises DataError naming it.
+# Unreadable images are skipped with a warning and counted in `CaptionSplit.skipped` (checked
+# cheaply with PIL at load time: `records.check_image`, which also catches a PNG or JPEG cut
+# short).
 
 @dataclass(frozen=True)
 class ObjectAnnotation:

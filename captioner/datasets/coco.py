@@ -20,25 +20,38 @@ from pathlib import Path
 from captioner.datasets.records import (
     CaptionSplit,
     ObjectAnnotation,
+    bool_option,
     file_records,
+    int_option,
+    read_json,
     register_loader,
     require_dir,
     require_file,
+    str_option,
 )
 from common.errors import DataError
 
 DEFAULT_YEARS = {"train": "train2017", "valid": "val2017", "test": "val2017"}
 
 
-def _read(path: Path):
-    """A `pycocotools.coco.COCO` of `path`, without its prints; DataError if unreadable."""
+def _read(path: Path, kind: str):
+    """A `pycocotools.coco.COCO` of the `kind` (`"captions"`, `"instances"`) annotation file
+    `path`, without its prints; a DataError naming the file and what is wrong otherwise.
+
+    The JSON is read and its shape checked here (`coco_captions.check_annotations`), then
+    pycocotools indexes it: its own reading asserts, or fails with a bare KeyError or TypeError
+    on the first entry it cannot index, or lets one through to fail later in this module.
+    """
     from pycocotools.coco import COCO
 
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            return COCO(str(path))
-    except (ValueError, KeyError, TypeError, AssertionError) as exc:
-        raise DataError(f"{path}: not a COCO annotation file ({exc!r:.200})") from None
+    from common.datasets.coco_captions import check_annotations
+
+    data = check_annotations(read_json(path, f"a COCO {kind} file"), str(path), kind)
+    coco = COCO()
+    coco.dataset = data
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco.createIndex()
+    return coco
 
 
 def _objects(instances, image_id: int) -> tuple[ObjectAnnotation, ...]:
@@ -47,10 +60,10 @@ def _objects(instances, image_id: int) -> tuple[ObjectAnnotation, ...]:
         if ann.get("iscrowd", 0):
             continue
         x, y, w, h = ann["bbox"]
-        name = instances.cats[ann["category_id"]]["name"]
+        category = instances.cats[ann["category_id"]]
         objects.append(ObjectAnnotation(
-            category=name, box=(float(x), float(y), float(x + w), float(y + h)),
-            attributes={"supercategory": instances.cats[ann["category_id"]]["supercategory"]}))
+            category=category["name"], box=(float(x), float(y), float(x + w), float(y + h)),
+            attributes={"supercategory": str(category.get("supercategory", ""))}))
     return tuple(objects)
 
 
@@ -79,21 +92,28 @@ def load_coco(split: str, data_dir: Path, year: str | None = None,
         A `CaptionSplit` of file images ordered by image id; `image_id` is COCO's integer id,
         objects (non-crowd instances) have the category name and `(x0, y0, x1, y1)` box.
     """
-    year = year or DEFAULT_YEARS[split]
+    year = str_option("coco", "year", year, optional=True) or DEFAULT_YEARS[split]
+    captions_file = str_option("coco", "captions_file", captions_file, optional=True)
+    instances_file = str_option("coco", "instances_file", instances_file, optional=True)
+    images_dir = str_option("coco", "images_dir", images_dir, optional=True)
+    with_objects = bool_option("coco", "with_objects", with_objects, optional=True)
+    max_images = int_option("coco", "max_images", max_images, minimum=1, optional=True)
+    check_images = bool_option("coco", "check_images", check_images)
     captions_path = require_file(
         data_dir / (captions_file or f"annotations/captions_{year}.json"), "COCO captions")
     images = require_dir(Path(images_dir) if images_dir else data_dir / year, "COCO images")
     instances_path = data_dir / (instances_file or f"annotations/instances_{year}.json")
     if with_objects is None:
         with_objects = instances_path.is_file() and split != "train"
-    instances = _read(require_file(instances_path, "COCO instances")) if with_objects else None
+    instances = (_read(require_file(instances_path, "COCO instances"), "instances")
+                 if with_objects else None)
 
-    coco = _read(captions_path)
+    coco = _read(captions_path, "captions")
     ids = sorted(i for i in coco.imgs if coco.imgToAnns.get(i))
     if not ids:
         raise DataError(f"{captions_path}: no images with captions")
     if max_images is not None:
-        ids = ids[: int(max_images)]
+        ids = ids[:max_images]
 
     def items():
         for image_id in ids:

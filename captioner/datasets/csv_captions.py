@@ -17,7 +17,15 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from captioner.datasets.records import CaptionSplit, file_records, register_loader, require_file
+from captioner.datasets.records import (
+    CaptionSplit,
+    bool_option,
+    file_records,
+    option_error,
+    register_loader,
+    require_file,
+    str_option,
+)
 from common.errors import DataError
 
 
@@ -42,6 +50,15 @@ def load_csv(split: str, data_dir: Path, file: str | None = None, image_column: 
     Returns:
         A `CaptionSplit` of file images without objects.
     """
+    file = str_option("csv", "file", file, optional=True)
+    image_column = str_option("csv", "image_column", image_column)
+    caption_column = str_option("csv", "caption_column", caption_column)
+    images_dir = str_option("csv", "images_dir", images_dir, optional=True)
+    delimiter = str_option("csv", "delimiter", delimiter, optional=True)
+    if delimiter is not None and (len(delimiter) != 1 or delimiter in '"\r\n'):
+        raise option_error("csv", "delimiter", delimiter, "one character other than a quote "
+                           "mark or a line break (a tab: delimiter='\"\\t\"')")
+    check_images = bool_option("csv", "check_images", check_images)
     if file is None:
         file = f"{split}.csv" if not (data_dir / f"{split}.tsv").is_file() else f"{split}.tsv"
     path = require_file(data_dir / file, f"the {split} captions CSV")

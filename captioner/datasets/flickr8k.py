@@ -14,7 +14,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from captioner.datasets.records import CaptionSplit, file_records, register_loader, require_file
+from captioner.datasets.records import (
+    CaptionSplit,
+    bool_option,
+    file_records,
+    int_option,
+    read_text,
+    register_loader,
+    require_file,
+    str_option,
+)
 from common.errors import DataError
 
 LISTS = {"train": "Flickr_8k.trainImages.txt", "valid": "Flickr_8k.devImages.txt",
@@ -25,16 +34,18 @@ IMAGE_DIRS = ("Flicker8k_Dataset", "Flickr8k_Dataset", "images")
 def read_tokens(path: Path) -> dict[str, list[str]]:
     """`{image file name: [caption, ...]}` from a `Flickr8k.token.txt` file."""
     captions: dict[str, list[str]] = {}
-    with open(path, encoding="utf-8") as f:
-        for line_number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            key, tab, caption = line.rstrip("\n").partition("\t")
-            name, hash_, _ = key.partition("#")
-            if not tab or not hash_ or not caption.strip():
-                raise DataError(f"{path}:{line_number}: expected '<image>#<n><TAB><caption>', "
-                                f"got {line.strip()[:80]!r}")
-            captions.setdefault(name, []).append(caption.strip())
+    # Split at "\n" only: a caption may hold other characters Python counts as line breaks.
+    for line_number, line in enumerate(read_text(path).split("\n"), start=1):
+        if not line.strip():
+            continue
+        key, tab, caption = line.partition("\t")
+        name, hash_, _ = key.partition("#")
+        if not tab or not hash_ or not name.strip() or not caption.strip():
+            raise DataError(f"{path}:{line_number}: expected '<image>#<n><TAB><caption>', "
+                            f"got {line.strip()[:80]!r}")
+        captions.setdefault(name.strip(), []).append(caption.strip())
+    if not captions:
+        raise DataError(f"{path}: no captions; expected lines '<image>#<n><TAB><caption>'")
     return captions
 
 
@@ -57,15 +68,21 @@ def load_flickr8k(split: str, data_dir: Path, images_dir: str | None = None,
     Returns:
         A `CaptionSplit` of file images in list order; `image_id` is the file name.
     """
+    images_dir = str_option("flickr8k", "images_dir", images_dir, optional=True)
+    token_file = str_option("flickr8k", "token_file", token_file)
+    max_images = int_option("flickr8k", "max_images", max_images, minimum=1, optional=True)
+    check_images = bool_option("flickr8k", "check_images", check_images)
     captions = read_tokens(require_file(data_dir / token_file, "Flickr8k captions"))
     list_path = require_file(data_dir / LISTS[split], f"the Flickr8k {split} image list")
-    names = [n.strip() for n in list_path.read_text(encoding="utf-8").splitlines() if n.strip()]
+    names = [n.strip() for n in read_text(list_path).split("\n") if n.strip()]
+    if not names:
+        raise DataError(f"{list_path}: no image names; expected one file name a line")
     missing = [n for n in names if n not in captions]
     if missing:
         raise DataError(f"{list_path}: {len(missing)} image(s) without captions in "
                         f"{token_file}, e.g. {missing[0]!r}")
     if max_images is not None:
-        names = names[: int(max_images)]
+        names = names[:max_images]
     if images_dir is not None:
         root = Path(images_dir)
     else:

@@ -13,10 +13,18 @@ Images are found at `images_dir / filepath / filename` (`filepath` is absent for
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from captioner.datasets.records import CaptionSplit, file_records, register_loader, require_file
+from captioner.datasets.records import (
+    CaptionSplit,
+    bool_option,
+    file_records,
+    int_option,
+    read_json,
+    register_loader,
+    require_file,
+    str_option,
+)
 from common.errors import DataError
 
 _SPLITS = {"train": ("train", "restval"), "valid": ("val",), "test": ("test",)}
@@ -41,30 +49,53 @@ def load_karpathy(split: str, data_dir: Path, file: str = "dataset_coco.json",
         A `CaptionSplit` of file images in file order; `image_id` is `cocoid` when present,
         else `imgid`, else the file name; captions are the `raw` sentences.
     """
+    file = str_option("karpathy", "file", file)
+    images_dir = str_option("karpathy", "images_dir", images_dir, optional=True)
+    max_images = int_option("karpathy", "max_images", max_images, minimum=1, optional=True)
+    check_images = bool_option("karpathy", "check_images", check_images)
     path = require_file(data_dir / file, "a Karpathy split file")
-    try:
-        with open(path, encoding="utf-8") as f:
-            entries = json.load(f)["images"]
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
-        raise DataError(f"{path}: expected a Karpathy split JSON with an 'images' list "
-                        f"({exc!r:.120})") from None
+    data = read_json(path, "a Karpathy split file, a JSON object with an 'images' list")
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
+        got = f"'images' = {data.get('images')!r:.60}" if isinstance(data, dict) else repr(data)
+        raise DataError(f"{path}: expected a Karpathy split file, a JSON object with an "
+                        f"'images' list; got {got:.60}")
+    entries = data["images"]
     root = Path(images_dir) if images_dir is not None else data_dir
     wanted = _SPLITS[split]
 
     chosen = []
     for n, entry in enumerate(entries):
-        try:
-            if entry["split"] not in wanted:
-                continue
-            filename = entry["filename"]
-            captions = [s["raw"].strip() for s in entry["sentences"]]
-        except (KeyError, TypeError):
-            raise DataError(f"{path}: image #{n} lacks 'split', 'filename' or "
-                            "'sentences'[].'raw'") from None
-        image_id = entry.get("cocoid", entry.get("imgid", filename))
-        chosen.append((image_id, root / entry.get("filepath", "") / filename, captions, None))
-        if max_images is not None and len(chosen) >= int(max_images):
+        if not isinstance(entry, dict) or not isinstance(entry.get("split"), str):
+            raise DataError(f"{path}: images[{n}]: expected an object with a 'split' as text, "
+                            f"got {entry!r:.60}")
+        if entry["split"] not in wanted:
+            continue
+        chosen.append(_record(path, n, entry, root))
+        if max_images is not None and len(chosen) >= max_images:
             break
     if not chosen:
         raise DataError(f"{path}: no images in split {'/'.join(wanted)}")
     return file_records("karpathy", split, chosen, check_images=check_images)
+
+
+def _record(path: Path, n: int, entry: dict, root: Path) -> tuple:
+    """`(image_id, image path, captions, None)` of the entry `images[n]`, checked."""
+    def fail(key: str, expected: str) -> DataError:
+        return DataError(f"{path}: images[{n}]: expected {key!r} as {expected}, got "
+                         f"{entry.get(key)!r:.60}")
+
+    filename, folder = entry.get("filename"), entry.get("filepath", "")
+    if not isinstance(filename, str) or not filename:
+        raise fail("filename", "a file name")
+    if not isinstance(folder, str):
+        raise fail("filepath", "a folder name")
+    sentences = entry.get("sentences")
+    if not isinstance(sentences, list) or not sentences or not all(
+            isinstance(s, dict) and isinstance(s.get("raw"), str) and s["raw"].strip()
+            for s in sentences):
+        raise fail("sentences", "a non-empty list of objects with a 'raw' text")
+    key = "cocoid" if "cocoid" in entry else "imgid"
+    image_id = entry.get(key, filename)
+    if isinstance(image_id, bool) or not isinstance(image_id, (int, str)):
+        raise fail(key, "an integer")
+    return image_id, root / folder / filename, [s["raw"].strip() for s in sentences], None

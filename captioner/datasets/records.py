@@ -9,7 +9,9 @@ tf.data pipeline (`captioner.datasets.pipeline`) and the metrics read only this 
 from __future__ import annotations
 
 import inspect
+import json
 import logging
+import operator
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -194,6 +196,90 @@ def require_dir(path: Path, what: str) -> Path:
     if not path.is_dir():
         raise DataError(f"{path}: no such directory ({what})")
     return path
+
+
+def read_text(path: Path) -> str:
+    """The text of a UTF-8 file (a byte order mark is dropped), else a DataError naming it."""
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:  # a folder, no permission
+        raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def read_json(path: Path, what: str) -> Any:
+    """The JSON value in `path`, else a DataError naming it and `what` it should hold."""
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column "
+                        f"{exc.colno}); expected {what}") from None
+    except RecursionError:  # Python's parser recurses once per bracket
+        raise DataError(f"{path}: JSON nested too deeply to read; expected {what}") from None
+    except ValueError as exc:  # a number of thousands of digits
+        raise DataError(f"{path}: not readable JSON ({str(exc).split(';')[0]}); expected "
+                        f"{what}") from None
+
+
+# -- checked options: the values `--data-option KEY=VALUE` (read as JSON) or a preset gives ----
+
+def option_error(dataset: str, name: str, value: Any, expected: str) -> UserError:
+    """The error for a loader's option given a value it cannot take."""
+    return UserError(f"dataset {dataset!r} option {name}: expected {expected}, got {value!r:.60}")
+
+
+def int_option(dataset: str, name: str, value: Any, minimum: int | None = None,
+               optional: bool = False) -> int | None:
+    """`value` as an int (None passes when `optional`), else a UserError naming the option.
+
+    A float with no fraction counts (`1e3` is read as 1000.0); `2.7`, `"abc"` and `true` do not.
+    """
+    expected = "a whole number" + (f" >= {minimum}" if minimum is not None else "")
+    expected += " or null" if optional else ""
+    if value is None and optional:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, (bool, np.bool_)):
+        raise option_error(dataset, name, value, expected)
+    try:
+        number = operator.index(value)  # an int, a NumPy integer
+    except TypeError:
+        raise option_error(dataset, name, value, expected) from None
+    if minimum is not None and number < minimum:
+        raise option_error(dataset, name, value, expected)
+    return number
+
+
+def bool_option(dataset: str, name: str, value: Any, optional: bool = False) -> bool | None:
+    """`value` as a bool (None passes when `optional`), else a UserError naming the option.
+
+    Also `"true"`/`"false"` in any case and `0`/`1`; any other string is refused (`"maybe"`,
+    or `"False"`, was true).
+    """
+    if value is None and optional:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise option_error(dataset, name, value, "true or false" + (" or null" if optional else ""))
+
+
+def str_option(dataset: str, name: str, value: Any, optional: bool = False) -> str | None:
+    """`value` as non-empty text (None passes when `optional`), else a UserError naming the
+    option. A whole number counts as its digits (`year=2017` is read as a number)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str) and value:
+        return value
+    raise option_error(dataset, name, value, "non-empty text" + (" or null" if optional else ""))
 
 
 #: How far from a JPEG's end its end-of-image marker (FF D9) is looked for: some writers pad

@@ -30,9 +30,10 @@ from captioner.datasets.records import (
     CaptionSplit,
     ImageRecord,
     ObjectAnnotation,
+    bool_option,
+    int_option,
     register_loader,
 )
-from common.errors import UserError
 
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 45, 45),
@@ -242,10 +243,10 @@ def load_shapes(split: str, data_dir: str | Path | None = None, num_images: int 
     >>> split[0].captions[0]  # doctest: +SKIP
     'a small red circle to the left of a blue square'
     """
-    num_images = DEFAULT_SIZES[split] if num_images is None else int(num_images)
-    if num_images < 1:
-        raise UserError(f"shapes: num_images must be >= 1, got {num_images}")
-    if int(image_size) < 32:
-        raise UserError(f"shapes: image_size must be >= 32 pixels, got {image_size}")
-    records = _generate(split, num_images, int(image_size), int(seed), bool(with_masks))
+    num_images = int_option("shapes", "num_images", num_images, minimum=1, optional=True)
+    image_size = int_option("shapes", "image_size", image_size, minimum=32)
+    seed = int_option("shapes", "seed", seed, minimum=0)
+    with_masks = bool_option("shapes", "with_masks", with_masks)
+    num_images = DEFAULT_SIZES[split] if num_images is None else num_images
+    records = _generate(split, num_images, image_size, seed, with_masks)
     return CaptionSplit(name="shapes", split=split, records=list(records))

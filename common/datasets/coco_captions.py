@@ -22,9 +22,11 @@ and height its entry gives.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from PIL import Image
 
@@ -61,13 +63,92 @@ def images_archive(split: str, year: str) -> RemoteFile:
     return FILES[f"zips/{split}{year}.zip"]
 
 
+KINDS = {"captions": "caption", "instances": "bbox"}  # kind -> what its annotations have
+
+
+def check_annotations(data: Any, where: str, kind: str = "captions") -> dict:
+    """`data` if it has the shape of a COCO annotation file of `kind`, else a DataError naming
+    `where` and the first entry that does not fit.
+
+    Both kinds hold `images` (each an `id` and a `file_name`) and `annotations` (each an `id`
+    and an `image_id`). A `"captions"` annotation has a `caption`; an `"instances"` one a
+    `bbox` `[x, y, width, height]` and a `category_id` listed in `categories` (each an `id`
+    and a `name`). Other keys are not looked at.
+    """
+    lists = ("images", "annotations") + (("categories",) if kind == "instances" else ())
+    if not isinstance(data, dict):
+        raise DataError(f"{where}: expected a COCO {kind} file, a JSON object with "
+                        f"{' and '.join(map(repr, lists))} lists; got {data!r:.60}")
+    other_kind = "instances" if kind == "captions" else "captions"
+    wanted, other = KINDS[kind], KINDS[other_kind]
+    annotations = data.get("annotations")
+    first = annotations[0] if isinstance(annotations, list) and annotations else None
+    if isinstance(first, dict) and other in first and wanted not in first:
+        raise DataError(f"{where}: its annotations have a {other!r} and no {wanted!r}, as in a "
+                        f"COCO {other_kind} file; expected a COCO {kind} file")
+    for key in lists:
+        if key not in data:
+            raise DataError(f"{where}: no {key!r} list; expected a COCO {kind} file")
+        if not isinstance(data[key], list):
+            raise DataError(f"{where}: expected {key!r} as a list (a COCO {kind} file), got "
+                            f"{data[key]!r:.60}")
+    for index, image in enumerate(data["images"]):
+        _check_entry(where, "images", index, image, ints=("id",), texts=("file_name",))
+    if kind == "captions":
+        for index, ann in enumerate(annotations):
+            _check_entry(where, "annotations", index, ann, ints=("id", "image_id"),
+                         texts=("caption",))
+        return data
+    for index, category in enumerate(data["categories"]):
+        _check_entry(where, "categories", index, category, ints=("id",), texts=("name",))
+    categories = {category["id"] for category in data["categories"]}
+    for index, ann in enumerate(annotations):
+        _check_entry(where, "annotations", index, ann, ints=("id", "image_id", "category_id"))
+        box = ann.get("bbox")
+        if (not isinstance(box, list) or len(box) != 4
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                           and math.isfinite(v) for v in box)):
+            raise DataError(f"{where}: annotations[{index}]: expected 'bbox' as [x, y, width, "
+                            f"height], four numbers, got {box!r:.60}")
+        if ann["category_id"] not in categories:
+            raise DataError(f"{where}: annotations[{index}]: its category_id "
+                            f"{ann['category_id']} is not among the 'categories'")
+    return data
+
+
+def _check_entry(where: str, key: str, index: int, entry: Any, ints: tuple[str, ...] = (),
+                 texts: tuple[str, ...] = ()) -> None:
+    """A DataError unless `entry` (`key[index]`) is an object whose `ints` are integers and
+    whose `texts` are non-empty text."""
+    if not isinstance(entry, dict):
+        raise DataError(f"{where}: {key}[{index}]: expected an object, got {entry!r:.60}")
+    for name in ints:
+        value = entry.get(name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise DataError(f"{where}: {key}[{index}]: expected {name!r} as an integer, got "
+                            f"{value!r:.60}")
+    for name in texts:
+        value = entry.get(name)
+        if not isinstance(value, str) or not value.strip():
+            raise DataError(f"{where}: {key}[{index}]: expected {name!r} as non-empty text, "
+                            f"got {value!r:.60}")
+
+
 def _read_json(archive: zipfile.ZipFile, member: str) -> dict:
     try:
-        return json.loads(archive.read(member))
+        data = json.loads(archive.read(member))
     except KeyError:
         raise DataError(f"{archive.filename}: no {member} in the archive") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"{archive.filename}: {member} is not JSON ({exc})") from None
+    except RecursionError:  # Python's parser recurses once per bracket
+        raise DataError(f"{archive.filename}: {member} is JSON nested too deeply to "
+                        "read") from None
+    except ValueError as exc:  # a number of thousands of digits
+        raise DataError(f"{archive.filename}: {member} is not readable JSON "
+                        f"({str(exc).split(';')[0]})") from None
+    kind = "instances" if Path(member).name.startswith("instances") else "captions"
+    return check_annotations(data, f"{archive.filename}: {member}", kind)
 
 
 def _subset(annotations: dict, image_ids: set[int]) -> dict:
@@ -85,7 +166,9 @@ def _write_json(path: Path, data: dict) -> None:
     part.replace(path)
 
 
-def _check_image(path: Path, width: int, height: int) -> None:
+def _check_image(path: Path, width: int | None, height: int | None) -> None:
+    """A DataError (the file removed) unless `path` opens as an image of `width` x `height`
+    (when its entry gives them)."""
     try:
         with Image.open(path) as image:
             size = image.size
@@ -93,7 +176,7 @@ def _check_image(path: Path, width: int, height: int) -> None:
     except Exception as exc:  # PIL raises many kinds for a damaged file
         path.unlink(missing_ok=True)
         raise DataError(f"{path}: not a readable image ({exc}); removed, run again") from None
-    if size != (width, height):
+    if (width, height) != (None, None) and size != (width, height):
         path.unlink(missing_ok=True)
         raise DataError(f"{path}: {size[0]}x{size[1]} pixels, expected {width}x{height} as its "
                         "COCO entry says; removed, run again")
@@ -155,7 +238,7 @@ def prepare(fetcher: Fetcher, out: Path, year: str = "2017",
                 for image in images:
                     url = image.get("coco_url") or f"{HOST}/{folder}/{image['file_name']}"
                     path = fetcher.get(RemoteFile(url), into=out / folder, checked=False)
-                    _check_image(path, image["width"], image["height"])
+                    _check_image(path, image.get("width"), image.get("height"))
                 count = len(images)
             summary["splits"][folder] = {
                 "images": count,
