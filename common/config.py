@@ -119,20 +119,33 @@ def save_json(path: str | os.PathLike, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
 
 
-def load_json(path: str | os.PathLike) -> Any:
+def load_json(path: str | os.PathLike, what: str = "a JSON file",
+              error: type[UserError] = UserError) -> Any:
+    """The JSON value in `path` (UTF-8, a byte order mark dropped), else a one-line `error`
+    naming the file and `what` it should hold: missing, a folder, unreadable, not UTF-8, not
+    JSON, nested too deep for Python's parser or with a number of thousands of digits."""
     path = Path(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
+        raise error(f"{path}: no such file; expected {what}") from None
     except IsADirectoryError:
-        raise UserError(f"{path}: a folder; expected a JSON file") from None
+        raise error(f"{path}: a folder; expected {what}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); expected "
+                    f"{what}") from None
     except OSError as exc:  # no permission, an I/O error
-        raise UserError(f"{path}: cannot be read ({exc.strerror or exc}); expected a "
-                        "readable JSON file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not valid JSON ({exc})") from None
+        raise error(f"{path}: cannot be read ({exc.strerror or exc}); expected {what}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column "
+                    f"{exc.colno}); expected {what}") from None
+    except RecursionError:  # Python's parser recurses once per bracket
+        raise error(f"{path}: JSON nested too deeply to read; expected {what}") from None
+    except ValueError as exc:  # a number of thousands of digits
+        raise error(f"{path}: not readable JSON ({str(exc).split(';')[0]}); expected "
+                    f"{what}") from None
 
 
 # -- the one config merge ----------------------------------------------------------------------

@@ -42,6 +42,18 @@ def test_corrupt_json_is_a_user_error(tmp_path):
         load_json(tmp_path / "missing.json")
 
 
+@pytest.mark.parametrize("content, needle", [
+    (b"[" * 100_000, "nested too deeply"),            # RecursionError in Python's parser
+    (b"[" + b"9" * 5000 + b"]", "not readable JSON"),  # int() of over 4300 digits
+    ('{"a": "été"}'.encode("latin-1"), "not UTF-8"),
+])
+def test_json_python_cannot_read_is_a_user_error(tmp_path, content, needle):
+    path = tmp_path / "config.json"
+    path.write_bytes(content)
+    with pytest.raises(UserError, match=needle):
+        load_json(path)
+
+
 def test_failed_write_leaves_previous_file(tmp_path, monkeypatch):
     path = tmp_path / "config.json"
     save_json(path, {"a": 1})

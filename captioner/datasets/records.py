@@ -9,7 +9,6 @@ tf.data pipeline (`captioner.datasets.pipeline`) and the metrics read only this 
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import operator
 import os
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from common.config import load_json
 from common.errors import DataError, UserError
 from common.registry import Registry
 
@@ -210,17 +210,7 @@ def read_text(path: Path) -> str:
 
 def read_json(path: Path, what: str) -> Any:
     """The JSON value in `path`, else a DataError naming it and `what` it should hold."""
-    text = read_text(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column "
-                        f"{exc.colno}); expected {what}") from None
-    except RecursionError:  # Python's parser recurses once per bracket
-        raise DataError(f"{path}: JSON nested too deeply to read; expected {what}") from None
-    except ValueError as exc:  # a number of thousands of digits
-        raise DataError(f"{path}: not readable JSON ({str(exc).split(';')[0]}); expected "
-                        f"{what}") from None
+    return load_json(path, what, DataError)
 
 
 # -- checked options: the values `--data-option KEY=VALUE` (read as JSON) or a preset gives ----
