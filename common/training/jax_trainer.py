@@ -42,6 +42,9 @@ A checkpoint is written into `jax/.ckpt-STEP.tmp/` and renamed when complete, so
 leaves a partial `ckpt-STEP`. `resume=True` restores the newest one (the position, the
 weights, the optimizer and the random state) and skips the batches of the epoch already
 trained on: a resumed run ends with the weights of an uninterrupted one. Only process 0 writes.
+An epoch's record goes into `history.jsonl` before its checkpoint, and a write that fails (no
+space, read-only) is a one-line `RunDirError` that leaves the complete checkpoints and no
+partial one, as on TensorFlow (`common.training.run_dir`).
 
 Dimensions: `B` global batch, `P` processes.
 """
@@ -61,7 +64,14 @@ from typing import Any
 
 import numpy as np
 
-from common.config import deep_merge, differing_paths, from_dict, load_json, save_json
+from common.config import (
+    deep_merge,
+    differing_paths,
+    from_dict,
+    load_json,
+    replacing,
+    save_json,
+)
 from common.errors import DataError, UserError
 from common.training.config import TrainingConfig
 from common.training.prepare import Prepared, load_prepared
@@ -405,6 +415,11 @@ class JaxTrainer:
             for epoch in range(self.position["epoch"], self.config.epochs):
                 records.append(self._run_epoch(epoch, skip, verbose))
                 skip = 0
+            final = self.run_dir.path / WEIGHTS_FILE
+            try:
+                self.save_weights(final)
+            except OSError as exc:
+                raise write_failure(final, exc) from None
         except BaseException as exc:
             reason = " ".join(str(exc).split())[:500] or type(exc).__name__
             try:
@@ -412,7 +427,6 @@ class JaxTrainer:
             except UserError:
                 pass
             raise
-        self.save_weights(self.run_dir.path / WEIGHTS_FILE)
         self._write_status("finished", checkpoint=self._latest())
         return records
 
@@ -482,13 +496,17 @@ class JaxTrainer:
         # validating resumes within this epoch and writes its record, rather than past it.
         if "valid" in self.prepared.splits:
             record.update({f"val_{k}": v for k, v in self.evaluate("valid").items()})
+        # The record before the checkpoint, as on TensorFlow: a run killed between the two
+        # resumes from the checkpoint before, which drops this line (`truncate_history`), and
+        # records the epoch again; the other way round it would resume past the epoch, never
+        # recorded.
+        self._log(record)
         self.position = {"step": step, "epoch": epoch + 1, "step_in_epoch": 0}
         self._save()
         if verbose:
             shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items()
                               if k in ("loss", "val_loss"))
             print(f"Epoch {epoch + 1}/{self.config.epochs}: step {step}, {shown}", flush=True)
-        self._log(record)
         return record
 
     def evaluate(self, split: str = "valid") -> dict[str, float]:
@@ -559,8 +577,11 @@ class JaxTrainer:
 
     def _write_weights(self, path: Path) -> None:
         tmp = path.with_name(f".{path.name}.tmp.weights.h5")
-        self.model.save_weights(tmp)
-        os.replace(tmp, path)
+        try:
+            self.model.save_weights(tmp)
+            os.replace(tmp, path)
+        finally:  # a file cut short by a full disk is removed
+            tmp.unlink(missing_ok=True)
 
     def _save(self) -> None:
         host = self.host_state()  # a collective under several processes: every one calls it
@@ -583,6 +604,7 @@ class JaxTrainer:
             shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
         except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)  # the part written, no checkpoint
             raise write_failure(self.checkpoints, exc) from None
         for old in complete_jax_checkpoints(self.checkpoints)[self.config.keep_checkpoints:]:
             shutil.rmtree(old, ignore_errors=True)
@@ -712,24 +734,25 @@ class JaxTrainer:
 
         config = dict(self.prepared.config)
         config["training"] = {**to_dict(self.config), **JAX_TRAINING_FACTS}
-        save_json(self.run_dir.path / "config.json", config)
+        try:
+            save_json(self.run_dir.config, config)
+        except OSError as exc:
+            raise write_failure(self.run_dir.config, exc) from None
         for file in self.prepared.vocab_files.values():
-            shutil.copyfile(self.prepared.path / file, self.run_dir.path / file)
+            try:
+                with replacing(self.run_dir.path / file) as tmp:  # the old file or a whole copy
+                    shutil.copyfile(self.prepared.path / file, tmp)
+            except OSError as exc:
+                raise write_failure(self.run_dir.path / file, exc) from None
 
     def _log(self, record: dict[str, Any]) -> None:
         if self.chief:
-            try:
-                self.run_dir.append_history(record)
-            except OSError as exc:
-                raise write_failure(self.run_dir.history, exc) from None
+            self.run_dir.append_history(record)
 
     def _write_status(self, state: str, **fields: Any) -> None:
         if self.chief:
-            try:
-                self.run_dir.write_status(state, **self.position, epochs=self.config.epochs,
-                                          backend="jax", mesh=self.mesh(), **fields)
-            except OSError as exc:
-                raise write_failure(self.run_dir.status, exc) from None
+            self.run_dir.write_status(state, **self.position, epochs=self.config.epochs,
+                                      backend="jax", mesh=self.mesh(), **fields)
 
 
 def resumed_training(run_dir: str | os.PathLike, default: dict[str, Any],

@@ -17,18 +17,28 @@ A directory "holds a run" when it has any of the trainer's entries (a non-empty
 vocabularies) written just before training do not count.
 
 A directory that cannot be written (read-only, a file in the way, no space left) is a
-`RunDirError`: `claim` tries a small write before anything else, and the trainer turns a
-failed write of a checkpoint, `history.jsonl` or `status.json` into one, keeping the last
-complete checkpoint.
+`RunDirError`: `claim` tries a small write before anything else, and every later write of the
+trainers (a checkpoint, `best/`, `history.jsonl`, `status.json`, the TensorBoard events, the
+final weights) that fails becomes one, keeping what was complete: the last complete checkpoint,
+and a `history.jsonl` and `status.json` that are the old file or the new one, never half of one
+(an append that fails is cut back off).
+
+An epoch's line in `history.jsonl` is written before the epoch's checkpoint, so a run stopped
+at any moment loses no epoch's record: stopped between the two, it resumes from the checkpoint
+before, `truncate_history` drops the line (its step is past that checkpoint's), and the epoch
+is trained and recorded again, once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +56,45 @@ def write_failure(path: str | os.PathLike, exc: BaseException,
                   what: str = "run directory") -> RunDirError:
     """A `RunDirError` for a failed write of `path` (in a `what`), with the system's reason in
     one line."""
-    reason = getattr(exc, "strerror", None) or getattr(exc, "message", None) or str(exc)
-    reason = " ".join(str(reason).split())
+    if isinstance(exc, OSError) and exc.errno:  # h5py's strerror is a paragraph
+        reason = os.strerror(exc.errno)
+    else:
+        reason = getattr(exc, "strerror", None) or getattr(exc, "message", None) or str(exc)
+    reason = str(reason).strip()
     if reason.startswith("{{function_node"):
-        # TensorFlow's "{{function_node ...}} TEMP_PATH; No space left on device [Op:SaveV2]":
-        # the reason is after the last ";".
-        reason = reason.split("}}", 1)[-1].rsplit(";", 1)[-1]
-        reason = re.sub(r"\s*\[Op:\w+\]$", "", reason).strip()
+        # TensorFlow's "{{function_node ...}} TEMP_PATH; No space left on device [Op:SaveV2]",
+        # perhaps followed by lines of context ("\tFailed to flush 3 events to PATH"): the
+        # reason is after the first line's last ";".
+        reason = reason.splitlines()[0].split("}}", 1)[-1].rsplit(";", 1)[-1]
+        reason = re.sub(r"\s*\[Op:\w+\]( name: \S*)?$", "", reason)
+    reason = " ".join(reason.split())
     reason = reason[:200] or type(exc).__name__
     return RunDirError(f"cannot write {path}: {reason}; expected a writable {what} "
                        "with free space")
+
+
+def write_errors() -> tuple[type[BaseException], ...]:
+    """What a failed write raises: `OSError`, and, once TensorFlow is loaded, its errors of a
+    file that cannot be written (no space, read-only, a file in the way)."""
+    tf = sys.modules.get("tensorflow")
+    if tf is None:
+        return (OSError,)
+    errors = tf.errors
+    return (OSError, errors.ResourceExhaustedError, errors.PermissionDeniedError,
+            errors.FailedPreconditionError, errors.NotFoundError, errors.AlreadyExistsError)
+
+
+@contextlib.contextmanager
+def failed_writes_named(path: str | os.PathLike, what: str = "run directory",
+                        errors: tuple[type[BaseException], ...] | None = None) -> Iterator[None]:
+    """Turn a failed write inside the block (one of `errors`, default `write_errors()`) into
+    the one-line `RunDirError` of `write_failure(path, ...)`."""
+    try:
+        yield
+    except Exception as exc:
+        if not isinstance(exc, errors or write_errors()):
+            raise
+        raise write_failure(path, exc, what) from None
 
 
 class _Entry:
@@ -118,7 +157,8 @@ class RunDir:
     def own_files(self) -> list[Path]:
         """The files a run writes beside its entries: its config, vocabularies and final
         weights."""
-        return [self.config, self.jax_weights, *sorted(self.path.glob("vocab*.txt"))]
+        return [self.config, self.jax_weights,
+                *sorted(p for p in self.path.glob("vocab*") if p.suffix in (".txt", ".model"))]
 
     def claim(self, resume: bool, first: bool = False, backend: str = "tensorflow") -> None:
         """Make sure this run may write here, creating the directory.
@@ -182,17 +222,41 @@ class RunDir:
             return None
 
     def write_status(self, state: str, **fields: Any) -> None:
-        """Atomically write `status.json` as `{"state": state, **fields, "updated": ...}`."""
+        """Atomically write `status.json` as `{"state": state, **fields, "updated": ...}`.
+
+        Raises:
+            RunDirError: it cannot be written (the old file is kept).
+        """
         if state not in STATES:
             raise ValueError(f"unknown run state {state!r}; expected one of {STATES}")
         data = {"state": state, **fields, "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        save_json(self.status, data)
+        try:
+            save_json(self.status, data)
+        except OSError as exc:
+            raise write_failure(self.status, exc) from None
 
     def append_history(self, record: dict[str, Any]) -> None:
-        """Append one JSON line to `history.jsonl`."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        with open(self.history, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        """Append one JSON line to `history.jsonl`.
+
+        Raises:
+            RunDirError: it cannot be written; the part of the line written is cut back off,
+                so the file is left as it was (a half line would swallow the next one).
+        """
+        line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            with open(self.history, "ab", buffering=0) as f:
+                end = f.seek(0, os.SEEK_END)
+                try:
+                    written = 0
+                    while written < len(line):  # an unbuffered write may take part of it
+                        written += f.write(line[written:])
+                except OSError:
+                    with contextlib.suppress(OSError):  # not a regular file (/dev/full)
+                        f.truncate(end)
+                    raise
+        except OSError as exc:
+            raise write_failure(self.history, exc) from None
 
     def read_history(self) -> list[dict[str, Any]]:
         """All records of `history.jsonl` (an unreadable last line, from a crash, is skipped)."""
@@ -210,9 +274,21 @@ class RunDir:
         return records
 
     def truncate_history(self, step: int) -> None:
-        """Keep only the records up to global `step`: the steps after it will be run again."""
+        """Keep only the records up to global `step`: the steps after it will be run again.
+
+        The file is rewritten (atomically) only when that changes it: when it has records
+        past `step`, or lines that are not records (the half line of a kill).
+
+        Raises:
+            RunDirError: it cannot be rewritten (the old file is kept).
+        """
         if not self.history.exists():
             return
         kept = [r for r in self.read_history() if int(r.get("step", 0)) <= step]
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept)
-        atomic_write_text(self.history, text)
+        if self.history.read_text(encoding="utf-8", errors="replace") == text:
+            return
+        try:
+            atomic_write_text(self.history, text)
+        except OSError as exc:
+            raise write_failure(self.history, exc) from None

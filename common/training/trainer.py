@@ -37,9 +37,13 @@ Robustness, as promised in the README's "Robustness" section:
   with `TrainingDiverged` (a `UserError`: one line and exit 2 from the command lines). Nothing
   non-finite is saved; a checkpoint holding exactly the weights whose loss was not finite is
   deleted, and the model is put back to the newest checkpoint left.
-- Writes: a checkpoint, `history.jsonl` or `status.json` that cannot be written (no space,
-  read-only) stops the run with a `RunDirError` naming the file and the reason; the complete
-  checkpoints already written stay usable.
+- Records: an epoch's line in `history.jsonl` (with its validation) is written before the
+  epoch's checkpoint, so a run killed between the two resumes from the checkpoint before,
+  the line is cut off with the steps after it, and the epoch is trained and recorded again:
+  every epoch is recorded once, whenever the run was stopped.
+- Writes: a checkpoint, the best checkpoint, `history.jsonl`, `status.json` or the TensorBoard
+  events that cannot be written (no space, read-only) stops the run with a `RunDirError`
+  naming the file and the reason; the complete checkpoints already written stay usable.
 - Determinism: `keras.utils.set_random_seed(config.seed)` before the model is built, and on a
   machine without accelerators `tf.config.experimental.enable_op_determinism()`, so the same
   seed and data give the same weights, bit for bit, run after run.
@@ -51,6 +55,7 @@ set globally from `config.precision` before the model is built.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable
@@ -73,16 +78,14 @@ from common.training.config import TrainingConfig, resolve_auto
 from common.training.distribute import is_chief, make_strategy
 from common.training.events import truncate_events
 from common.training.progress import EpochProgress, RunningMeans, say_epoch_already_ran
-from common.training.run_dir import RunDir, write_failure
+from common.training.run_dir import RunDir, failed_writes_named, write_errors
 from common.training.step import make_train_step
 
 DatasetFn = Callable[[int, tf.distribute.InputContext], tf.data.Dataset]
 ValidateFn = Callable[[keras.Model, int], dict[str, float]]
 
 # What TensorFlow raises when a file cannot be written (no space, read-only, a file in the way).
-_WRITE_ERRORS = (OSError, tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError,
-                 tf.errors.FailedPreconditionError, tf.errors.NotFoundError,
-                 tf.errors.AlreadyExistsError)
+_WRITE_ERRORS = write_errors()
 
 
 def make_deterministic(seed: int, strict: bool = False) -> None:
@@ -307,10 +310,9 @@ class Trainer:
         position = self.state.as_dict()
         if self.chief:
             self.run_dir.truncate_history(position["step"])
-            try:
+            with failed_writes_named(self.run_dir.logs,
+                                     errors=_WRITE_ERRORS + (tf.errors.OpError,)):
                 truncate_events(self.run_dir.logs, position["step"])
-            except _WRITE_ERRORS + (tf.errors.OpError,) as exc:
-                raise write_failure(self.run_dir.logs, exc) from None
         if position["epoch"] >= self.config.epochs or self._stops_early(position["epoch"] - 1):
             if verbose:
                 print(f"Nothing to train: the run is at epoch {position['epoch']} of "
@@ -318,11 +320,9 @@ class Trainer:
                                                  self.config.epochs else ""), flush=True)
             self._write_status("finished", checkpoint=self._keeper.latest)
             return []
-        try:
+        with failed_writes_named(self.run_dir.logs):
             writer = (tf.summary.create_file_writer(str(self.run_dir.logs)) if self.chief
                       else tf.summary.create_noop_writer())
-        except _WRITE_ERRORS as exc:
-            raise write_failure(self.run_dir.logs, exc) from None
         self._write_status("training")
         records = []
         try:
@@ -338,15 +338,17 @@ class Trainer:
                                   f"validations (best {self.best.record['value']:.4g} at epoch "
                                   f"{self.best.record['epoch'] + 1})", flush=True)
                         break
+            with failed_writes_named(self.run_dir.logs):  # flushes the events still queued
+                writer.close()
         except BaseException as exc:
             reason = " ".join(str(exc).split())[:500] or type(exc).__name__
             try:
                 self._write_status("failed", error=f"{type(exc).__name__}: {reason}")
             except UserError:  # the directory cannot be written: the first error tells why
                 pass
+            with contextlib.suppress(*_WRITE_ERRORS):  # likewise
+                writer.close()
             raise
-        finally:
-            writer.close()
         self._write_status("finished", checkpoint=self._keeper.latest)
         return records
 
@@ -418,9 +420,13 @@ class Trainer:
             if verbose:
                 shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k[:4] == "val_")
                 print(f"Epoch {epoch + 1}: {shown}", flush=True)
+        # The record before the checkpoint: a run killed between the two resumes from the
+        # checkpoint before, where `truncate_history` drops this line (and the TensorBoard
+        # events) and the epoch is run and recorded again. The other way round the epoch's
+        # record, with its validation, would be lost for good: the run resumes after it.
+        self._log(record)
         self.state.set(step, epoch + 1, 0)
         self._save()
-        self._log(record)
         return record
 
     # -- helpers ---------------------------------------------------------------------------
@@ -456,10 +462,8 @@ class Trainer:
             state = self.state.as_dict()
             self._diverged("a weight became NaN or infinite", state["epoch"], state["step"],
                            None)
-        try:
+        with failed_writes_named(self.run_dir.checkpoints):
             path = self._keeper.save()
-        except _WRITE_ERRORS as exc:
-            raise write_failure(self.run_dir.checkpoints, exc) from None
         if path is not None:
             self._write_status("training", checkpoint=path)
 
@@ -472,40 +476,37 @@ class Trainer:
     def _log(self, record: dict[str, Any]) -> None:
         if not self.chief:
             return
-        try:
-            self.run_dir.append_history(record)
-        except OSError as exc:
-            raise write_failure(self.run_dir.history, exc) from None
+        self.run_dir.append_history(record)
         prefix = "epoch" if record["kind"] == "epoch" else "train"
-        for name, value in record.items():
-            if name not in ("kind", "epoch", "step") and isinstance(value, (int, float)):
-                tf.summary.scalar(f"{prefix}/{name}", value, step=record["step"])
-        tf.summary.flush()
+        # A full disk shows in a summary op once its queue is flushed (every few events).
+        with failed_writes_named(self.run_dir.logs):
+            for name, value in record.items():
+                if name not in ("kind", "epoch", "step") and isinstance(value, (int, float)):
+                    tf.summary.scalar(f"{prefix}/{name}", value, step=record["step"])
+            tf.summary.flush()
 
     def _log_samples(self, samples: dict[str, Any], step: int) -> None:
         """A validation's non-numeric results: text as text summaries, images as images."""
         if not self.chief:
             return
-        for name, value in samples.items():
-            if isinstance(value, str):
-                tf.summary.text(f"val/{name}", value, step=step)
-            else:
-                images = np.asarray(value)
-                if images.ndim == 3:
-                    images = images[None]
-                if images.dtype != np.uint8:
-                    images = np.clip(images, 0.0, 1.0).astype(np.float32)
-                tf.summary.image(f"val/{name}", images, step=step, max_outputs=len(images))
-        tf.summary.flush()
+        # (An image of the wrong shape stays the validation's error: an InvalidArgumentError.)
+        with failed_writes_named(self.run_dir.logs):
+            for name, value in samples.items():
+                if isinstance(value, str):
+                    tf.summary.text(f"val/{name}", value, step=step)
+                else:
+                    images = np.asarray(value)
+                    if images.ndim == 3:
+                        images = images[None]
+                    if images.dtype != np.uint8:
+                        images = np.clip(images, 0.0, 1.0).astype(np.float32)
+                    tf.summary.image(f"val/{name}", images, step=step, max_outputs=len(images))
+            tf.summary.flush()
 
     def _write_status(self, state: str, **fields: Any) -> None:
-        if not self.chief:
-            return
-        try:
-            self.run_dir.write_status(state, **self.state.as_dict(),
-                                      epochs=self.config.epochs, **fields)
-        except OSError as exc:
-            raise write_failure(self.run_dir.status, exc) from None
+        if self.chief:
+            self.run_dir.write_status(state, **self.state.as_dict(), epochs=self.config.epochs,
+                                      **fields)
 
 
 def _is_number(value: Any) -> bool:
