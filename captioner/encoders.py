@@ -25,13 +25,20 @@ from common.errors import UserError
 
 class _Backbone:
     """A registry entry: how to build a feature extractor and how to preprocess its input;
-    `pretrained`: it can load ImageNet weights (`weights="imagenet"`)."""
+    `pretrained`: it can load ImageNet weights (`weights="imagenet"`); `min_side`: the
+    smallest image side it takes (Keras applications' own minimum: 32, InceptionV3's 75), or
+    a function of the config that says it."""
 
     def __init__(self, build: Callable[[EncoderConfig], keras.Model], preprocessing: str,
-                 pretrained: bool = True):
+                 pretrained: bool = True,
+                 min_side: int | Callable[[EncoderConfig], int] = 32):
         self.build = build
         self.preprocessing = preprocessing
         self.pretrained = pretrained
+        self._min_side = min_side
+
+    def min_side(self, config: EncoderConfig) -> int:
+        return self._min_side(config) if callable(self._min_side) else self._min_side
 
 
 def keras_models_dir() -> Path:
@@ -95,11 +102,13 @@ def _small_cnn(config: EncoderConfig) -> keras.Model:
     return keras.Model(inputs, x, name="small_cnn")
 
 
-ENCODERS.add("small-cnn", _Backbone(_small_cnn, "unit", pretrained=False))
+# Each pooling halves the grid: at least one position must be left.
+ENCODERS.add("small-cnn", _Backbone(_small_cnn, "unit", pretrained=False,
+                                    min_side=lambda config: 2 ** len(config.filters)))
 ENCODERS.add("vgg19", _Backbone(_application("VGG19", "block5_conv4"), "caffe"))
 ENCODERS.add("resnet50", _Backbone(_application("ResNet50"), "caffe"))
 ENCODERS.add("resnet101", _Backbone(_application("ResNet101"), "caffe"))
-ENCODERS.add("inception_v3", _Backbone(_application("InceptionV3"), "tf"))
+ENCODERS.add("inception_v3", _Backbone(_application("InceptionV3"), "tf", min_side=75))
 # EfficientNet and MobileNetV3 rescale 0–255 inputs inside the model.
 ENCODERS.add("efficientnet_b0", _Backbone(_application("EfficientNetB0"), "none"))
 ENCODERS.add("mobilenet_v3_small", _Backbone(_application("MobileNetV3Small"), "none"))

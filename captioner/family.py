@@ -74,6 +74,7 @@ class CaptionerFamily(Family):
     name = "captioner"
     vocabularies = (RunDir.vocab,)
     resume_fields = ("encoder.fine_tune",)
+    validation_metrics = ("cider", "bleu_4")  # `train._make_validate`'s
     description = """\
 Show, Attend and Tell image captioning (Xu et al. 2015) with soft or hard attention.
 

@@ -18,7 +18,7 @@ from typing import Any
 from captioner.config import CaptionerRunConfig
 from common.config import deep_merge, from_dict, save_json, to_dict
 from common.errors import UserError
-from common.training.run_dir import RunDir
+from common.training.run_dir import RunDir, failed_writes_named
 
 # The run directory's file names are `RunDir`'s; these names stay for older imports.
 CONFIG_FILE = RunDir.config
@@ -49,7 +49,11 @@ def check_config(config: CaptionerRunConfig) -> None:
     from common.layers import SCORES
 
     DATASETS.get(config.data.dataset)
-    ENCODERS.get(config.encoder.name)
+    backbone = ENCODERS.get(config.encoder.name)
+    smallest = backbone.min_side(config.encoder)
+    if min(config.encoder.image_size) < smallest:
+        raise UserError(f"image_size {tuple(config.encoder.image_size)}: the {config.encoder.name} "
+                        f"encoder takes sides of at least {smallest} pixels")
     SCORES.get(config.decoder.score)
     if config.data.cache_features and config.encoder.fine_tune:
         raise UserError(
@@ -95,7 +99,8 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     else:
         vocab = build_vocabulary(split, min_count=data.min_count)
         if chief:
-            vocab.save(vocab_path)
+            with failed_writes_named(vocab_path):
+                vocab.save(vocab_path)
     if init_from is not None:
         init_from.check_vocabulary(RunDir.vocab, vocab.tokens)
     # `--resume --fine-tune N` unfreezes encoder layers from here on: the optimizer, whose
@@ -108,7 +113,8 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     config_dict = to_dict(config)
     config_dict["training"] = to_dict(training)
     if chief:
-        save_json(run.config, config_dict)
+        with failed_writes_named(run.config):
+            save_json(run.config, config_dict)
 
     build_optimizer = None
     if config.cosine_decay:

@@ -35,30 +35,109 @@ def to_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
-def from_dict(cls: type[C], data: dict[str, Any]) -> C:
+def from_dict(cls: type[C], data: dict[str, Any], where: str = "") -> C:
     """Rebuild a (nested) dataclass `cls` from `to_dict` output.
 
-    Unknown keys are an error naming them, so a typo in a hand-edited config is caught.
+    Unknown keys are an error naming them, so a typo in a hand-edited config is caught; so is
+    a value not of its field's annotated type (`"0.1"` for a float, `"no"` for a bool, a NaN,
+    a list of the wrong length), named by its dotted path from `where`.
     """
     if not isinstance(data, dict):
-        raise UserError(f"expected a JSON object for {cls.__name__}, got {type(data).__name__}")
+        at = f" at {where.rstrip('.')}" if where else ""
+        raise UserError(f"expected a JSON object for {cls.__name__}{at}, got "
+                        f"{type(data).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise UserError(
-            f"unknown {cls.__name__} field(s): {', '.join(unknown)}; "
+            f"unknown {cls.__name__} field(s): {', '.join(where + name for name in unknown)}; "
             f"expected some of: {', '.join(fields)}"
         )
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for name, value in data.items():
         kind = hints.get(name)
-        if dataclasses.is_dataclass(kind) and isinstance(value, dict):
-            value = from_dict(kind, value)
-        elif isinstance(value, list) and (kind is tuple or typing.get_origin(kind) is tuple):
-            value = tuple(value)
+        if dataclasses.is_dataclass(kind):
+            value = from_dict(kind, value, f"{where}{name}.")
+        elif kind is not None:
+            value = typed(value, kind, where + name)
         kwargs[name] = value
     return cls(**kwargs)
+
+
+_MISMATCH = object()
+
+
+def typed(value: Any, kind: Any, name: str) -> Any:
+    """`value` as a field of annotated type `kind` holds it (a JSON list as a tuple, a whole
+    float as an int), else a one-line `UserError` naming the field `name` and the type."""
+    result = _as(value, kind)
+    if result is _MISMATCH:
+        raise UserError(f"{name}: expected {_type_name(kind)}, got {value!r:.60}")
+    return result
+
+
+def _as(value: Any, kind: Any) -> Any:
+    """`typed`'s conversion, or `_MISMATCH`."""
+    import math
+    import types
+
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if kind is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        for option in args:
+            result = _as(value, option)
+            if result is not _MISMATCH:
+                return result
+        return _MISMATCH
+    if kind is type(None):
+        return None if value is None else _MISMATCH
+    if kind is bool:
+        return value if isinstance(value, bool) else _MISMATCH
+    if kind is int:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value if isinstance(value, int) and not isinstance(value, bool) else _MISMATCH
+    if kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return float(value) if ok and math.isfinite(value) else _MISMATCH
+    if kind is str:
+        return value if isinstance(value, str) else _MISMATCH
+    if kind is tuple or origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            return _MISMATCH
+        if not args:
+            return tuple(value)
+        kinds = [args[0]] * len(value) if args[-1] is Ellipsis else list(args)
+        if len(kinds) != len(value):
+            return _MISMATCH
+        items = [_as(item, item_kind) for item, item_kind in zip(value, kinds)]
+        return _MISMATCH if _MISMATCH in items else tuple(items)
+    if kind is dict or origin is dict:
+        return value if isinstance(value, dict) else _MISMATCH
+    if kind is list or origin is list:
+        return value if isinstance(value, list) else _MISMATCH
+    return value  # a type this check does not know: the config's own checks see it
+
+
+def _type_name(kind: Any) -> str:
+    import types
+
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(option) for option in args)
+    if kind is type(None):
+        return "null"
+    if kind is tuple or origin is tuple:
+        if args and args[-1] is Ellipsis:
+            return f"a list of {_type_name(args[0])}s"
+        if args:
+            return f"a list of {len(args)} ({', '.join(_type_name(a) for a in args)})"
+        return "a list"
+    names = {bool: "true or false", int: "a whole number", float: "a finite number",
+             str: "a string", dict: "a JSON object", list: "a list"}
+    return names.get(kind, names.get(origin, getattr(kind, "__name__", str(kind))))
 
 
 @contextlib.contextmanager
@@ -265,7 +344,19 @@ def check_keys(data: Any, reference: Any, where: str, prefix: str = "") -> None:
 def load_config_file(path: str | os.PathLike, config_class: type) -> dict[str, Any]:
     """`--config FILE`: a JSON object nested like `config.json`, its keys checked."""
     data = load_json(path)
-    check_keys(data, to_dict(config_class()), str(path))
+    defaults = to_dict(config_class())
+    check_keys(data, defaults, str(path))
+    try:
+        from_dict(config_class, deep_merge(defaults, data))  # the types of its values
+        if isinstance(data.get("training"), dict):
+            from common.training.config import TrainingConfig
+
+            from_dict(TrainingConfig, data["training"], "training.")
+    except UserError as exc:
+        raise UserError(f"{path}: {exc}") from None
+    family = defaults.get("family")
+    if family is not None and data.get("family", family) != family:
+        raise UserError(f"{path}: a {data['family']!r} config; expected a {family!r} one")
     return data
 
 

@@ -29,6 +29,9 @@ class Family(ABC):
             `average` copies them); `vocabulary_files(config)` when they depend on the config.
         resume_fields: config paths besides `training` that `--resume` may change
             (the captioner's `encoder.fine_tune`).
+        validation_metrics: the numbers its validation reports after each epoch, the first
+            one `best_metric` "auto"'s; a `best_metric` of another name is refused before
+            the run starts (empty: not checked).
         config_class: the frozen dataclass of a run (`RUN_DIR/config.json`); it has a
             `training` dict of `common.training.TrainingConfig` fields.
         presets: the registry of `train --preset` (nested overrides of `config_class`).
@@ -45,6 +48,7 @@ class Family(ABC):
     description: ClassVar[str]
     vocabularies: ClassVar[tuple[str, ...]] = ()
     resume_fields: ClassVar[tuple[str, ...]] = ()
+    validation_metrics: ClassVar[tuple[str, ...]] = ()
     config_class: ClassVar[type]
     presets: ClassVar[Registry]
     datasets: ClassVar[Registry]

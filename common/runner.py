@@ -9,9 +9,10 @@ run keeps its model and data: only its training settings may change.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from common.config import (
     to_dict,
 )
 from common.family import Family
-from common.training.run_dir import RunDir
+from common.training.run_dir import RunDir, failed_writes_named
 
 # The training settings that say where a run goes on, not what it trains.
 PLACEMENT = ("distribute", "logical_cpus")
@@ -80,6 +81,13 @@ class Runner:
 
         family = self.family
         file = load_config_file(config_file, family.config_class) if config_file else {}
+        named = file.get("preset")
+        if named is not None and named != preset:
+            from common.errors import UserError
+
+            # The preset a run records is the one applied: a file's is not applied.
+            raise UserError(f"{config_file}: preset {named!r} is applied by --preset {named}, "
+                            "not from a config file; expected that option, or the key left out")
         declared = _declarations(family, options)
         defaults = to_dict(family.config_class())
         saved = (family.load_config(self.run.path)
@@ -107,20 +115,29 @@ class Runner:
 
     def _checked(self, config: Any) -> Any:
         """`config` with its training settings complete (`TrainingConfig` checks them)."""
+        from common.errors import UserError
         from common.training.config import TrainingConfig
 
         training = to_dict(from_dict(TrainingConfig, config.training))
         config = dataclasses.replace(config, training=training)
         self.family.check_config(config)
+        known = self.family.validation_metrics
+        metric = training["best_metric"]
+        if known and metric not in (None, "auto") and metric not in known:
+            raise UserError(f"--best-metric {metric!r}: the {self.family.name} validation "
+                            f"reports {', '.join(known)}; expected one of them, auto or none")
         return config
 
     def train(self, config: Any, resume: bool = False, verbose: int = 1,
               init_from: str | None = None) -> list[dict[str, Any]]:
         """Train `config` into the run directory; `init_from` "RUN_DIR[:CHECKPOINT]" starts
         from another run's weights (see `WarmStart`)."""
+        from common.training.distribute import chief_task
+
         warm = WarmStart.parse(init_from, self.family) if init_from else None
-        return self.family.train(config, self.run.path, resume=resume, verbose=verbose,
-                                 init_from=warm)
+        with taken_back_on_failure(self.run, resume, writer=chief_task):
+            return self.family.train(config, self.run.path, resume=resume, verbose=verbose,
+                                     init_from=warm)
 
     def evaluate(self, args: argparse.Namespace) -> dict[str, Any]:
         return self.family.evaluate(self.run.path, args)
@@ -170,9 +187,10 @@ class Runner:
             raise UserError(f"--model-parallel {model_parallel} needs --distribute "
                             "model-parallel")
         training["distribute"] = "none"  # TrainingConfig names TensorFlow's strategies
-        return train_jax(folder, self.run.path, training=training,
-                         distribute="data-parallel" if distribute == "auto" else distribute,
-                         model_parallel=model_parallel, resume=resume, verbose=verbose)
+        with taken_back_on_failure(self.run, resume, writer=_first_jax_process):
+            return train_jax(folder, self.run.path, training=training,
+                             distribute="data-parallel" if distribute == "auto" else distribute,
+                             model_parallel=model_parallel, resume=resume, verbose=verbose)
 
     def average(self, out_dir: str | os.PathLike, last: int) -> Path:
         """Average the weights of the run's last `last` checkpoints into a new run directory.
@@ -207,14 +225,22 @@ class Runner:
         if out.path.resolve() == self.run.path.resolve():
             raise UserError(f"{out_dir}: the averaged run needs a directory of its own")
         model = self.family.open_model(self.run.path).model  # a run of this family, first
+        files = self.family.vocabulary_files(self.family.load_config(self.run.path))
+        before = _present(out)
         out.claim(resume=False, first=True)  # refuses a directory that holds a run
         average_checkpoints(model, paths)
-        files = self.family.vocabulary_files(self.family.load_config(self.run.path))
-        for name in (RunDir.config, *files):
-            shutil.copyfile(self.run.path / name, out.path / name)
-        write_model_checkpoint(model, out.checkpoints / "ckpt-1")
-        out.write_status("finished", averaged=[str(Path(p)) for p in paths],
-                         source=str(self.run.path))
+        # All or nothing: a failed write (a full disk) takes back what was written, so that
+        # the same command runs again into the same directory.
+        try:
+            with failed_writes_named(out.path):
+                for name in (RunDir.config, *files):
+                    shutil.copyfile(self.run.path / name, out.path / name)
+                write_model_checkpoint(model, out.checkpoints / "ckpt-1")
+                out.write_status("finished", averaged=[str(Path(p)) for p in paths],
+                                 source=str(self.run.path))
+        except BaseException:
+            _take_back(out, before, entries=True)
+            raise
         return out.path
 
     def export(self, out_dir: str | os.PathLike, **options: Any) -> Path:
@@ -223,6 +249,74 @@ class Runner:
 
         module = importlib.import_module(self.family.export_module)
         return module.export_run(self.run.path, out_dir, **options)
+
+
+@contextlib.contextmanager
+def taken_back_on_failure(run: RunDir, resume: bool,
+                          writer: Callable[[], bool] = lambda: True) -> Iterator[None]:
+    """A new run that fails before its trainer holds the directory takes back what it wrote.
+
+    Its config and vocabularies are written before training starts; a refusal after them (an
+    option the data cannot serve, a warm start of another vocabulary, a full disk), or an
+    interruption, would leave files that make the corrected command refuse the directory.
+    When the run fails with none of the trainer's entries yet (`RunDir.run_entries`: no
+    checkpoint, log, history or status), the family files that were not there before, the
+    empty entry folders and the directory itself, when this made it, are removed; a user's
+    files and anything of a run are kept. `writer()` says whether this process is the one
+    that writes the run (not a non-chief worker of a cluster, whose failure would otherwise
+    take the chief's files away); a resumed run is left as it is.
+    """
+    if resume:
+        yield
+        return
+    before = _present(run)
+    try:
+        yield
+    except BaseException:
+        if writer() and not run.run_entries():
+            _take_back(run, before)
+        raise
+
+
+_ENTRIES = ("checkpoints", "logs", "best", "history", "status")
+
+
+def _present(run: RunDir) -> set[Path]:
+    """What of a run `run.path` holds (its own path too, when it exists)."""
+    paths = (run.path, *run.own_files(), *(getattr(run, name) for name in _ENTRIES))
+    return {path for path in paths if path.exists()}
+
+
+def _take_back(run: RunDir, before: set[Path], entries: bool = False) -> None:
+    """Remove the family files of `run` that are not in `before`, and with `entries` the
+    trainer's entries too; then its empty entry folders and, when `before` did not hold it,
+    the directory itself if empty. What cannot be removed stays: the failure is the news."""
+    import shutil
+
+    try:
+        for path in run.own_files():
+            if path not in before and path.is_file():
+                path.unlink()
+        for path in (getattr(run, name) for name in _ENTRIES):
+            if path in before or not path.exists():
+                continue
+            if not path.is_dir():
+                if entries:
+                    path.unlink()
+            elif entries:
+                shutil.rmtree(path)
+            elif not any(path.iterdir()):
+                path.rmdir()
+        if run.path not in before and run.path.is_dir() and not any(run.path.iterdir()):
+            run.path.rmdir()
+    except OSError:
+        pass
+
+
+def _first_jax_process() -> bool:
+    import jax
+
+    return jax.process_index() == 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,8 +347,12 @@ class WarmStart:
             raise UserError(f"--init-from {spec}: {path} is not a run directory (no "
                             f"{RunDir.config})")
         config = family.load_config(run.path)  # the same family, readable
-        return cls(run.path, resolve_checkpoint(run.path, which),
-                   family.vocabulary_files(config))
+        checkpoint = resolve_checkpoint(run.path, which)
+        if not Path(checkpoint).resolve().is_relative_to(run.path.resolve()):
+            # Its vocabularies are checked against the run's: the weights must be that run's.
+            raise UserError(f"--init-from {spec}: {checkpoint} is not a checkpoint of {path}; "
+                            "expected RUN_DIR:CHECKPOINT with the checkpoint inside RUN_DIR")
+        return cls(run.path, checkpoint, family.vocabulary_files(config))
 
     def check_vocabulary(self, name: str, tokens: list[str]) -> None:
         """Raise a one-line `UserError` unless the new run's vocabulary `name` (one of

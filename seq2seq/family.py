@@ -53,6 +53,7 @@ def add_attention_arguments(p: argparse.ArgumentParser) -> None:
 class TranslatorFamily(Family):
     name = "seq2seq"
     vocabularies = (RunDir.source_vocab, RunDir.target_vocab)  # of a word run
+    validation_metrics = ("bleu", "chrf", "exact_match")  # `train._make_validate`'s
     description = """\
 Attention translators: Bahdanau (RNNsearch) and the Transformer, and the encoder-decoder
 without attention (seq2seq-noattn) to compare them with.

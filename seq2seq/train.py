@@ -9,6 +9,7 @@ held-out exact match after each epoch when the dataset has a validation split.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,7 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
 
     from common.training import RunDir, Trainer, TrainingConfig, make_strategy
     from common.training.distribute import is_chief
+    from common.training.run_dir import failed_writes_named
     from seq2seq.datasets import make_dataset
     from seq2seq.models import build_model, learning_rate
     from seq2seq.vocabularies import Vocabularies, vocabulary_files
@@ -98,7 +100,8 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
     else:
         vocabs = Vocabularies.build(pairs, config.data)
         if chief:
-            vocabs.save(run.path)
+            with failed_writes_named(run.path):
+                vocabs.save(run.path)
     pairs = vocabs.tokenize_pairs(pairs, limit)
     if not pairs.sources:
         raise DataError(f"no training pairs of at most {limit} subwords in "
@@ -107,7 +110,8 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
     if init_from is not None:
         vocabs.check_warm_start(init_from)
     if chief:
-        save_json(run.config, config)
+        with failed_writes_named(run.config):
+            save_json(run.config, config)
     if verbose:
         unit = "subwords" if subwords else "tokens"
         print(f"{len(pairs.sources)} training pairs ({pairs.dropped} longer than "
@@ -152,9 +156,12 @@ def _make_validate(config: RunConfig, training: Any, vocabs: Any):
         return None  # a single file has no validation split
     try:
         valid = load_split(config, "valid", size=training.validation_examples)
-    except UserError:
-        return None
-    if not valid.sources:
+        if not valid.sources:
+            raise UserError(f"no validation pairs in {config.data.data or config.data.dataset}")
+    except UserError as exc:
+        # One line, as the captioner says it: the run goes on, with nothing to keep a best by.
+        print(f"seq2seq: warning: validation is off (no best checkpoint kept): "
+              f"{' '.join(str(exc).split())}", file=sys.stderr, flush=True)
         return None
     sources, references = vocabs.tokenize_pairs(valid, None).source_tokens, valid.targets
     translators: dict[int, Translator] = {}  # one per model, so its decoder is traced once

@@ -60,3 +60,27 @@ def test_a_refused_average_leaves_no_directory_behind(run_dir, tmp_path, capsys)
     assert captioner_main(["average", str(run_dir), "--last", "2", "--out", str(new)]) == 2
     assert "error" in capsys.readouterr().err
     assert not new.exists()
+
+
+@pytest.mark.slow
+def test_a_full_disk_takes_back_the_partial_average(run_dir, tmp_path, capsys, monkeypatch):
+    """A write that fails half-way (TensorFlow's temporary checkpoint folder left behind) is
+    one line, and leaves nothing that would make the same command refuse the directory."""
+    import common.training.checkpoints as checkpoints
+
+    def full_disk(model, prefix):
+        partial = prefix.parent / f"{prefix.name}_temp"
+        partial.mkdir(parents=True)
+        (partial / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"\0" * 10)
+        raise tf.errors.ResourceExhaustedError(
+            None, None, "{{function_node __wrapped__SaveV2}} /x/ckpt-1_temp/part; No space "
+            "left on device [Op:SaveV2]")
+
+    out = tmp_path / "averaged"
+    with monkeypatch.context() as patch:
+        patch.setattr(checkpoints, "write_model_checkpoint", full_disk)
+        assert main(["average", str(run_dir), "--last", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "No space left on device" in err
+    assert not out.exists()
+    assert main(["average", str(run_dir), "--last", "2", "--out", str(out)]) == 0

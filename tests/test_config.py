@@ -126,3 +126,40 @@ def test_a_read_only_file_is_replaced_and_stays_read_only(tmp_path):
         import shutil
 
         shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("family, content, needle", [
+    ("seq2seq", {"model": {"transformer": {"dropout": "0.1"}}},
+     "model.transformer.dropout: expected a finite number, got '0.1'"),
+    ("seq2seq", {"model": {"length_penalty": float("nan")}},
+     "model.length_penalty: expected a finite number, got nan"),
+    ("seq2seq", {"data": {"reverse": "no"}}, "data.reverse: expected true or false"),
+    ("seq2seq", {"data": {"max_vocab": 2.5}}, "data.max_vocab: expected a whole number or null"),
+    ("seq2seq", {"training": {"epochs": "3"}}, "training.epochs: expected a whole number"),
+    ("seq2seq", {"family": "captioner"}, "a 'captioner' config; expected a 'seq2seq' one"),
+    ("captioner", {"encoder": {"coordinates": "false"}}, "encoder.coordinates: expected true"),
+    ("captioner", {"encoder": {"image_size": 64}},
+     "encoder.image_size: expected a list of 2 (a whole number, a whole number), got 64"),
+    ("captioner", {"encoder": {"filters": [32, "64"]}}, "encoder.filters: expected a list of"),
+])
+def test_a_config_file_value_of_the_wrong_type_is_named(family, content, needle, tmp_path):
+    """A value is checked against its field's type when the file is read, not left to fail
+    (or be misread: `bool("false")` is True) where the model is built."""
+    import importlib
+
+    from common.config import load_config_file
+
+    config_class = importlib.import_module(f"{family}.family").FAMILY.config_class
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(content), encoding="utf-8")
+    with pytest.raises(UserError) as info:
+        load_config_file(path, config_class)
+    assert str(info.value).startswith(f"{path}: ") and needle in str(info.value)
+
+
+def test_whole_floats_and_lists_are_read_as_their_fields_types():
+    from captioner.config import EncoderConfig
+
+    encoder = from_dict(EncoderConfig, {"image_size": [64, 64.0], "fine_tune": 2.0})
+    assert encoder.image_size == (64, 64) and isinstance(encoder.image_size[1], int)
+    assert encoder.fine_tune == 2 and isinstance(encoder.fine_tune, int)

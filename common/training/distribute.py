@@ -144,6 +144,20 @@ def make_strategy(name: str, logical_cpus: int = 0) -> tf.distribute.Strategy:
     return STRATEGIES.get(name)(logical_cpus=logical_cpus)
 
 
+def chief_task() -> bool:
+    """Whether `TF_CONFIG`, when set, names this process the chief (`is_chief`'s rule: the
+    chief, or worker 0 of a cluster without one), read before any strategy exists; True
+    without a usable `TF_CONFIG`."""
+    try:
+        config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+        task = config.get("task") or {}
+        has_chief = "chief" in (config.get("cluster") or {})
+        kind, index = task.get("type"), int(task.get("index", 0))
+    except (ValueError, TypeError, AttributeError):
+        return True
+    return kind in (None, "chief") or (kind == "worker" and index == 0 and not has_chief)
+
+
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """Whether this process writes checkpoints and logs: the chief, or worker 0 without one.
 

@@ -29,6 +29,10 @@ def test_each_epoch_is_scored_and_the_best_cider_is_kept(run_dir):
 
     epochs = _epochs(run_dir)
     assert len(epochs) == 3
+    # What the family declares (`--best-metric` is checked against it before a run starts).
+    from captioner.family import FAMILY
+
+    assert [k[4:] for k in epochs[0] if k.startswith("val_")] == list(FAMILY.validation_metrics)
     for record in epochs:
         assert 0.0 <= record["val_bleu_4"] <= 100.0 and record["val_cider"] >= 0.0
     best = best_record(run_dir)

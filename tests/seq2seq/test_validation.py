@@ -30,6 +30,10 @@ def test_validation_is_the_score_of_the_beam_it_names_and_the_best_bleu_is_kept(
     epochs = [r for r in map(json.loads, (run_dir / "history.jsonl").open())
               if r["kind"] == "epoch"]
     assert [set(r) >= {"val_bleu", "val_chrf", "val_exact_match"} for r in epochs] == [True] * 3
+    # What the family declares (`--best-metric` is checked against it before a run starts).
+    from seq2seq.family import FAMILY
+
+    assert [k[4:] for k in epochs[0] if k.startswith("val_")] == list(FAMILY.validation_metrics)
     best = best_record(run_dir)
     bleus = [r["val_bleu"] for r in epochs]
     assert best["metric"] == "bleu" and best["epoch"] == int(np.argmax(bleus))
