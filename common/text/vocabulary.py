@@ -19,7 +19,18 @@ from pathlib import Path
 import tensorflow as tf
 
 from common.errors import DataError
-from common.text.specials import END, END_ID, PAD, PAD_ID, SPECIALS, START, START_ID, UNK, UNK_ID
+from common.text.specials import (
+    END,
+    END_ID,
+    PAD,
+    PAD_ID,
+    SPECIALS,
+    START,
+    START_ID,
+    UNK,
+    UNK_ID,
+    check_tokens,
+)
 
 __all__ = ["END", "PAD", "SPECIALS", "START", "UNK", "Vocabulary"]
 
@@ -48,18 +59,11 @@ class Vocabulary(tf.Module):
     def __init__(self, tokens: Sequence[str]):
         super().__init__(name="vocabulary")
         tokens = list(tokens)
-        if tuple(tokens[:4]) != SPECIALS:
-            raise ValueError(f"a vocabulary starts with {' '.join(SPECIALS)}, got {tokens[:4]}")
-        for token in tokens:
-            if not token or token != "".join(token.split()):
-                raise ValueError(f"vocabulary token {token!r} is empty or contains whitespace")
+        check_tokens(tokens)
         # Plain Python containers, set past tf.Module's attribute tracking, which would wrap
         # them in (12x slower) trackable lists and dicts; only the lookup tables are tracked.
         object.__setattr__(self, "_tokens", tokens)
         object.__setattr__(self, "_ids", {token: i for i, token in enumerate(tokens)})
-        if len(self._ids) != len(tokens):
-            duplicates = sorted(t for t, n in Counter(tokens).items() if n > 1)
-            raise ValueError(f"duplicate vocabulary tokens: {duplicates[:5]}")
         self._table = None
         self._id_table = None
 

@@ -355,6 +355,17 @@ def _restore_model(model: keras.Model, path: Path) -> str:
             f"checkpoint {path} does not match the model: it holds {saved} model "
             f"variables, the model has {len(variables)}"
         )
+    # Shapes first, by name: a mismatch is named plainly (and nothing is left half-restored
+    # for TensorFlow to warn about).
+    shapes = reader.get_variable_to_shape_map()
+    for name, variable in variables.items():
+        theirs = shapes.get(f"model_variables/{name}/.ATTRIBUTES/VARIABLE_VALUE")
+        if theirs is not None and theirs != list(variable.shape):
+            raise UserError(
+                f"checkpoint {path} does not match the model: {variable.path} is "
+                f"{tuple(variable.shape)} in the model, {tuple(theirs)} there (the model is "
+                "built from the run's config and vocabularies: a vocabulary file changed "
+                "since training changes the sizes)")
     try:
         entries = model_entries(model)
         if saved is None:

@@ -46,6 +46,7 @@ import numpy as np
 
 from common.config import atomic_write_text, from_dict, save_json, to_dict
 from common.errors import DataError, UserError
+from common.text.specials import check_tokens
 
 FORMAT = 1
 MANIFEST = "prepared.json"
@@ -406,6 +407,11 @@ def load_prepared(path: str | os.PathLike) -> Prepared:
         reason = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise DataError(f"{path}: damaged or incomplete prepared folder: {file} cannot be read "
                         f"({reason}); run `prepare` again") from None
+    for name, tokens in vocabularies.items():
+        try:
+            check_tokens(tokens)
+        except ValueError as exc:  # a vocabulary file edited by hand
+            raise _damaged(path / manifest["vocabularies"][name], str(exc)) from None
     for name, arrays in splits.items():
         _check_split(path / f"{name}.npz", family, arrays,
                      {name: len(tokens) for name, tokens in vocabularies.items()})

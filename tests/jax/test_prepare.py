@@ -170,6 +170,13 @@ def _cut_vocabulary(folder) -> None:
     (folder / "vocab.target.txt").write_text("\n".join(lines[:10]) + "\n", encoding="utf-8")
 
 
+def _duplicate_token(folder) -> None:
+    """Line 6 made `<unk>` by hand: the same size, so only the tokens tell."""
+    lines = (folder / "vocab.target.txt").read_text(encoding="utf-8").splitlines()
+    lines[5] = "<unk>"
+    (folder / "vocab.target.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def _edit_manifest(**fields):
     def edit(folder) -> None:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
@@ -192,6 +199,8 @@ def _short_target_in(folder) -> None:
 @pytest.mark.parametrize("damage, file, message", [
     # A vocabulary cut short (an interrupted copy): training used to end as "diverged".
     (_cut_vocabulary, "train.npz", "the vocabulary has 10"),
+    # Training used to run, and the run's translate refused the vocabulary afterwards.
+    (_duplicate_token, "vocab.target.txt", "duplicate vocabulary tokens: ['<unk>']"),
     (_drop_target_out, "train.npz", "no target_out."),
     (_short_target_in, "train.npz", "expected"),
     (_edit_manifest(vocabularies=["vocab.source.txt"]), MANIFEST, "vocabularies"),

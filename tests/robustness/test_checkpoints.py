@@ -196,3 +196,27 @@ def test_claim_refuses_a_directory_that_cannot_be_written(tmp_path):
             fit(readonly)
     finally:
         readonly.chmod(0o755)
+
+
+@pytest.mark.slow
+def test_a_vocabulary_changed_since_training_is_named_not_warned_about(tmp_path):
+    """A line added to a run's vocabulary makes the model built from it larger than its
+    checkpoint: one line naming the shapes and the likely cause, and none of TensorFlow's
+    warnings about unrestored values after it."""
+    from seq2seq.cli import main
+    from tests.robustness.conftest import cli_command, cli_env
+
+    run = tmp_path / "run"
+    assert main(["train", "--dataset", "dates", "--arch", "transformer", "--preset", "tiny",
+                 "--epochs", "1", "--steps-per-epoch", "2", "--verbose", "0",
+                 "--out", str(run)]) == 0
+    with open(run / "vocab.target.txt", "a", encoding="utf-8") as f:
+        f.write("added\n")
+    import subprocess
+
+    result = subprocess.run(cli_command("seq2seq", "translate", run, "Nov 3, 1999"),
+                            capture_output=True, text=True, env=cli_env(), timeout=300)
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "does not match the model" in lines[0] and "a vocabulary file changed" in lines[0]
