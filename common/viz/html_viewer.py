@@ -207,16 +207,20 @@ def _check_keys(index: int, item: Mapping[str, Any], required: set[str],
 def _image_data_uri(image: Any) -> tuple[str, tuple[int, int]]:
     """A `data:` URI of the image and its size; encoded bytes are embedded as they are.
 
-    Bytes with an EXIF orientation other than "upright" are re-encoded as PNG of the pixels
-    turned upright, as the model and the PNG figures see them (`common.images.load_image`),
-    with no tag left for a browser to apply again.
+    Bytes a browser would show otherwise than the model sees them are re-encoded as PNG of
+    the model's pixels (`common.images.load_image`): an EXIF orientation other than "upright"
+    (turned, with no tag left for a browser to apply again), transparency (the model reads
+    the colour under it; a browser shows the page through it) and animation (the model reads
+    the first frame).
     """
     if isinstance(image, (bytes, bytearray, memoryview)):
         raw = bytes(image)
         try:
             with Image.open(io.BytesIO(raw)) as probe:
                 kind, size = probe.format, probe.size
-                upright = shown_as_stored(probe, raw)
+                upright = (shown_as_stored(probe, raw) and "A" not in probe.mode
+                           and "transparency" not in probe.info
+                           and getattr(probe, "n_frames", 1) == 1)
         except Exception:  # PIL raises several unrelated types for bad bytes
             where = f"the image bytes ({len(raw)} bytes)"
             declared_size(raw, where)  # raises the one-line DataError that says what is wrong

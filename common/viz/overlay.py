@@ -307,12 +307,21 @@ def _with_label(picture: Image.Image, text: str, strip: int, font: Any) -> Image
 
 
 def _fit_text(draw: ImageDraw.ImageDraw, text: str, font: Any, max_width: float) -> str:
-    """`text`, cut with an ellipsis where it is wider than `max_width`."""
+    """`text`, cut with an ellipsis where it is wider than `max_width`.
+
+    The longest prefix that fits is found by bisection (a prefix is never narrower than a
+    shorter one), so a word of thousands of characters costs a dozen measurements, not one
+    per character."""
     if draw.textlength(text, font=font) <= max_width:
         return text
-    while text and draw.textlength(text + "…", font=font) > max_width:
-        text = text[:-1]
-    return text + "…"
+    fits, too_long = 0, len(text)  # text[:fits] + "…" fits; text[:too_long] + "…" does not
+    while too_long - fits > 1:
+        middle = (fits + too_long) // 2
+        if draw.textlength(text[:middle] + "…", font=font) <= max_width:
+            fits = middle
+        else:
+            too_long = middle
+    return text[:fits] + "…"
 
 
 def _font(strip: int) -> Any:

@@ -105,6 +105,44 @@ def test_png_bytes_are_embedded_as_given(tmp_path):
     assert (int(img["width"]), int(img["height"])) == (400, 200)  # aspect ratio kept
 
 
+def _transparent_png():
+    """A fully transparent red RGBA PNG: the model reads red, a browser shows the page."""
+    buffer = io.BytesIO()
+    Image.new("RGBA", (50, 40), (255, 0, 0, 0)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _palette_gif_with_transparency():
+    picture = Image.new("P", (30, 20), 1)
+    picture.putpalette([0, 0, 0, 255, 0, 0] + [0] * 762)
+    buffer = io.BytesIO()
+    picture.save(buffer, format="GIF", transparency=1)
+    return buffer.getvalue()
+
+
+def _animated_gif():
+    frames = [Image.new("RGB", (30, 20), colour) for colour in ((255, 0, 0), (0, 0, 255))]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, format="GIF", save_all=True, append_images=frames[1:])
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("make", [_transparent_png, _palette_gif_with_transparency,
+                                  _animated_gif])
+def test_bytes_a_browser_would_show_otherwise_are_the_models_pixels(tmp_path, make):
+    """Transparency (the page shows through) and animation (frames the model never read) are
+    re-encoded as the opaque pixels the model and the PNG overlay see."""
+    from common.images import load_image
+
+    data = make()
+    tags = _parse(write_html_viewer([_caption_item(image=data)], tmp_path / "v.html"))
+    (img,) = [attrs for tag, attrs in tags if tag == "img"]
+    assert img["src"].startswith("data:image/png;base64,")
+    with Image.open(io.BytesIO(base64.b64decode(img["src"].split(",", 1)[1]))) as shown:
+        assert shown.mode == "RGB"
+        np.testing.assert_array_equal(np.asarray(shown), np.asarray(load_image(data)))
+
+
 def _jpeg_turned_by_exif(width=320, height=240):
     """JPEG bytes of a `width x height` image, red on its left half and blue on its right,
     whose EXIF says "turn 90 degrees clockwise to show it"."""

@@ -300,3 +300,19 @@ def test_bad_input_is_a_user_error(kwargs, message):
 def test_unknown_smoothing_lists_the_choices():
     with pytest.raises(UnknownNameError, match="bilinear, gaussian"):
         render_caption_overlay(_image(), ["a"], np.ones((1, 2, 2)), smooth="cubic")
+
+
+@pytest.mark.parametrize("text", ["a caption", "W" * 40, "ééé" * 40, "word" * 100])
+@pytest.mark.parametrize("width", [4, 30, 120])
+def test_a_label_is_cut_where_the_longest_prefix_still_fits(text, width):
+    """Bisection (a long word's label costs a dozen measurements) gives what dropping one
+    character at a time gives."""
+    from common.viz.overlay import _fit_text, _font
+
+    draw, font = ImageDraw.Draw(Image.new("RGB", (8, 8))), _font(20)
+    expected = text
+    if draw.textlength(text, font=font) > width:
+        while expected and draw.textlength(expected + "…", font=font) > width:
+            expected = expected[:-1]
+        expected += "…"
+    assert _fit_text(draw, text, font, width) == expected
