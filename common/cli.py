@@ -271,23 +271,20 @@ def port_number(text: str) -> int:
     return value
 
 
-def non_negative_float(text: str) -> float:
+def non_negative_float(text: str, bound: str = ">= 0") -> float:
     """argparse type: a finite float >= 0."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
+    if not value >= 0 or value == float("inf") or (bound == "> 0" and value == 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number {bound}, got {text}")
     return value
 
 
 def positive_float(text: str) -> float:
     """argparse type: a finite float > 0."""
-    value = non_negative_float(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("expected a number > 0, got 0")
-    return value
+    return non_negative_float(text, "> 0")
 
 
 def beam_size_list(text: str) -> tuple[int, ...]:

@@ -347,7 +347,7 @@ class WarmStart:
             raise UserError(f"--init-from {spec}: {path} is not a run directory (no "
                             f"{RunDir.config})")
         config = family.load_config(run.path)  # the same family, readable
-        checkpoint = resolve_checkpoint(run.path, which)
+        checkpoint = resolve_checkpoint(run.path, which, option=f"--init-from {path}:")
         if not Path(checkpoint).resolve().is_relative_to(run.path.resolve()):
             # Its vocabularies are checked against the run's: the weights must be that run's.
             raise UserError(f"--init-from {spec}: {checkpoint} is not a checkpoint of {path}; "

@@ -63,6 +63,10 @@ def test_other_vocabularies_or_a_missing_checkpoint_are_one_line(source_run, tmp
                            f"{source_run}:9"])
     err = capsys.readouterr().err
     assert status == 2 and "has no checkpoint number 9; it has: ckpt-" in err
+    status = seq2seq_main([*TINY, "--out", str(tmp_path / "b"), "--init-from",
+                           f"{source_run}:nope"])
+    err = capsys.readouterr().err
+    assert status == 2 and f"--init-from {source_run}: 'nope': expected best, last" in err
     status = seq2seq_main([*TINY, "--out", str(tmp_path / "c"), "--init-from",
                            str(tmp_path / "nowhere")])
     assert status == 2 and "is not a run directory" in capsys.readouterr().err

@@ -428,7 +428,8 @@ def write_model_checkpoint(model: keras.Model, prefix: str | os.PathLike) -> str
 CHECKPOINT_CHOICES = "best, last, a checkpoint number N (checkpoints/ckpt-N) or a path"
 
 
-def resolve_checkpoint(run_dir: str | os.PathLike, which: str | None = None) -> str:
+def resolve_checkpoint(run_dir: str | os.PathLike, which: str | None = None,
+                       option: str = "--checkpoint") -> str:
     """The checkpoint of `run_dir` that `which` names (the `--checkpoint` option).
 
     Args:
@@ -437,6 +438,7 @@ def resolve_checkpoint(run_dir: str | os.PathLike, which: str | None = None) -> 
             complete checkpoint), a checkpoint number N (`checkpoints/ckpt-N`, numbered in
             the order they were saved), or a checkpoint path;
             None: the best when the run keeps one, else the last.
+        option: the command-line option that named it, for the error message.
 
     Raises:
         UserError: the run has no such checkpoint; the message lists what it has.
@@ -470,7 +472,7 @@ def resolve_checkpoint(run_dir: str | os.PathLike, which: str | None = None) -> 
         return path
     if tf.io.gfile.glob(which + ".index"):
         return which
-    raise UserError(f"--checkpoint {which!r}: expected {CHECKPOINT_CHOICES}; {run_dir} has: "
+    raise UserError(f"{option} {which!r}: expected {CHECKPOINT_CHOICES}; {run_dir} has: "
                     f"{have()}")
 
 
