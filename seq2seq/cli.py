@@ -69,6 +69,20 @@ def _check_figure_options(args: argparse.Namespace) -> None:
                             "time; give a run directory")
 
 
+def _check_attention_options(args: argparse.Namespace, translator) -> None:
+    """`--attention-layer`/`--attention-head` choose among a Transformer's layers and heads
+    (its `make_step` checks the range); a model with one attention (Bahdanau's) has none to
+    choose, so they are refused rather than ignored. A SavedModel refuses them itself."""
+    from common.errors import UserError
+
+    given = [flag for flag, on in (("--attention-layer", args.attention_layer != -1),
+                                   ("--attention-head", args.attention_head is not None)) if on]
+    arch = getattr(getattr(getattr(translator, "config", None), "model", None), "arch", None)
+    if given and arch is not None and arch != "transformer":
+        raise UserError(f"{'/'.join(given)}: a {arch} model has no attention layers or heads "
+                        "to choose from; expected a transformer run, or leave them out")
+
+
 def _write_figures(args: argparse.Namespace, translator, texts, results) -> None:
     from common.outputs import reported_write
     from seq2seq.visualize import head_attention, write_alignment_plots, write_translation_viewer
@@ -101,6 +115,7 @@ def _translate(args: argparse.Namespace) -> int:
                             "was exported with (see its export_info.json); give a run directory")
     translator = FAMILY.open_model(args.run_dir, args.checkpoint, args.attention_layer,
                                    args.attention_head)
+    _check_attention_options(args, translator)
     if args.plot or args.html:
         from seq2seq.visualize import require_attention
 
@@ -114,6 +129,11 @@ def _translate(args: argparse.Namespace) -> int:
     texts, invalid_utf8 = read_text_lines(
         sys.stdin, args.text, hint=f"{PROG} translate: reading sentences from the terminal, one "
         "per line; end with Ctrl-D (or give them as arguments)")
+    if not texts and (args.plot or args.html):
+        from common.errors import UserError
+
+        raise UserError("no input lines: nothing to translate, so no --plot/--html to write "
+                        "(give sentences as arguments or on stdin)")
     options = {}
     if args.attention_layer != -1 or args.attention_head is not None:
         options = {"attention_layer": args.attention_layer,

@@ -9,11 +9,13 @@ from it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from common.catalog import SENTENCEPIECE_TYPES
 from common.errors import UserError
+from common.text.specials import SPECIALS
 
 CELLS = ("gru", "lstm")
 POSITIONS = ("sine", "learned")
@@ -202,12 +204,49 @@ class DataConfig:
         _check_choice("vocab", self.vocab, VOCABS)
         _check_choice("sentencepiece_type", self.sentencepiece_type, SENTENCEPIECE_TYPES)
         _check_positive(self, "vocab_size")
+        _check_positive(self, "min_count")
+        if self.max_vocab is not None and self.max_vocab < len(SPECIALS) + 1:
+            raise UserError(f"max_vocab {self.max_vocab}: a vocabulary holds the "
+                            f"{len(SPECIALS)} special tokens and at least one word; expected "
+                            f"at least {len(SPECIALS) + 1}")
         if self.vocab == "word" and self.shared_vocab:
             raise UserError("--shared-vocab: one vocabulary for both sides is a SentencePiece "
                             "one; add --vocab sentencepiece")
         if self.vocab == "sentencepiece" and self.lowercase:
             raise UserError("lowercase applies to word vocabularies; SentencePiece keeps the "
                             "text as it is (use --vocab word)")
+
+
+# The data settings that one kind of vocabulary uses and the other ignores: the kind, and the
+# option that sets it.
+VOCAB_SETTINGS = {
+    "max_vocab": ("word", "--max-vocab"),
+    "min_count": ("word", "--min-count"),
+    "vocab_size": ("sentencepiece", "--vocab-size"),
+    "sentencepiece_type": ("sentencepiece", "--sentencepiece-type"),
+}
+
+
+def check_vocabulary_settings(given: Mapping[str, Any],
+                              preset: Mapping[str, Any] | None = None) -> None:
+    """A one-line `UserError` for a data setting given that the run's vocabulary ignores
+    (`--max-vocab` with `--vocab sentencepiece`, `--vocab-size` with word vocabularies).
+
+    Only what the user chose is held to it: a preset's own setting (spa-eng-cpu's `max_vocab`)
+    is not, and neither is a value equal to the one the run would have anyway (a whole
+    `config.json` given as `--config` repeats the defaults). For a new run, where the options
+    and the config file (`given`) and the preset are still apart (`Family.preset`).
+
+    Args:
+        given: the `data` settings of the options and the `--config` file.
+        preset: the `data` settings of the preset, if any.
+    """
+    base = {**asdict(DataConfig()), **(preset or {})}
+    vocab = given.get("vocab", base["vocab"])
+    for name, (kind, flag) in VOCAB_SETTINGS.items():
+        if kind != vocab and name in given and given[name] != base[name]:
+            raise UserError(f"{flag} {given[name]}: applies to {kind} vocabularies, and this "
+                            f"run's is {vocab} (add --vocab {kind}, or leave out {flag})")
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,9 @@ def load_references(translator: Any, data: str | None, dataset: str | None,
     config = translator.config.data
     if data is not None:
         path = Path(data)
+        if path.is_dir():
+            raise DataError(f"{data}: is a folder; expected a TSV file of source<TAB>reference "
+                            f"lines (such as {path / 'test.tsv'})")
         if not path.is_file():
             raise DataError(f"{data}: no such file; expected a TSV of source<TAB>reference")
         return load_pairs("tsv", path=str(path), split="test", reverse=config.reverse,

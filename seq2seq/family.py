@@ -17,7 +17,15 @@ from common.errors import UserError
 from common.family import Family
 from common.training.run_dir import RunDir
 from seq2seq.catalog import DATASETS
-from seq2seq.config import CELLS, LOCAL_MODES, POSITIONS, SIZES_SECTION, VOCABS, RunConfig
+from seq2seq.config import (
+    CELLS,
+    LOCAL_MODES,
+    POSITIONS,
+    SIZES_SECTION,
+    VOCABS,
+    RunConfig,
+    check_vocabulary_settings,
+)
 from seq2seq.models import ARCHS
 from seq2seq.presets import PRESETS, get_preset
 
@@ -168,10 +176,13 @@ Typical use:
             if key not in explicit.get(section, {}):
                 raise UserError(f"{flag} is required for a new run (one of: "
                                 f"{', '.join(names.names())}), as an option or in --config")
-        if name is None:
-            return {}
-        arch = explicit.get("model", {}).get("arch", RunConfig().model.arch)
-        return {**get_preset(name).for_arch(arch), "preset": name}
+        layer = {}
+        if name is not None:
+            arch = explicit.get("model", {}).get("arch", RunConfig().model.arch)
+            layer = {**get_preset(name).for_arch(arch), "preset": name}
+        # Options the chosen vocabulary ignores are refused; a preset's own are not.
+        check_vocabulary_settings(explicit.get("data", {}), layer.get("data", {}))
+        return layer
 
     def vocabulary_files(self, config: RunConfig) -> tuple[str, ...]:
         from seq2seq.vocabularies import vocabulary_files

@@ -6,6 +6,7 @@ exported SavedModel that stock TensorFlow loads.
 - `tokenize(strings (B,), lowercase=False) -> (B, None) ragged tf.string`
 - `tokenize_texts(list[str], lowercase=False) -> list[list[str]]` (NFKC, then `tokenize`)
 - `normalize(str) -> str` (NFKC, applied to text read from files)
+- `is_blank(str) -> bool` (nothing but separators: `tokenize` finds no token in it)
 - `detokenize(list[str]) -> str` and `detokenize_tf((B, None) ragged) -> (B,) tf.string`
 - `Vocabulary`: `build`, `save`/`load`, `encode`/`decode`, `encode_tf`/`decode_tf`
 
@@ -17,7 +18,8 @@ from common.lazy import lazy_getattr
 
 _HOMES = {
     "detokenize": "detokenizer", "detokenize_tf": "detokenizer",
-    "normalize": "tokenizer", "tokenize": "tokenizer", "tokenize_texts": "tokenizer",
+    "is_blank": "tokenizer", "normalize": "tokenizer", "tokenize": "tokenizer",
+    "tokenize_texts": "tokenizer",
     "Vocabulary": "vocabulary",
     "END": "specials", "PAD": "specials", "SPECIALS": "specials", "START": "specials",
     "UNK": "specials",
@@ -34,6 +36,7 @@ __all__ = [
     "Vocabulary",
     "detokenize",
     "detokenize_tf",
+    "is_blank",
     "normalize",
     "tokenize",
     "tokenize_texts",

@@ -14,12 +14,20 @@ models, losses and decoding see the same ids as with a word `Vocabulary`.
 Text goes in whole: SentencePiece normalizes it (NFKC) and splits it itself, and
 detokenization is exact, so no word tokenizer or detokenizer is involved. What works on
 words only (copying source words, `<unk>` replacement) does not apply to subwords.
+
+Whitespace: every character Python's `str.split()` splits on (`WHITESPACE`: the Unicode
+spaces, line and paragraph separators, tab to carriage return, the information separators and
+NEL, U+0085) is made a space before SentencePiece sees the text, in training and in encoding
+(Python and graph alike). SentencePiece's own normalization does so for all but NEL, which it
+kept as a piece; a piece holding whitespace cannot be a line of a vocabulary file, nor a
+token. The word tokenizer separates tokens at all of them too (`common.text.tokenizer`).
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -27,7 +35,58 @@ import tensorflow as tf
 
 from common.catalog import SENTENCEPIECE_TYPES as MODEL_TYPES
 from common.errors import DataError, UserError
-from common.text.specials import END, END_ID, PAD, PAD_ID, START, START_ID, UNK, UNK_ID
+from common.text.specials import (
+    END,
+    END_ID,
+    PAD,
+    PAD_ID,
+    SPECIALS,
+    START,
+    START_ID,
+    UNK,
+    UNK_ID,
+)
+
+#: The characters `str.isspace` holds true for (what `str.split()` splits on).
+WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680"
+              + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000")
+_TO_SPACES = str.maketrans(WHITESPACE, " " * len(WHITESPACE))
+# The same characters for tf.strings.regex_replace (RE2).
+_WHITESPACE_RE2 = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in WHITESPACE) + "]"
+
+
+def spaced(text: str) -> str:
+    """`text` with each `WHITESPACE` character made a space (what SentencePiece reads).
+
+    Example:
+    >>> spaced("wait\\u0085what\\u2028now")
+    'wait what now'
+    """
+    return text.translate(_TO_SPACES)
+
+
+def spaced_tf(strings) -> tf.Tensor:
+    """`spaced` on tf.string texts of any shape, in a graph (a core op, RegexReplace)."""
+    return tf.strings.regex_replace(tf.convert_to_tensor(strings, tf.string), _WHITESPACE_RE2,
+                                    " ")
+
+
+def _training_error(message: str, vocab_size: int) -> str:
+    """SentencePiece's error as one line for this package's options (it suggests its own
+    command line's, `--character_coverage`, which no command here has)."""
+    what = f"cannot train a {vocab_size}-piece SentencePiece vocabulary"
+    small = re.search(r"smaller than required_chars\. \d+ vs (\d+)", message)
+    if small:
+        needed = int(small.group(1))
+        return (f"{what}: the text has {needed - len(SPECIALS)} distinct characters, each needing a piece "
+                f"besides the {len(SPECIALS)} special ones; expected a vocabulary size (--vocab-size) of at "
+                f"least {needed}")
+    large = re.search(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)",
+                      message)
+    if large:
+        return (f"{what}: the text is too small to make so many pieces; expected a vocabulary "
+                f"size (--vocab-size) of at most {large.group(1)}")
+    return f"{what}: {' '.join(message.split())[:300]}"
 
 
 def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str = "unigram",
@@ -38,7 +97,7 @@ def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str =
     the same model.
 
     Args:
-        texts: the training sentences (one string each).
+        texts: the training sentences (one string each; `WHITESPACE` is read as spaces).
         vocab_size: the size of the vocabulary, the four special pieces included.
         model_type: "unigram" (Kudo 2018) or "bpe" (Sennrich et al. 2016).
         character_coverage: the share of characters the pieces must cover (1.0 for Latin
@@ -52,7 +111,7 @@ def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str =
     if model_type not in MODEL_TYPES:
         raise UserError(f"unknown SentencePiece model type {model_type!r}; choose one of: "
                         f"{', '.join(MODEL_TYPES)}")
-    sentences = [t for t in texts if t.strip()]
+    sentences = [text for text in map(spaced, texts) if text.strip()]
     if not sentences:
         raise UserError("no text to train a SentencePiece vocabulary on")
     model = io.BytesIO()
@@ -65,9 +124,7 @@ def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str =
             num_threads=1, input_sentence_size=0, shuffle_input_sentence=False,
             hard_vocab_limit=True, minloglevel=2)
     except RuntimeError as exc:
-        first = " ".join(str(exc).split())[:300]
-        raise UserError(f"cannot train a {vocab_size}-piece SentencePiece vocabulary: {first}"
-                        ) from None
+        raise UserError(_training_error(str(exc), vocab_size)) from None
     return model.getvalue()
 
 
@@ -137,10 +194,10 @@ class SubwordVocabulary(tf.Module):
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model proto (a SentencePiece `.model` file), atomically."""
-        path = Path(path)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_bytes(self.proto)
-        os.replace(temporary, path)
+        from common.config import replacing
+
+        with replacing(Path(path)) as temporary:
+            temporary.write_bytes(self.proto)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SubwordVocabulary:
@@ -152,8 +209,8 @@ class SubwordVocabulary(tf.Module):
             raise DataError(f"{path}: {exc}") from None
 
     def encode(self, text: str) -> list[int]:
-        """The ids of one text (no `<start>`/`<end>`)."""
-        return self._processor.EncodeAsIds(text)
+        """The ids of one text (no `<start>`/`<end>`; `WHITESPACE` read as spaces)."""
+        return self._processor.EncodeAsIds(spaced(text))
 
     def decode(self, ids: Iterable[int]) -> str:
         """The text of ids, stopping at the first `<end>` (`<pad>`/`<start>` dropped)."""
@@ -168,11 +225,12 @@ class SubwordVocabulary(tf.Module):
 
     def pieces(self, text: str) -> list[str]:
         """The pieces of one text (for display and attention plots)."""
-        return self._processor.EncodeAsPieces(text)
+        return self._processor.EncodeAsPieces(spaced(text))
 
     def encode_tf(self, strings) -> tf.RaggedTensor:
-        """`(B,)` tf.string texts -> `(B, None)` int32 ids, inside TensorFlow graphs."""
-        return self.tokenizer.tokenize(tf.convert_to_tensor(strings, tf.string))
+        """`(B,)` tf.string texts -> `(B, None)` int32 ids, inside TensorFlow graphs (as
+        `encode`: `WHITESPACE` read as spaces)."""
+        return self.tokenizer.tokenize(spaced_tf(strings))
 
     def decode_tf(self, ids) -> tf.Tensor:
         """`(B, T)` ids -> `(B,)` tf.string texts, each cut at its first `<end>`."""

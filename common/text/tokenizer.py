@@ -38,8 +38,12 @@ import tensorflow as tf
 # A word character: letter, number or combining mark.
 _W = r"\pL\pN\pM"
 
+# What separates tokens, by Unicode general category: control, format (zero-width space) and
+# private-use characters, and every kind of space, line and paragraph separator.
+SEPARATOR_CATEGORIES = ("Cc", "Cf", "Co", "Zs", "Zl", "Zp")
+
 # Applied in order with tf.strings.regex_replace (RE2 syntax).
-_SEPARATORS = r"[\p{Cc}\p{Cf}\p{Co}\p{Z}]+"
+_SEPARATORS = "[" + "".join(rf"\p{{{category}}}" for category in SEPARATOR_CATEGORIES) + "]+"
 _SPLIT_SYMBOLS = rf"([^{_W}\s])"
 # After _SPLIT_SYMBOLS, "a'b" reads "a ' b" while "a ' b" reads "a  '  b": a single space on
 # both sides means the joiner was written inside a word. Each rule runs twice because RE2
@@ -61,6 +65,17 @@ def normalize(text: str) -> str:
     'fin 2'
     """
     return unicodedata.normalize("NFKC", text)
+
+
+def is_blank(text: str) -> bool:
+    """Whether `text` holds separators only (`SEPARATOR_CATEGORIES`), so that `tokenize`
+    finds no token in it: "", spaces, or a zero-width space alone (Python, no TensorFlow).
+
+    Example:
+    >>> is_blank("\\u200b "), is_blank("a\\u200b")
+    (True, False)
+    """
+    return all(unicodedata.category(c) in SEPARATOR_CATEGORIES for c in text)
 
 
 def tokenize(strings, lowercase: bool = False) -> tf.RaggedTensor:

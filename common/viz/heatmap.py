@@ -7,7 +7,8 @@ every head of a multi-head layer (Vaswani et al. 2017).
 
 Drawn with matplotlib's object API on an Agg canvas (no pyplot, no global state, no display).
 Figures are sized to the token counts so every label gets its own slot; source tokens are
-rotated so long ones do not overlap.
+rotated so long ones do not overlap. A side without tokens (an empty translation) is drawn as
+one blank, labelled cell.
 
 Dimensions: `T` target tokens, `S` source tokens, `H` heads.
 """
@@ -18,6 +19,8 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from common.errors import UserError
 from common.viz.inputs import as_alignment, as_tokens
@@ -148,8 +151,16 @@ def _checked(source_tokens: Sequence[str], target_tokens: Sequence[str], weights
 
 def _draw(axes: Any, matrix: Any, source: list[str], target: list[str], cmap: str,
           vmax: float, show_y: bool = True) -> Any:
+    empty = 0 in matrix.shape  # an empty translation (or source): no cell to shade
+    if empty:
+        # One blank cell for the side without tokens (NaN: not shaded), so that the axes keep
+        # their labels and limits; an image of no rows has none (matplotlib warns of it).
+        matrix = np.full((max(len(target), 1), max(len(source), 1)), np.nan)
     image = axes.imshow(matrix, cmap=cmap, vmin=0.0, vmax=vmax, aspect="equal",
                         interpolation="nearest")
+    if empty:
+        axes.text(0.5, 0.5, f"no {'target' if not target else 'source'} tokens",
+                  transform=axes.transAxes, ha="center", va="center", color="0.4")
     axes.set_xticks(range(len(source)))
     axes.set_yticks(range(len(target)))
     axes.set_xticklabels(source, rotation=SOURCE_LABEL_ROTATION, ha="right",

@@ -118,8 +118,9 @@ def make_example(
 def load_dates(options: PairsOptions) -> PairsSplit:
     """Generate one split of the dates task.
 
-    Of `options`: `path` is unused (the data is generated); the splits share no date; `reverse`
-    is not supported (ISO -> a free format has no single answer) and must be False; `seed` with
+    Of `options`: `path` must be None (the data is generated; a file is refused rather than
+    silently ignored); the splits share no date; `reverse` is not supported (ISO -> a free
+    format has no single answer) and must be False; `seed` with
     `split` fixes the examples (the same options give the same examples); `size` defaults to
     10,000 for train, 1,000 for valid and test; `lowercase` lowercases the source tokens and
     sentences; examples longer than `max_length` on either side are dropped (counted).
@@ -137,6 +138,9 @@ def load_dates(options: PairsOptions) -> PairsSplit:
     check_max_length(max_length)
     if options.reverse:
         raise UserError("the dates dataset has one direction (human date -> ISO); reverse=True given")
+    if options.path is not None:
+        raise UserError(f"the dates dataset is generated and reads no file; got the path "
+                        f"{str(options.path)!r} (leave out --data, or use --dataset tsv)")
     size = DEFAULT_SIZES[split] if options.size is None else options.size
     if size < 0:
         raise UserError(f"size must be >= 0, got {size}")

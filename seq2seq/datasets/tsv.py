@@ -2,18 +2,23 @@
 
 The spa-eng corpus (`../shared/data/spa-eng/{train,valid,test}.tsv`, English<TAB>Spanish,
 from Tatoeba via manythings.org/anki) is read with it. Malformed lines (not exactly two
-columns, an empty side, invalid UTF-8) are skipped, counted in `PairsSplit.skipped` and
-reported in one logged warning with their line numbers; they never stop the run.
+columns, an empty side, invalid UTF-8, a NUL character) are skipped, counted in
+`PairsSplit.skipped` and reported in one logged warning with their line numbers; they never
+stop the run. A side is empty when it has nothing but separators (spaces, a zero-width space:
+`common.text.is_blank`, no token to learn from). A UTF-8 byte order mark (a spreadsheet's
+export) is dropped; a file in UTF-16 or UTF-32 (which starts with their byte order mark) is
+refused in one line, not read as lines of NUL-riddled characters.
 """
 
 from __future__ import annotations
 
+import codecs
 import logging
 import os
 from pathlib import Path
 
 from common.errors import DataError
-from common.text import normalize, tokenize_texts
+from common.text import is_blank, normalize, tokenize_texts
 from seq2seq.datasets.pairs import (
     PairsOptions,
     PairsSplit,
@@ -37,6 +42,26 @@ def resolve_path(path: str | os.PathLike | None, split: str) -> Path:
     return path
 
 
+# Byte order marks of the encodings a TSV is not in, UTF-32's before UTF-16's (UTF-32LE's
+# starts with UTF-16LE's).
+_OTHER_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32 (little-endian)"),
+    (codecs.BOM_UTF32_BE, "UTF-32 (big-endian)"),
+    (codecs.BOM_UTF16_LE, "UTF-16 (little-endian)"),
+    (codecs.BOM_UTF16_BE, "UTF-16 (big-endian)"),
+)
+
+
+def _check_encoding(path: str | os.PathLike, start: bytes) -> None:
+    """A one-line `DataError` when the file's first bytes are a UTF-16 or UTF-32 byte order
+    mark (its lines would decode as UTF-8 full of NUL characters)."""
+    for bom, encoding in _OTHER_BOMS:
+        if start.startswith(bom):
+            raise DataError(f"{path}: starts with a {encoding} byte order mark; expected UTF-8 "
+                            f"source<TAB>target lines (convert it, e.g. iconv -f "
+                            f"{encoding.split()[0]} -t UTF-8)")
+
+
 def read_tsv(
     path: str | os.PathLike, size: int | None = None
 ) -> tuple[list[str], list[str], int]:
@@ -48,18 +73,28 @@ def read_tsv(
 
     Returns:
         `(sources, targets, skipped)`: NFKC-normalized columns and the number of bad lines.
+
+    Raises:
+        DataError: the file starts with a UTF-16 or UTF-32 byte order mark.
     """
     sources: list[str] = []
     targets: list[str] = []
     bad: list[tuple[int, str]] = []
     with open(path, "rb") as f:
+        _check_encoding(path, f.read(4))
+        f.seek(0)
         for number, raw in enumerate(f, start=1):
             if size is not None and len(sources) >= size:
                 break
             try:
-                line = raw.decode("utf-8")
+                # The first line without a UTF-8 byte order mark, which would stay glued to
+                # the first source (evaluation would then group it apart from its copies).
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError:
                 bad.append((number, "invalid UTF-8"))
+                continue
+            if "\x00" in line:  # valid UTF-8, but no text has it (UTF-16 without a mark?)
+                bad.append((number, "a NUL character"))
                 continue
             line = line.rstrip("\r\n")
             if not line.strip():
@@ -69,7 +104,7 @@ def read_tsv(
                 bad.append((number, f"{len(fields)} columns"))
                 continue
             source, target = (normalize(field).strip() for field in fields)
-            if not source or not target:
+            if is_blank(source) or is_blank(target):
                 bad.append((number, "an empty side"))
                 continue
             sources.append(source)
@@ -97,7 +132,7 @@ def load_tsv(options: PairsOptions) -> PairsSplit:
         A `PairsSplit` without alignments.
 
     Raises:
-        DataError: the file does not exist.
+        DataError: the file does not exist, or is in UTF-16 or UTF-32 (its byte order mark).
     """
     max_length, lowercase = options.max_length, options.lowercase
     check_max_length(max_length)
