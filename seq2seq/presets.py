@@ -13,8 +13,8 @@ options given explicitly on the command line override the preset in turn.
 Measured on 2 shared CPU cores (other jobs running, so times are inflated): `dates-demo`
 trains in 112 s (Transformer) and 85 s (Bahdanau), both reaching 100% exact match on the 1,000
 held-out test dates. `spa-eng-cpu`, the average of the last 5 checkpoints (`seq2seq average
-RUN --last 5`), beam 4: the Transformer (10,000 steps; seed 1 took 60.6 minutes with other jobs
-beside it for 8 of its 20 epochs) 43.65 ± 0.23 BLEU on `test.tsv` over 3 seeds; Bahdanau
+RUN --last 5`), beam 4: the Transformer (10,000 steps; seed 1 took 31.7 minutes) 43.66 ± 0.36
+BLEU on `test.tsv` over 3 seeds; Bahdanau
 (12,000 steps; seed 1 took 31.8 minutes) 37.94 ± 0.71 over 3 seeds (docs/results.md).
 Use `--data data/spa-eng` (the folder made as the README shows, so `valid.tsv` gives a BLEU per epoch).
 """
