@@ -8,6 +8,8 @@
 # It downloads TensorFlow and the rest (about 1.5 GB) and takes 15-30 minutes on two CPUs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/usage.sh
+script_usage "$0" "$@"
 PYTHON=${PYTHON:-python3}
 VENV=${FLOORS_VENV:-.venv-floors}
 

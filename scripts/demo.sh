@@ -6,6 +6,9 @@
 # Set RUN_DIR to choose where the run goes (default runs/demo; an existing run is resumed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/usage.sh
+script_usage "$0" "$@"
+refuse_arguments "$0" -- "$@"
 bash scripts/setup_env.sh
 # The caption metrics' PTB tokenizer and METEOR run on Java (Debian's default-jre-headless).
 if ! bash scripts/install_java.sh; then

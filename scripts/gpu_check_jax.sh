@@ -28,6 +28,8 @@
 # measured.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/usage.sh
+script_usage "$0" "$@"
 QUICK=0
 PART=
 for ARG in "$@"; do  # --quick and PART, in either order

@@ -18,6 +18,9 @@
 # (which needs the network, or PIP_FIND_LINKS pointing at a folder of wheels).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/usage.sh
+script_usage "$0" "$@"
+refuse_arguments "$0" --quick -- "$@"
 QUICK=${GPU_CHECKS_QUICK:-0}
 [ "${1:-}" = "--quick" ] && QUICK=1
 OUT=${OUT:-runs/gpu_checks}

@@ -3,6 +3,8 @@
 # (e.g. "dev"). Sourced by demo.sh and test.sh; needs only Python 3.11+ on the machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/usage.sh
+script_usage "${BASH_SOURCE[0]}" "$@"
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "error: Python 3.11 or newer is needed (found $("$PYTHON" --version 2>&1))" >&2

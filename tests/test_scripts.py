@@ -50,3 +50,33 @@ def test_every_script_answers_help(path, tmp_path):
                           cwd=tmp_path, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage" in done.stdout.lower()
+
+
+# The shell scripts that do heavy work (install, download, train, measure) when run.
+SHELL_SCRIPTS = ["demo.sh", "gpu_checks.sh", "gpu_check_jax.sh", "check_floors.sh",
+                 "setup_env.sh"]
+
+
+@pytest.mark.parametrize("name", SHELL_SCRIPTS)
+def test_every_shell_script_answers_help_before_any_work(name, tmp_path):
+    """`--help` prints the script's header and nothing else happens (gpu_checks.sh ran the
+    whole check, demo.sh installed and trained, check_floors.sh downloaded 1.5 GB first)."""
+    script = REPO / "scripts" / name
+    done = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=60, env={**os.environ, "OUT": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    header = script.read_text(encoding="utf-8").splitlines()[1].lstrip("# ")
+    assert done.stdout.splitlines()[0] == header and "==>" not in done.stdout
+    assert list(tmp_path.iterdir()) == []  # gpu_checks.sh made $OUT/logs before anything
+
+
+@pytest.mark.parametrize("name", ["demo.sh", "gpu_checks.sh"])
+def test_a_shell_script_that_takes_no_such_argument_refuses_it(name, tmp_path):
+    done = subprocess.run(["bash", str(REPO / "scripts" / name), "--frobnicate"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                          env={**os.environ, "OUT": str(tmp_path / "out")})
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"{name}: error: unknown argument '--frobnicate'; expected "
+                                   f"{'--quick' if name == 'gpu_checks.sh' else 'none'} "
+                                   "(see --help)")
+    assert not (tmp_path / "out").exists()
