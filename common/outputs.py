@@ -73,6 +73,25 @@ def check_parent_folder(path: str | os.PathLike, option: str) -> None:
         raise UserError(f"{option} {path}: the folder {parent} is not writable")
 
 
+def check_output_folder(path: str | os.PathLike, option: str) -> Path:
+    """Checks, before any work, that the folder `path` exists or can be made, and is writable.
+
+    A file of that name, an ancestor that is a file, or a nearest existing ancestor that cannot
+    be written is refused in one line naming `option`. Nothing is created here.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{option} {path}: is a file; expected a folder")
+    ancestor = path
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UserError(f"{option} {path}: {ancestor} is a file, not a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UserError(f"{option} {path}: the folder {ancestor} is not writable")
+    return path
+
+
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     """Whether `a` and `b` name one file (through links, `..` or a second hard link)."""
     try:
