@@ -208,8 +208,19 @@ class CheckpointKeeper:
         return latest_checkpoint(self.directory)
 
     def save(self) -> str | None:
-        """Write a checkpoint (`ckpt-1`, `ckpt-2`, ...); returns its path on the chief only."""
-        path = self.manager.save()
+        """Write a checkpoint (`ckpt-1`, `ckpt-2`, ...); returns its path on the chief only.
+
+        A save that fails (a full disk) or is interrupted removes the shard folder it was
+        writing (`ckpt-N_temp/`, which TensorFlow leaves behind), then raises; the checkpoints
+        before it are untouched.
+        """
+        before = set(self._write_dir.glob("*_temp"))
+        try:
+            path = self.manager.save()
+        except BaseException:
+            for partial in set(self._write_dir.glob("*_temp")) - before:
+                shutil.rmtree(partial, ignore_errors=True)
+            raise
         if not self.chief:
             shutil.rmtree(self._write_dir, ignore_errors=True)
             return None

@@ -176,6 +176,22 @@ def test_a_checkpoint_that_cannot_be_written_is_a_clear_error(tmp_path, monkeypa
     assert json.loads((run / "status.json").read_text())["state"] == "failed"
 
 
+def test_a_save_that_fails_half_way_leaves_no_shard_folder(tmp_path, monkeypatch):
+    """TensorFlow writes the shards into `ckpt-N_temp/` and merges them: a merge that fails (a
+    full disk) left the folder in the run, where nothing ever removed it."""
+    run = tmp_path / "run"
+
+    def no_space(*args, **kwargs):
+        raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+
+    fit(run, epochs=1)  # ckpt-1 and ckpt-2
+    monkeypatch.setattr(gen_io_ops, "merge_v2_checkpoints", no_space)
+    with pytest.raises(RunDirError, match=r"cannot write .*checkpoints: .*No space left"):
+        fit(run, resume=True, epochs=2)
+    assert sorted(p.name for p in (run / "checkpoints").iterdir() if p.is_dir()) == []
+    assert Path(latest_checkpoint(run / "checkpoints")).name == "ckpt-2"
+
+
 def test_claim_refuses_a_directory_that_cannot_be_written(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
