@@ -492,6 +492,9 @@ class JaxTrainer:
         elapsed = time.perf_counter() - started
         record = {"kind": "epoch", "epoch": epoch, "step": step, **means.result(),
                   "examples_per_s": examples / max(elapsed, 1e-9), "time_s": elapsed}
+        # Weights gone non-finite stop the run before validation and the record, as on
+        # TensorFlow: the record of an epoch whose checkpoint is never written would stay.
+        host = self._checked_host_state()
         # Validation before the epoch-end checkpoint, as on TensorFlow: a run killed while
         # validating resumes within this epoch and writes its record, rather than past it.
         if "valid" in self.prepared.splits:
@@ -502,7 +505,7 @@ class JaxTrainer:
         # recorded.
         self._log(record)
         self.position = {"step": step, "epoch": epoch + 1, "step_in_epoch": 0}
-        self._save()
+        self._save(host)
         if verbose:
             shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items()
                               if k in ("loss", "val_loss"))
@@ -583,12 +586,20 @@ class JaxTrainer:
         finally:  # a file cut short by a full disk is removed
             tmp.unlink(missing_ok=True)
 
-    def _save(self) -> None:
-        host = self.host_state()  # a collective under several processes: every one calls it
+    def _checked_host_state(self) -> dict[str, np.ndarray]:
+        """`host_state()` (a collective under several processes: every one calls it), after
+        checking that every weight is finite."""
+        host = self.host_state()
         for value in host.values():
             if np.issubdtype(value.dtype, np.floating) and not np.all(np.isfinite(value)):
                 raise UserError(f"training diverged: a weight became NaN or infinite at step "
                                 f"{self.position['step']}; stopped without saving")
+        return host
+
+    def _save(self, host: dict[str, np.ndarray] | None = None) -> None:
+        """Write a checkpoint of `host` (default: the state now, checked) at `position`."""
+        if host is None:
+            host = self._checked_host_state()
         if not self.chief:
             return
         self._sync_variables()

@@ -141,6 +141,17 @@ def test_a_diverging_run_stops_without_a_non_finite_checkpoint(translation_folde
     assert all(result["finite"])
 
 
+def test_weights_gone_non_finite_at_an_epoch_end_leave_no_record_of_the_epoch(
+        translation_folder, tmp_path):
+    """The epoch's record was written before the epoch-end save found the weights non-finite:
+    a record of an epoch whose checkpoint never existed (TensorFlow checks first)."""
+    result = run_worker("weights_diverge_at_epoch_end", {
+        "prepared": str(translation_folder), "run_dir": str(tmp_path / "run"),
+        "training": {"epochs": 1, "checkpoint_every": 0}})
+    assert result["error"] is not None and "NaN or infinite" in result["error"]
+    assert result["epoch_records"] == 0 and result["checkpoints"] == []
+
+
 def test_evaluation_covers_every_example_whatever_the_batch_size(two_bucket_folder, tmp_path):
     """The validation loss of 8-row batches (each bucket's last rows padded) equals that of
     one batch per bucket holding all of it: no example is dropped, and the padding rows add

@@ -168,6 +168,40 @@ def task_diverge(args):
     return {"error": error, "finite": finite, "step": trainer.position["step"]}
 
 
+def task_weights_diverge_at_epoch_end(args):
+    """Train with the weights read back non-finite at the end of epoch 0 (the loss stays
+    finite); report the trainer's message and the history's epoch records."""
+    import json
+
+    from common.config import from_dict
+    from common.errors import UserError
+    from common.training.config import TrainingConfig
+    from common.training.jax_trainer import JaxTrainer
+    from common.training.prepare import load_prepared
+
+    prepared = load_prepared(args["prepared"])
+    training = from_dict(TrainingConfig, {**prepared.config["training"], **args["training"]})
+    trainer = JaxTrainer(prepared, args["run_dir"], training, "none")
+    real = trainer.host_state
+
+    def poisoned():
+        host = real()
+        name = next(k for k, v in host.items() if np.issubdtype(v.dtype, np.floating))
+        return {**host, name: np.full_like(host[name], np.inf)}
+
+    trainer.host_state = poisoned
+    try:
+        trainer.fit(verbose=0)
+        error = None
+    except UserError as exc:
+        error = str(exc)
+    history = trainer.run_dir.path / "history.jsonl"
+    lines = history.read_text().splitlines() if history.exists() else []
+    epochs = [r for r in map(json.loads, lines) if r.get("kind") == "epoch"]
+    return {"error": error, "epoch_records": len(epochs),
+            "checkpoints": sorted(p.name for p in trainer.checkpoints.glob("ckpt-*"))}
+
+
 def task_dropout(args):
     """`common.layers.Dropout` under `dropout_rng(args["generator"])` (default "rbg") on JAX:
     mask statistics, determinism, Keras's masks outside the context, and the seed state through
