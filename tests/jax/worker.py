@@ -411,9 +411,9 @@ def task_save_order(args):
     original_save, original_evaluate = JaxTrainer._save, JaxTrainer.evaluate
     killed = []
 
-    def save(self):
+    def save(self, *args, **kwargs):
         saved.append(dict(self.position))
-        return original_save(self)
+        return original_save(self, *args, **kwargs)
 
     def evaluate(self, split="valid"):
         if not killed:
