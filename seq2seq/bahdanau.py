@@ -225,8 +225,19 @@ class RecurrentTranslator(Translator):
                 logits[:, None], p_gen[:, None], alpha[:, None], state["copy_ids"])[:, 0]
         return logits, dict(state, **updates), alpha
 
-    def make_step(self, **unused):
-        """The step function for `common.decoding` (no options for this architecture)."""
+    def make_step(self, attention_layer: int = -1, attention_head: int | None = None,
+                  **unused):
+        """The step function for `common.decoding`.
+
+        This architecture has one attention: a layer or head to choose (`evaluate`, `export`
+        and `translate`'s `--attention-layer/--attention-head`) is refused, not ignored.
+        """
+        given = [flag for flag, on in (("--attention-layer", attention_layer != -1),
+                                       ("--attention-head", attention_head is not None)) if on]
+        if given:
+            raise UserError(f"{'/'.join(given)}: a {self.arch} model has no attention layers "
+                            "or heads to choose from; expected a transformer run, or leave "
+                            "them out")
         return self.step
 
 

@@ -70,17 +70,13 @@ def _check_figure_options(args: argparse.Namespace) -> None:
 
 
 def _check_attention_options(args: argparse.Namespace, translator) -> None:
-    """`--attention-layer`/`--attention-head` choose among a Transformer's layers and heads
-    (its `make_step` checks the range); a model with one attention (Bahdanau's) has none to
-    choose, so they are refused rather than ignored. A SavedModel refuses them itself."""
-    from common.errors import UserError
-
-    given = [flag for flag, on in (("--attention-layer", args.attention_layer != -1),
-                                   ("--attention-head", args.attention_head is not None)) if on]
-    arch = getattr(getattr(getattr(translator, "config", None), "model", None), "arch", None)
-    if given and arch is not None and arch != "transformer":
-        raise UserError(f"{'/'.join(given)}: a {arch} model has no attention layers or heads "
-                        "to choose from; expected a transformer run, or leave them out")
+    """`--attention-layer`/`--attention-head` are checked by the model's `make_step` before
+    any input is read: a Transformer's range, none at all for a model with one attention
+    (Bahdanau's). A SavedModel refuses them itself."""
+    model = getattr(translator, "model", None)
+    if model is not None:
+        model.make_step(attention_layer=args.attention_layer,
+                        attention_head=args.attention_head)
 
 
 def _write_figures(args: argparse.Namespace, translator, texts, results) -> None:

@@ -116,6 +116,9 @@ def evaluate(
         # result, and never the `data` being scored.
         check_output_file(json_path, "--json", inputs=[data], result_keys=RESULT_KEYS)
     translator = Translator.from_run_dir(run_dir, checkpoint)
+    # The attention chosen is checked before the data loads (a model with one attention
+    # refuses a layer or head; a Transformer, one it does not have).
+    translator.model.make_step(attention_layer=attention_layer, attention_head=attention_head)
     if length_penalty is None:
         length_penalty = translator.config.model.length_penalty
     pairs = load_references(translator, data, dataset, limit)

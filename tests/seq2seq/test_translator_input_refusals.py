@@ -75,6 +75,20 @@ def test_attention_options_are_refused_for_a_model_without_heads(bahdanau_run, c
     assert capsys.readouterr().out == ""
 
 
+@pytest.mark.parametrize("command", ["evaluate", "export"])
+def test_evaluate_and_export_refuse_attention_options_for_a_model_without_heads(
+        bahdanau_run, tmp_path, capsys, command):
+    """They were ignored: an evaluation or export "of head 3" was the model's one attention."""
+    data = _tsv(tmp_path / "test.tsv", LINES[:5])
+    where = (["--data", str(data), "--json", str(tmp_path / "s.json")] if command == "evaluate"
+             else [str(tmp_path / "export")])
+    status = main([command, str(bahdanau_run), *where, "--attention-head", "3"])
+    assert status == 2
+    err = _one_line_error(capsys)
+    assert "--attention-head" in err and "bahdanau" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["test.tsv"]
+
+
 def test_no_input_lines_with_figures_is_refused(bahdanau_run, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     status = main(["translate", str(bahdanau_run), "--plot", str(tmp_path / "p.png"),
