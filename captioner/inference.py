@@ -21,6 +21,7 @@ from captioner.config import CaptionerRunConfig
 from captioner.train import VOCAB_FILE, build_model, load_run_config
 from common.decoding.hypothesis import Hypothesis
 from common.errors import DataError, UserError
+from common.training.run_dir import RunDir
 
 
 class CaptionHypothesis(Hypothesis):
@@ -87,6 +88,7 @@ class CaptionerRun:
         vocab_path = self.run_dir / VOCAB_FILE
         if not vocab_path.exists():
             raise UserError(f"{run_dir}: not a captioner run directory (no {VOCAB_FILE})")
+        RunDir(self.run_dir).check_vocabularies()
         self.vocab = Vocabulary.load(vocab_path)
         self.model = build_model(self.config, len(self.vocab))
         self.checkpoint = restore_run_checkpoint(self.model, self.run_dir, checkpoint)

@@ -95,12 +95,14 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     split = load_split(data.dataset, "train", data.data_dir, **data.options)
     vocab_path = run.vocab
     if resume and vocab_path.exists():
+        run.check_vocabularies()
         vocab = Vocabulary.load(vocab_path)
     else:
         vocab = build_vocabulary(split, min_count=data.min_count)
         if chief:
             with failed_writes_named(vocab_path):
                 vocab.save(vocab_path)
+            run.record_vocabularies([RunDir.vocab])
     if init_from is not None:
         init_from.check_vocabulary(RunDir.vocab, vocab.tokens)
     # `--resume --fine-tune N` unfreezes encoder layers from here on: the optimizer, whose

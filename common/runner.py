@@ -235,6 +235,7 @@ class Runner:
             with failed_writes_named(out.path):
                 for name in (RunDir.config, *files):
                     shutil.copyfile(self.run.path / name, out.path / name)
+                out.record_vocabularies(files)
                 write_model_checkpoint(model, out.checkpoints / "ckpt-1")
                 out.write_status("finished", averaged=[str(Path(p)) for p in paths],
                                  source=str(self.run.path))
@@ -347,6 +348,7 @@ class WarmStart:
             raise UserError(f"--init-from {spec}: {path} is not a run directory (no "
                             f"{RunDir.config})")
         config = family.load_config(run.path)  # the same family, readable
+        run.check_vocabularies()  # those of its weights: the new run's are compared with them
         checkpoint = resolve_checkpoint(run.path, which, option=f"--init-from {path}:")
         if not Path(checkpoint).resolve().is_relative_to(run.path.resolve()):
             # Its vocabularies are checked against the run's: the weights must be that run's.

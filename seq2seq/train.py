@@ -102,6 +102,7 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
         if chief:
             with failed_writes_named(run.path):
                 vocabs.save(run.path)
+            run.record_vocabularies(vocabs.files())
     pairs = vocabs.tokenize_pairs(pairs, limit)
     if not pairs.sources:
         raise DataError(f"no training pairs of at most {limit} subwords in "

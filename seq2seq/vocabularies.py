@@ -82,11 +82,13 @@ class Vocabularies:
 
     @classmethod
     def load(cls, run_dir: str | os.PathLike, data: DataConfig) -> Vocabularies:
-        """The vocabularies saved in `run_dir` (a `UserError` naming a missing file)."""
+        """The vocabularies saved in `run_dir` (a `UserError` naming a missing file, or one
+        changed since training: `RunDir.check_vocabularies`)."""
         paths = [Path(run_dir) / name for name in vocabulary_files(data)]
         for path in paths:
             if not path.is_file():
                 raise UserError(f"{path}: missing; expected the run's vocabulary")
+        RunDir(run_dir).check_vocabularies()
         if data.vocab == "word":
             from common.text import Vocabulary
 

@@ -755,6 +755,7 @@ class JaxTrainer:
                     shutil.copyfile(self.prepared.path / file, tmp)
             except OSError as exc:
                 raise write_failure(self.run_dir.path / file, exc) from None
+        self.run_dir.record_vocabularies(self.prepared.vocab_files.values())
 
     def _log(self, record: dict[str, Any]) -> None:
         if self.chief:

@@ -16,6 +16,13 @@ A directory "holds a run" when it has any of the trainer's entries (a non-empty
 `resume` is refused, so nobody's run is overwritten; the families' own files (`config.json`,
 vocabularies) written just before training do not count.
 
+`vocab.sha256` ties the vocabularies to the weights: a new run records each vocabulary file's
+SHA-256 there (`record_vocabularies`, the format of `sha256sum`), and whatever reads a run's
+vocabularies (resume, evaluate, export, decode, a warm start) checks them first
+(`check_vocabularies`): a vocabulary reordered or swapped since training has the same size, so
+no weight shape would tell, and every token would come out as another. A run made before
+digests were recorded has no such file and is read as it is.
+
 A directory that cannot be written (read-only, a file in the way, no space left) is a
 `RunDirError`: `claim` tries a small write before anything else, and every later write of the
 trainers (a checkpoint, `best/`, `history.jsonl`, `status.json`, the TensorBoard events, the
@@ -32,13 +39,14 @@ is trained and recorded again, once.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +105,14 @@ def failed_writes_named(path: str | os.PathLike, what: str = "run directory",
         raise write_failure(path, exc, what) from None
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 class _Entry:
     """A file or folder of the run directory: `run.config` is its path, `RunDir.config` its
     name, so each name is written once, here."""
@@ -136,6 +152,7 @@ class RunDir:
     source_subwords = _Entry("vocab.source.model")
     target_subwords = _Entry("vocab.target.model")
     shared_subwords = _Entry("vocab.model")
+    vocab_digests = _Entry("vocab.sha256")  # the vocabularies' SHA-256, as trained
     features = _Entry("features")  # the captioner's cached encoder features
     jax_weights = _Entry("model.weights.h5")  # a run of the JAX trainer (`jax_trainer`)
     jax_checkpoints = _Entry("jax")  # and its checkpoints, `jax/ckpt-STEP/`
@@ -157,8 +174,45 @@ class RunDir:
     def own_files(self) -> list[Path]:
         """The files a run writes beside its entries: its config, vocabularies and final
         weights."""
-        return [self.config, self.jax_weights,
+        return [self.config, self.jax_weights, self.vocab_digests,
                 *sorted(p for p in self.path.glob("vocab*") if p.suffix in (".txt", ".model"))]
+
+    def record_vocabularies(self, names: Iterable[str]) -> None:
+        """Write `vocab.sha256`: the SHA-256 of each vocabulary file `names` (of this
+        directory), which `check_vocabularies` holds them to from now on."""
+        lines = [f"{_sha256(self.path / name)}  {name}\n" for name in sorted(names)]
+        with failed_writes_named(self.vocab_digests):
+            atomic_write_text(self.vocab_digests, "".join(lines))
+
+    def check_vocabularies(self) -> None:
+        """Refuse, in one line, vocabularies changed since `record_vocabularies` (reordered,
+        swapped for another run's, edited): the weights hold the trained token order.
+
+        Raises:
+            UserError: a listed file is missing or differs, or `vocab.sha256` is unreadable.
+        """
+        digests = self.vocab_digests
+        if not digests.is_file():  # a run made before digests were recorded
+            return
+        try:
+            lines = digests.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"{digests}: cannot be read ({exc}); expected the run's "
+                            "vocabulary digests") from None
+        for number, line in enumerate(lines, 1):
+            digest, _, name = line.partition("  ")
+            if not re.fullmatch(r"[0-9a-f]{64}", digest) or not name or "/" in name:
+                raise UserError(f"{digests}: line {number} is not `SHA256  FILE`; expected "
+                                "the digests the run was trained with")
+            path = self.path / name
+            if not path.is_file():
+                raise UserError(f"{path}: missing; expected the run's vocabulary (listed in "
+                                f"{digests.name})")
+            if _sha256(path) != digest:
+                raise UserError(
+                    f"{path}: changed since the run was trained (its SHA-256 is not the one "
+                    f"in {digests.name}); the weights follow the trained vocabulary's token "
+                    "order: put the run's own file back")
 
     def claim(self, resume: bool, first: bool = False, backend: str = "tensorflow") -> None:
         """Make sure this run may write here, creating the directory.

@@ -4,6 +4,7 @@ TensorFlow trainer's, and a resumed run ends with the weights of an uninterrupte
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -197,3 +198,18 @@ def test_compile_steps_leaves_no_compilation_to_the_timed_epochs(two_bucket_fold
     assert result["compiled"] == 2  # one per bucket; the folder has no valid split
     assert result["unchanged"]
     assert result["fit_compiles"] == []
+
+
+def test_a_jax_run_records_the_digests_of_its_vocabularies(single_device_run):
+    """The TensorFlow side refuses a run's vocabulary changed since training
+    (`RunDir.check_vocabularies`); a JAX run records the digests of the copies it made."""
+    import hashlib
+
+    from common.training.run_dir import RunDir
+
+    run = Path(single_device_run["run_dir"])
+    listed = (run / "vocab.sha256").read_text().split()
+    assert listed[1::2] == ["vocab.source.txt", "vocab.target.txt"]
+    for digest, name in zip(listed[::2], listed[1::2]):
+        assert digest == hashlib.sha256((run / name).read_bytes()).hexdigest()
+    RunDir(run).check_vocabularies()
