@@ -94,16 +94,19 @@ def check_annotations(data: Any, where: str, kind: str = "captions") -> dict:
                             f"{data[key]!r:.60}")
     for index, image in enumerate(data["images"]):
         _check_entry(where, "images", index, image, ints=("id",), texts=("file_name",))
+    image_ids = {image["id"] for image in data["images"]}
     if kind == "captions":
         for index, ann in enumerate(annotations):
             _check_entry(where, "annotations", index, ann, ints=("id", "image_id"),
                          texts=("caption",))
+            _check_image_id(where, index, ann, image_ids)
         return data
     for index, category in enumerate(data["categories"]):
         _check_entry(where, "categories", index, category, ints=("id",), texts=("name",))
     categories = {category["id"] for category in data["categories"]}
     for index, ann in enumerate(annotations):
         _check_entry(where, "annotations", index, ann, ints=("id", "image_id", "category_id"))
+        _check_image_id(where, index, ann, image_ids)
         box = ann.get("bbox")
         if (not isinstance(box, list) or len(box) != 4
                 or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -114,6 +117,15 @@ def check_annotations(data: Any, where: str, kind: str = "captions") -> dict:
             raise DataError(f"{where}: annotations[{index}]: its category_id "
                             f"{ann['category_id']} is not among the 'categories'")
     return data
+
+
+def _check_image_id(where: str, index: int, ann: dict, image_ids: set[int]) -> None:
+    """A DataError unless annotation `index` belongs to one of the file's images (it would be
+    dropped without a word: nothing reads an annotation of no image)."""
+    if ann["image_id"] not in image_ids:
+        raise DataError(f"{where}: annotations[{index}]: its image_id {ann['image_id']} is not "
+                        "among the 'images'; expected every annotation to belong to an image "
+                        "of the file")
 
 
 def _check_entry(where: str, key: str, index: int, entry: Any, ints: tuple[str, ...] = (),

@@ -29,6 +29,11 @@ IMAGE = {"id": 1, "file_name": "a.jpg"}
     ({"images": [IMAGE], "categories": [{"id": 1, "name": "dog"}],
       "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, "9", 9]}]},
      "instances", "annotations[0]: expected 'bbox' as [x, y, width, height], four numbers"),
+    ({"images": [IMAGE], "annotations": [{"id": 1, "image_id": 7, "caption": "a dog"}]},
+     "captions", "annotations[0]: its image_id 7 is not among the 'images'"),
+    ({"images": [IMAGE], "categories": [{"id": 1, "name": "dog"}],
+      "annotations": [{"id": 1, "image_id": 2, "category_id": 1, "bbox": [0, 0, 9, 9]}]},
+     "instances", "annotations[0]: its image_id 2 is not among the 'images'"),
 ])
 def test_a_file_of_the_wrong_shape_is_one_line_naming_the_entry(data, kind, needle):
     with pytest.raises(DataError) as raised:
