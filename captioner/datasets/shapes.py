@@ -20,6 +20,7 @@ a few seconds).
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,7 @@ from captioner.datasets.records import (
     int_option,
     register_loader,
 )
+from common.errors import UserError
 
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 45, 45),
@@ -222,6 +224,24 @@ def _generate(split: str, num_images: int, image_size: int, seed: int,
     return tuple(records)
 
 
+# Bytes a pixel of a split in memory: the RGB image and up to three object masks.
+BYTES_PER_PIXEL = 6
+
+
+def _check_memory(num_images: int, image_size: int) -> None:
+    """Refuse a split that cannot fit in this machine's memory (the images are made in it),
+    before any is made, rather than fail or swap after minutes of work."""
+    needed = num_images * image_size * image_size * BYTES_PER_PIXEL
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not known here: nothing to compare with
+        return
+    if needed > total:
+        raise UserError(f"dataset 'shapes': num_images={num_images} at image_size={image_size} "
+                        f"needs about {needed / 2**30:.1f} GiB of memory, more than this "
+                        f"machine's {total / 2**30:.1f} GiB; expected fewer or smaller images")
+
+
 @register_loader("shapes", needs_data_dir=False)
 def load_shapes(split: str, data_dir: str | Path | None = None, num_images: int | None = None,
                 image_size: int = 64, seed: int = 0, with_masks: bool = True) -> CaptionSplit:
@@ -248,5 +268,6 @@ def load_shapes(split: str, data_dir: str | Path | None = None, num_images: int 
     seed = int_option("shapes", "seed", seed, minimum=0)
     with_masks = bool_option("shapes", "with_masks", with_masks)
     num_images = DEFAULT_SIZES[split] if num_images is None else num_images
+    _check_memory(num_images, image_size)
     records = _generate(split, num_images, image_size, seed, with_masks)
     return CaptionSplit(name="shapes", split=split, records=list(records))

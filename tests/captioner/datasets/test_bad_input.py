@@ -209,3 +209,12 @@ def test_a_bad_data_option_on_the_command_line_is_one_line(capsys, tmp_path):
                                    "num_images=abc", "--out", str(tmp_path / "run")])
     assert err.endswith("dataset 'shapes' option num_images: expected a whole number >= 1 or "
                         "null, got 'abc'")
+
+
+@pytest.mark.parametrize("options", [{"num_images": 10**9}, {"image_size": 10**6,
+                                                              "num_images": 1}])
+def test_a_shapes_split_larger_than_memory_is_refused_before_it_is_made(options):
+    """It was generated image by image until the machine ran out of memory."""
+    with pytest.raises(UserError) as raised:
+        load_split("shapes", "train", **options)
+    assert "GiB of memory, more than this machine's" in _one_line(raised)
