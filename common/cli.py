@@ -132,7 +132,8 @@ def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) 
     if os.environ.get("KERAS_BACKEND") == "jax" and not getattr(args, "_runs_on_jax", False):
         # The models of every other command are built and run by TensorFlow (exports,
         # tf.data, checkpoints); a JAX-trained run is read there from its weights file.
-        return error(parser.prog, f"{args._command} runs on the TensorFlow backend; got "
+        what = getattr(args, "_command", None) or parser.prog
+        return error(parser.prog, f"{what} runs on the TensorFlow backend; got "
                      "KERAS_BACKEND=jax (which only `train --prepared` and `prepare` use): "
                      "run it without KERAS_BACKEND")
     if getattr(args, "_uses_tensorflow", True):
