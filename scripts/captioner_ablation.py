@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
-from common.cli import distinct_list
+from common.cli import HelpFormatter, Parser, distinct_list, positive_int, run_cli
+from common.errors import UserError
+from common.outputs import check_output_file, check_output_folder, reported_write
 
 
 def score(run_dir: Path, test_images: int, beam_size: int) -> dict:
@@ -63,29 +66,67 @@ def score(run_dir: Path, test_images: int, beam_size: int) -> dict:
     return results
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="captioner_ablation.py", description=__doc__.split("\n\n")[0],
+               formatter_class=HelpFormatter)
     p.add_argument("name", help="the variant's name (its run directory under --out-dir)")
-    p.add_argument("--override", default="{}", help="nested JSON overrides of the demo preset")
+    p.add_argument("--override", default="{}", help="nested JSON overrides of the preset")
     p.add_argument("--preset", default="demo", help="the preset the overrides apply to")
-    p.add_argument("--out-dir", default="runs/ablation")
-    p.add_argument("--test-images", type=int, default=300)
-    p.add_argument("--beam-size", type=int, default=3)
+    p.add_argument("--out-dir", default="runs/ablation",
+                   help="where the runs and results.jsonl go")
+    p.add_argument("--test-images", type=positive_int, default=300,
+                   help="score on the first N images of the shapes test split")
+    p.add_argument("--beam-size", type=positive_int, default=3,
+                   help="beam size of the test captions")
     p.add_argument("--seeds", type=distinct_list(int), default=None, metavar="S1,S2,...",
                    help="train the variant once per seed (runs NAME-seedS) and add a summary "
                         "line with the mean, standard deviation, minimum and maximum")
-    p.add_argument("--threads", type=int, default=0,
+    p.add_argument("--threads", type=non_negative_int, default=0,
                    help="TensorFlow intra- and inter-op threads (0: TensorFlow's default)")
-    args = p.parse_args(argv)
+    p.set_defaults(_run=run)
+    return p
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def check_outputs(out_dir: str, names: list[str]) -> None:
+    """Refuses, before any training, an `--out-dir` that cannot take the runs `names` and
+    results.jsonl (a file, a file in the way, a folder that cannot be written)."""
+    folder = check_output_folder(out_dir, "--out-dir")
+    for name in names:
+        check_output_folder(folder / name, "--out-dir")
+    results = folder / "results.jsonl"
+    if folder.is_dir():
+        check_output_file(results, "--out-dir")
+
+
+def check_name(name: str) -> None:
+    """A variant's name is one folder under --out-dir: not empty, `.`, `..` or a path."""
+    if name in ("", ".", "..") or "/" in name or os.sep in name or name == "results.jsonl":
+        raise UserError(f"NAME {name!r}: expected a plain folder name for the run under "
+                        "--out-dir (no '/', not '.', '..' or 'results.jsonl')")
+
+
+def run(args: argparse.Namespace) -> int:
+    check_name(args.name)
     try:
         overrides = json.loads(args.override)
-        if not isinstance(overrides, dict):
-            raise ValueError("not a JSON object")
     except ValueError as exc:
-        p.error(f"--override must be a JSON object: {exc}")
-    if args.test_images < 1 or args.beam_size < 1:
-        p.error("--test-images and --beam-size must be >= 1")
+        raise UserError(f"--override must be a JSON object: {exc}") from None
+    if not isinstance(overrides, dict):
+        raise UserError(f"--override must be a JSON object, got {args.override!r}")
+    names = ([args.name] if args.seeds is None
+             else [f"{args.name}-seed{seed}" for seed in args.seeds])
+    check_outputs(args.out_dir, names)
 
     import tensorflow as tf
 
@@ -94,17 +135,20 @@ def main(argv=None) -> int:
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     from captioner.config import CaptionerRunConfig
     from captioner.presets import get_preset
-    from captioner.train import apply_overrides
-    from common.errors import UserError
+    from captioner.train import apply_overrides, check_config
+    from common.config import from_dict
+    from common.training import TrainingConfig
 
     try:
         config = apply_overrides(apply_overrides(CaptionerRunConfig(), get_preset(args.preset)),
                                  overrides)
-        if config.data.dataset != "shapes":
-            raise UserError(f"the ablation scores on shapes; got dataset {config.data.dataset}")
-    except (UserError, TypeError) as exc:
-        print(f"captioner_ablation: error: {exc}", file=sys.stderr)
-        return 2
+    except TypeError as exc:
+        raise UserError(f"--override: {exc}") from None
+    if config.data.dataset != "shapes":
+        raise UserError(f"the ablation scores on shapes; got dataset {config.data.dataset}")
+    # What `train` checks first, checked before a run directory is replaced.
+    check_config(config)
+    from_dict(TrainingConfig, config.training)
     if args.seeds is None:
         _record(args.out_dir, _train_and_score(args, args.name, config, overrides))
         return 0
@@ -140,7 +184,15 @@ def summarize(name: str, overrides: dict, seeds: list[int], results: list[dict])
 def _record(out_dir: str, result: dict) -> None:
     from common.metrics.seeds import record
 
-    print(record(Path(out_dir) / "results.jsonl", result), flush=True)
+    path = Path(out_dir) / "results.jsonl"
+    with reported_write(path, "--out-dir"):
+        line = record(path, result)
+    print(line, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parses `argv`, trains and scores; a `UserError` prints one line and gives 2."""
+    return run_cli(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -35,11 +35,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from common.cli import positive_int  # noqa: E402
+from common.cli import HelpFormatter, Parser, SubcommandParser, positive_int, run_cli  # noqa: E402
 from common.errors import DataError, UserError  # noqa: E402
+from common.outputs import check_output_file, reported_write  # noqa: E402
 
 CONSONANTS = "bcdfgklmnprstvz"
 VOWELS = "aeiou"
@@ -168,8 +168,21 @@ def read_copy_testset(tsv: str | Path) -> list[CopyCase]:
     if not tsv.is_file() or not names_path(tsv).is_file():
         raise DataError(f"{tsv}: expected it and {names_path(tsv).name} beside it, written by "
                         "scripts/copy_names.py make")
-    lines = tsv.read_text(encoding="utf-8").splitlines()
-    names = json.loads(names_path(tsv).read_text(encoding="utf-8"))
+    try:
+        lines = tsv.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise DataError(f"{tsv}: not UTF-8 text; expected the OUT.tsv of "
+                        "scripts/copy_names.py make") from None
+    try:
+        names = json.loads(names_path(tsv).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise DataError(f"{names_path(tsv)}: not the JSON that scripts/copy_names.py make "
+                        f"writes ({exc})") from None
+    if not isinstance(names, list) or not all(
+            isinstance(entry, dict) and isinstance(entry.get("names"), list)
+            and isinstance(entry.get("originals"), list) for entry in names):
+        raise DataError(f"{names_path(tsv)}: expected a list of {{\"names\": [...], "
+                        "\"originals\": [...]}, as scripts/copy_names.py make writes")
     if len(lines) != len(names):
         raise DataError(f"{tsv} has {len(lines)} lines but {names_path(tsv).name} "
                         f"{len(names)} entries")
@@ -239,28 +252,58 @@ def names_carried(run_dir: str | Path, tsv: str | Path, beam_size: int = 1,
 def labelled_run(text: str) -> tuple[str, str]:
     """A command-line run: `LABEL=RUN_DIR`, or a bare `RUN_DIR` labelled by its folder name."""
     label, sep, path = text.partition("=")
-    return (label, path) if sep else (Path(text).name, text)
+    label, path = (label, path) if sep else (Path(text).name, text)
+    if not label or not path:
+        raise argparse.ArgumentTypeError(f"expected LABEL=RUN_DIR or RUN_DIR, got {text!r}")
+    return label, path
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="copy_names.py", description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="command", required=True)
-    making = sub.add_parser("make", help="write the test set of invented names")
-    making.add_argument("--data", required=True,
-                      help="a folder with train.tsv and test.tsv (the spa-eng layout)")
-    making.add_argument("--out", required=True, help="the test set to write (OUT.tsv)")
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="copy_names.py", description=__doc__.split("\n\n")[0],
+               formatter_class=HelpFormatter)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands",
+                           parser_class=SubcommandParser)
+    sub.required = True
+    making = sub.add_parser("make", help="write the test set of invented names",
+                            description="Write OUT.tsv and OUT.names.json: the test pairs "
+                                        "holding a name, each name replaced by an invented one.",
+                            formatter_class=HelpFormatter)
+    making.add_argument("--data", required=True, metavar="DIR",
+                        help="a folder with train.tsv and test.tsv (the spa-eng layout)")
+    making.add_argument("--out", required=True, metavar="OUT.tsv",
+                        help="the test set to write (OUT.names.json is written beside it)")
     making.add_argument("--seed", type=int, default=0, help="chooses the invented names")
     making.add_argument("--limit", type=positive_int, help="keep at most N pairs")
-    scoring = sub.add_parser("evaluate", help="count the names each run carries over")
-    scoring.add_argument("runs", nargs="+", type=labelled_run, metavar="LABEL=RUN_DIR")
-    scoring.add_argument("--data", required=True, help="OUT.tsv written by `make`")
+    making.set_defaults(_run=make, _command="make")
+    scoring = sub.add_parser("evaluate", help="count the names each run carries over",
+                             description="Translate the test set with each run and count the "
+                                         "invented names carried into the translations.",
+                             formatter_class=HelpFormatter)
+    scoring.add_argument("runs", nargs="+", type=labelled_run, metavar="LABEL=RUN_DIR",
+                         help="the translator runs to compare (a bare RUN_DIR is labelled by "
+                              "its folder name)")
+    scoring.add_argument("--data", required=True, metavar="OUT.tsv",
+                         help="the test set written by `make` (OUT.names.json beside it)")
     scoring.add_argument("--json", help="also write the results here")
-    scoring.add_argument("--beam-size", type=positive_int, default=1)
+    scoring.add_argument("--beam-size", type=positive_int, default=1,
+                         help="beam size of the translations (1: greedy)")
     scoring.add_argument("--limit", type=positive_int, help="only the first N pairs")
-    return p.parse_args(argv)
+    scoring.set_defaults(_run=evaluate, _command="evaluate")
+    return p
 
 
 def make(args: argparse.Namespace) -> None:
+    data = Path(args.data)
+    if not data.is_dir():
+        raise UserError(f"--data {data}: {'is not a folder' if data.exists() else 'no such folder'}"
+                        "; expected a folder with train.tsv and test.tsv")
+    inputs = [data / "train.tsv", data / "test.tsv"]
+    for path in inputs:
+        if not path.is_file():
+            raise UserError(f"--data {data}: no {path.name} there")
+    tsv = check_output_file(args.out, "--out", inputs=inputs)
+    check_output_file(names_path(tsv), "--out", inputs=inputs)
+
     from seq2seq.datasets import load_pairs
 
     train = load_pairs("tsv", path=args.data, split="train")
@@ -268,14 +311,50 @@ def make(args: argparse.Namespace) -> None:
     cases = make_copy_testset(test, train, seed=args.seed, limit=args.limit)
     if not cases:
         raise UserError(f"no test pair of {args.data} holds a name on both sides")
-    tsv, names = write_copy_testset(cases, args.out)
+    with reported_write(tsv, "--out"):
+        tsv, names = write_copy_testset(cases, tsv)
     originals = sorted({n for c in cases for n in c.originals})
     print(f"{len(cases)} of {len(test)} test pairs hold {sum(len(c.names) for c in cases)} "
           f"names ({len(originals)} different, e.g. {', '.join(originals[:6])}); "
           f"wrote {tsv} and {names}")
 
 
+def check_run_dir(run_dir: str) -> None:
+    """A one-line `UserError` unless `run_dir` holds a translator run's config.json."""
+    config = Path(run_dir) / "config.json"
+    if not config.is_file():
+        raise UserError(f"{run_dir}: not a translator run directory (expected {config}); make "
+                        "one with `seq2seq train --out RUN_DIR`")
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        data = None
+    family = data.get("family") if isinstance(data, dict) else None
+    if family != "seq2seq":
+        raise UserError(f"{run_dir}: holds a {family!r} run; expected a translator ('seq2seq') "
+                        "run")
+
+
+RESULT_KEYS = ("data", "runs")  # what `evaluate --json` writes: an earlier one may be replaced
+
+
 def evaluate(args: argparse.Namespace) -> None:
+    labels = [label for label, _ in args.runs]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise UserError(f"the label {repeated[0]!r} is given to more than one run; give each its "
+                        "own (LABEL=RUN_DIR)")
+    for _, run_dir in args.runs:
+        check_run_dir(run_dir)
+    try:
+        cases = read_copy_testset(args.data)  # before any translation
+    except DataError as exc:
+        raise UserError(f"--data {exc}") from None
+    if not cases:
+        raise UserError(f"--data {args.data}: no test cases")
+    if args.json:
+        check_output_file(args.json, "--json", result_keys=RESULT_KEYS,
+                          inputs=[args.data, names_path(args.data)])
     results = {label: names_carried(run_dir, args.data, beam_size=args.beam_size,
                                     limit=args.limit)
                for label, run_dir in args.runs}
@@ -284,18 +363,15 @@ def evaluate(args: argparse.Namespace) -> None:
         print(f"{label:<24}{'yes' if r['copy'] else 'no':>6}{r['names']:>7}{r['share']:>8.1f}%"
               f"{r['share_without_unk_replacement']:>15.1f}%{r['bleu']:>7.1f}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"data": args.data, "runs": results}, indent=2,
-                                              ensure_ascii=False) + "\n", encoding="utf-8")
+        with reported_write(args.json, "--json"):
+            Path(args.json).write_text(json.dumps({"data": args.data, "runs": results},
+                                                  indent=2, ensure_ascii=False) + "\n",
+                                       encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        {"make": make, "evaluate": evaluate}[args.command](args)
-    except UserError as error:
-        print(f"copy_names.py {args.command}: {error}", file=sys.stderr)
-        return 2
-    return 0
+    """Parses `argv` and runs the sub-command; a `UserError` prints one line and gives 2."""
+    return run_cli(build_parser(), argv)
 
 
 if __name__ == "__main__":

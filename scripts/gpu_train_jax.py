@@ -44,8 +44,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from common.cli import positive_float, positive_int  # noqa: E402
-from common.errors import UserError  # noqa: E402
+from common.cli import HelpFormatter, Parser, positive_float, positive_int, run_cli
+from common.errors import UserError
+from common.outputs import check_output_file, check_output_folder, reported_write
 
 PART_BYTES = 15 * 2**20  # under the 16 MiB a device check may bring back per file
 
@@ -123,7 +124,8 @@ def run(args: argparse.Namespace) -> dict:
               file=sys.stderr)
     averaged_from = trainer.average_checkpoints(min(args.average, available))
     average = run_dir / f"model.avg{len(averaged_from)}.weights.h5"
-    trainer.save_weights(average)
+    with reported_write(average, "--out"):
+        trainer.save_weights(average)
     # Throughput over the epochs after the first, from the exact batches each trained on.
     steady = records[1:] or records
     seconds = sum(r["time_s"] for r in steady)
@@ -136,8 +138,10 @@ def run(args: argparse.Namespace) -> dict:
             tokens += float((batch["target_out"] > 0).sum())
             steps += 1
     peak = args.peak_tflops or peak_tflops(device.device_kind)
-    parts = {name: [p.name for p in split_file(path)] for name, path in
-             (("last", weights), ("average", average))}
+    parts = {}
+    for name, path in (("last", weights), ("average", average)):
+        with reported_write(path, "--out"):
+            parts[name] = [p.name for p in split_file(path)]
     history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     step_losses = [h["loss"] for h in history if h.get("kind") == "step"]
     report = {
@@ -156,7 +160,8 @@ def run(args: argparse.Namespace) -> dict:
         "averaged": [Path(p).name for p in averaged_from],
         "weights": parts["last"], "average_weights": parts["average"],
     }
-    (out / "gpu_train_jax.json").write_text(json.dumps(report, indent=2) + "\n")
+    with reported_write(out / "gpu_train_jax.json", "--out"):
+        (out / "gpu_train_jax.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
 
 
@@ -183,41 +188,72 @@ def epochs_within(trainer, minutes: float, epochs: int) -> int:
     return max(1, min(epochs, int(60 * minutes / max(per_epoch, 1e-9))))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--prepared", required=True, help="a prepared Transformer folder")
-    parser.add_argument("--out", default=os.environ.get("OUT", "runs/gpu_train_jax"),
-                        help="where the report and the weights go (default: $OUT)")
-    parser.add_argument("--minutes", type=positive_float,
-                        help="train at most the epochs that fit in this time (default: all)")
-    parser.add_argument("--epochs", type=positive_int, help="default: the folder's config")
-    parser.add_argument("--steps-per-epoch", type=positive_int, help="default: the folder's config")
-    parser.add_argument("--batch-size", type=positive_int, help="default: the folder's config")
-    parser.add_argument("--average", type=positive_int, default=5, metavar="N",
-                        help="average the newest N checkpoints (default: 5)")
-    parser.add_argument("--precision", default="mixed_bfloat16",
-                        choices=("mixed_bfloat16", "float32"))
-    parser.add_argument("--peak-tflops", type=float,
-                        help="the chip's dense bf16 peak (default: from its device kind)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true",
-                        help="CPU smoke run: float32, 2 epochs of 3 steps (so 2 checkpoints to "
-                             "average)")
-    args = parser.parse_args(argv)
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="gpu_train_jax.py", description=__doc__.split("\n\n")[0],
+               formatter_class=HelpFormatter)
+    p.add_argument("--prepared", required=True, metavar="DIR",
+                   help="a prepared Transformer folder (`seq2seq prepare --arch transformer`)")
+    p.add_argument("--out", default=os.environ.get("OUT", "runs/gpu_train_jax"),
+                   help="where the report and the weights go (its run/ is replaced; "
+                        "default: %(default)s, from $OUT when it is set)")
+    p.add_argument("--minutes", type=positive_float,
+                   help="train at most the epochs that fit in this time (default: all)")
+    p.add_argument("--epochs", type=positive_int, help="default: the folder's config")
+    p.add_argument("--steps-per-epoch", type=positive_int, help="default: the folder's config")
+    p.add_argument("--batch-size", type=positive_int, help="default: the folder's config")
+    p.add_argument("--average", type=positive_int, default=5, metavar="N",
+                   help="average the newest N checkpoints")
+    p.add_argument("--precision", default="mixed_bfloat16",
+                   choices=("mixed_bfloat16", "float32"), help="the training precision")
+    p.add_argument("--peak-tflops", type=positive_float,
+                   help="the chip's dense bf16 peak (default: from its device kind)")
+    p.add_argument("--seed", type=int, default=0, help="the training seed")
+    p.add_argument("--quick", action="store_true",
+                   help="CPU smoke run: float32, 2 epochs of 3 steps (so 2 checkpoints to "
+                        "average)")
+    # Runs on Keras's JAX backend, where the GPU machine has no TensorFlow.
+    p.set_defaults(_run=run_main, _uses_tensorflow=False, _runs_on_jax=True)
+    return p
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """Refuses, before Keras is imported, a missing `--prepared` and an `--out` that cannot
+    be written or whose run/ (removed first) would take the prepared folder with it."""
+    prepared = Path(args.prepared)
+    if not prepared.is_dir():
+        raise UserError(f"--prepared {prepared}: "
+                        f"{'is not a folder' if prepared.exists() else 'no such prepared folder'}")
+    out = check_output_folder(args.out, "--out")
+    run_dir = out / "run"
+    check_output_folder(run_dir, "--out")
+    source, replaced = prepared.resolve(), run_dir.resolve()
+    if source == out.resolve():
+        raise UserError(f"--out {out}: is the --prepared folder; choose another --out")
+    if source == replaced or replaced in source.parents:
+        raise UserError(f"--out {out}: its run/, replaced by this run, holds the --prepared "
+                        f"folder {prepared}; choose another --out")
+    if out.is_dir():
+        check_output_file(out / "gpu_train_jax.json", "--out")
+
+
+def run_main(args: argparse.Namespace) -> int:
     if args.quick:
         args.precision, args.epochs, args.steps_per_epoch, args.minutes = "float32", 2, 3, None
-    os.environ.setdefault("KERAS_BACKEND", "jax")  # before Keras is first imported
-    try:
-        report = run(args)
-    except UserError as error:
-        print(f"gpu_train_jax: {error}", file=sys.stderr)
-        return 2
+    backend = os.environ.setdefault("KERAS_BACKEND", "jax")  # before Keras is first imported
+    if backend != "jax":
+        raise UserError(f"needs KERAS_BACKEND=jax, got KERAS_BACKEND={backend}")
+    check_paths(args)
+    report = run(args)
     mfu_text = f"{100 * report['mfu']:.1f}%" if report["mfu"] is not None else "n/a"
     print(f"{report['device']}: {report['steps']} steps in {report['wall_s']:.0f} s, "
           f"{report['examples_per_s']:.0f} pairs/s, MFU {mfu_text}, "
           f"loss {report['first_loss']:.3f} -> {report['last_loss']:.3f}", flush=True)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parses `argv` and trains; a `UserError` prints one line and gives 2."""
+    return run_cli(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -31,43 +31,82 @@ import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
-from common.cli import non_negative_float, positive_float, positive_int  # noqa: E402
+from common.cli import (  # noqa: E402
+    HelpFormatter,
+    Parser,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    run_cli,
+)
+from common.errors import UserError  # noqa: E402
+from common.outputs import check_output_file, reported_write, same_file  # noqa: E402
 
 KERNEL_NAMES = ("gaussian", "boxcar", "epanechnikov", "triangular")  # = KERNELS.names()
 LOW, HIGH = 0.0, 4.0
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+class _Formatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults shown, and the module docstring (the epilog) kept as it is laid out."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="kernel_regression_example.py",
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
     )
     p.add_argument("--out", default="assets/kernel_regression.png",
-                   help="the figure (PNG); default: %(default)s")
-    p.add_argument("--json", help="the MSE table as JSON; default: --out with a .json suffix")
-    p.add_argument("--kernels", nargs="+", default=list(KERNEL_NAMES), choices=KERNEL_NAMES,
-                   help="kernels to fit; default: all")
+                   help="the figure (PNG, or another format matplotlib writes, by its suffix)")
+    p.add_argument("--json", help="the MSE table as JSON (default: --out with a .json suffix)")
+    p.add_argument("--kernels", nargs="+", choices=KERNEL_NAMES, metavar="KERNEL",
+                   help=f"kernels to fit, of: {', '.join(KERNEL_NAMES)} (default: all)")
     p.add_argument("--widths", nargs="+", type=positive_float, default=[0.1, 0.3, 1.0],
-                   help="kernel widths; default: %(default)s")
+                   help="kernel widths")
     p.add_argument("--n-train", type=positive_int, default=100,
-                   help="training points, uniform in [0, 4]; default: %(default)s")
+                   help="training points, uniform in [0, 4] (at least 2: the learned width "
+                        "predicts each from the others)")
     p.add_argument("--noise-std", type=non_negative_float, default=1.0,
-                   help="standard deviation of the noise ε; default: %(default)s (the notes)")
+                   help="standard deviation of the noise ε (1: the notes)")
     p.add_argument("--test-points", type=positive_int, default=200,
-                   help="evenly spaced test inputs in [0, 4]; default: %(default)s")
+                   help="evenly spaced test inputs in [0, 4]")
     p.add_argument("--initial-width", type=positive_float, default=1.0,
-                   help="starting width of the learned Gaussian; default: %(default)s")
+                   help="starting width of the learned Gaussian")
     p.add_argument("--steps", type=positive_int, default=200,
-                   help="gradient steps for the learned width; default: %(default)s")
+                   help="gradient steps for the learned width")
     p.add_argument("--learning-rate", type=positive_float, default=0.05,
-                   help="Adam learning rate for the learned width; default: %(default)s")
-    p.add_argument("--seed", type=int, default=0, help="random seed; default: %(default)s")
-    return p.parse_args(argv)
+                   help="Adam learning rate for the learned width")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.set_defaults(_run=run_main)
+    return p
+
+
+RESULT_KEYS = ("experiment", "mse_vs_truth")  # an earlier JSON of this script may be replaced
+
+
+def check_args(args: argparse.Namespace) -> tuple[Path, Path]:
+    """Refuses bad values and outputs before any fitting; returns the figure and JSON paths."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    if args.n_train < 2:
+        raise UserError(f"--n-train must be >= 2 (the learned width predicts each training "
+                        f"point from the others), got {args.n_train}")
+    out = check_output_file(args.out, "--out")
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if out.suffix[1:].lower() not in formats:
+        raise UserError(f"--out {out}: expected a figure file name ending in one of "
+                        f"{', '.join('.' + f for f in sorted(formats))}; got "
+                        f"{out.suffix or 'no suffix'}")
+    json_path = Path(args.json) if args.json else out.with_suffix(".json")
+    option = "--json" if args.json else "--out (its .json beside it)"
+    if same_file(json_path, out):
+        raise UserError(f"{option} {json_path}: is also the figure (--out); choose another file")
+    check_output_file(json_path, option, result_keys=RESULT_KEYS)
+    return out, json_path
 
 
 def truth(x):
@@ -162,10 +201,11 @@ def run(args: argparse.Namespace) -> dict:
         },
         "noise_floor_mse": float(np.mean((y_train - truth(x_train)) ** 2)),
     }
-    draw(args.out, x_train, y_train, x_test, y_test, predictions, mse, learned, results)
+    with reported_write(args.out, "--out"):
+        draw(args.out, x_train, y_train, x_test, y_test, predictions, mse, learned, results)
     json_path = Path(args.json) if args.json else Path(args.out).with_suffix(".json")
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    with reported_write(json_path, "--json"):
+        json_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return results
 
 
@@ -199,7 +239,6 @@ def draw(out, x_train, y_train, x_test, y_test, predictions, mse, learned, resul
     fig.suptitle(f"Nadaraya–Watson regression, {results['n_train']} points, "
                  f"noise σ = {results['noise_std']:g}")
     fig.tight_layout()
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     plt.close(fig)
 
@@ -222,11 +261,16 @@ def print_table(results: dict) -> None:
     print(f"noise floor (mean ε² on the training points): {results['noise_floor_mse']:.4f}")
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    results = run(args)
-    print_table(results)
+def run_main(args: argparse.Namespace) -> int:
+    args.kernels = args.kernels or list(KERNEL_NAMES)
+    check_args(args)
+    print_table(run(args))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parses `argv` and runs the experiment; a `UserError` prints one line and gives 2."""
+    return run_cli(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -44,8 +44,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from common.cli import run_cli
+from common.cli import HelpFormatter, Parser, run_cli
 from common.errors import UserError
+from common.outputs import check_output_file, check_output_folder, reported_write
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ("example", "shapes", "coco", "dates")
@@ -104,8 +105,9 @@ def translation_figure(run_dir: str | Path, out_path: str | Path,
         buffer.seek(0)
         panels.append(Image.open(buffer).convert("RGB"))
     path = Path(out_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stack_side_by_side(panels).save(path, format="PNG", optimize=True)
+    with reported_write(path, "--out-dir"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stack_side_by_side(panels).save(path, format="PNG", optimize=True)
     return path
 
 
@@ -138,9 +140,10 @@ def example_figure(out_path: str | Path) -> Path:
     from common.viz import render_caption_overlay
 
     path = Path(out_path)
-    render_caption_overlay(example_picture(), list(EXAMPLE_WORDS), example_attention(), path,
-                           panel_size=OVERLAY_PANEL, columns=4)
-    Image.open(path).convert("RGB").save(path, format="PNG", optimize=True)
+    with reported_write(path, "--out-dir"):
+        render_caption_overlay(example_picture(), list(EXAMPLE_WORDS), example_attention(),
+                               path, panel_size=OVERLAY_PANEL, columns=4)
+        Image.open(path).convert("RGB").save(path, format="PNG", optimize=True)
     return path
 
 
@@ -181,12 +184,15 @@ def caption_overlays(run_dir: str | Path, images: Sequence[Path],
     results = []
     for (path, caption), out in zip(done, out_paths):
         result = as_result(caption, run.grid_shape, path, attention_kind(run))
-        out.parent.mkdir(parents=True, exist_ok=True)
+        with reported_write(out, "--out-dir"):
+            out.parent.mkdir(parents=True, exist_ok=True)
         write_caption_figures([result], overlay=out, panel_size=OVERLAY_PANEL,
-                              columns=OVERLAY_COLUMNS)
-        _shrink_png(out)
+                              columns=OVERLAY_COLUMNS, overlay_option="--out-dir")
+        with reported_write(out, "--out-dir"):
+            _shrink_png(out)
         saved = {**result, "image": _relative(Path(result["image"]))}
-        out.with_suffix(".json").write_text(json.dumps(saved) + "\n", encoding="utf-8")
+        with reported_write(out.with_suffix(".json"), "--out-dir"):
+            out.with_suffix(".json").write_text(json.dumps(saved) + "\n", encoding="utf-8")
         results.append(result)
     return results
 
@@ -209,8 +215,15 @@ def _shrink_png(path: Path) -> None:
 def coco_attributions(data_dir: Path, names: Sequence[str]) -> list[str]:
     """`file: license, source` lines for `names` from the data's `ATTRIBUTION.tsv`."""
     table = data_dir / "ATTRIBUTION.tsv"
+    try:
+        text = table.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"--coco-data {data_dir}: no ATTRIBUTION.tsv (the photos' licenses)") \
+            from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--coco-data {data_dir}: cannot read ATTRIBUTION.tsv ({exc})") from None
     rows = {}
-    for line in table.read_text(encoding="utf-8").splitlines()[1:]:
+    for line in text.splitlines()[1:]:
         fields = line.split("\t")
         if len(fields) >= 3:
             rows[fields[0]] = fields
@@ -221,8 +234,8 @@ def coco_attributions(data_dir: Path, names: Sequence[str]) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="make_readme_figures.py",
-                                description=__doc__.split("\n")[0])
+    p = Parser(prog="make_readme_figures.py", description=__doc__.split("\n")[0],
+               formatter_class=HelpFormatter)
     p.add_argument("--only", action="append", choices=FIGURES,
                    help="draw only these figures (repeatable; default: example, shapes and "
                         "coco, and dates when --translation-run is given)")
@@ -240,11 +253,61 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _outputs(figures: Sequence[str], out_dir: Path) -> list[Path]:
+    """The files the chosen figures write into `out_dir` (each overlay with its `.json`)."""
+    paths = []
+    if "example" in figures:
+        paths.append(out_dir / EXAMPLE_FIGURE)
+    if "dates" in figures:
+        paths.append(out_dir / DATES_FIGURE)
+    overlays = ([out_dir / "overlay_shapes.png"] if "shapes" in figures else []) + (
+        _coco_overlays(out_dir) if "coco" in figures else [])
+    for path in overlays:
+        paths += [path, path.with_suffix(".json")]
+    return paths
+
+
+def _coco_overlays(out_dir: Path) -> list[Path]:
+    """`OUT_DIR/overlay_coco_<image id>.png` of each of `COCO_PHOTOS`."""
+    return [out_dir / f"overlay_coco_{Path(name).stem.lstrip('0')}.png" for name in COCO_PHOTOS]
+
+
+def _check_inputs_and_outputs(args: argparse.Namespace, figures: Sequence[str]) -> list[str]:
+    """Every input and output checked before anything is drawn or trained; returns the coco
+    photos' attribution lines (none unless coco is drawn)."""
+    if "dates" in figures and not args.translation_run:
+        raise UserError("--only dates: expected --translation-run RUN_DIR")
+    if args.translation_run and "dates" not in figures:
+        raise UserError("--translation-run is only read for the dates figure; add --only dates")
+    if "dates" in figures and not (Path(args.translation_run) / "config.json").is_file():
+        raise UserError(f"--translation-run {args.translation_run}: not a translator run "
+                        "directory (no config.json); make one with `seq2seq train`")
+    attributions = []
+    inputs: list[Path] = [SHAPES_SAMPLE] if "shapes" in figures else []
+    if "coco" in figures:
+        data = Path(args.coco_data)
+        if not (data / "train2017").is_dir():
+            raise UserError(f"--coco-data {data}: no train2017 folder of photos")
+        for name in COCO_PHOTOS:
+            if not (data / "train2017" / name).is_file():
+                raise UserError(f"--coco-data {data}: no train2017/{name}")
+            inputs.append(data / "train2017" / name)
+        attributions = coco_attributions(data, COCO_PHOTOS)
+    for figure, option in (("shapes", "--shapes-run"), ("coco", "--coco-run")):
+        run_dir = Path(getattr(args, option[2:].replace("-", "_")))
+        if figure in figures and not run_dir.is_dir():  # to be trained: made here
+            check_output_folder(run_dir, option)
+    out_dir = check_output_folder(args.out_dir, "--out-dir")
+    if out_dir.is_dir():  # else nothing can be in the way
+        for path in _outputs(figures, out_dir):
+            check_output_file(path, "--out-dir", inputs=inputs)
+    return attributions
+
+
 def _run(args: argparse.Namespace) -> int:
     figures = args.only or ["example", "shapes", "coco"] + (["dates"] if args.translation_run
                                                             else [])
-    if "dates" in figures and not args.translation_run:
-        raise UserError("--only dates: expected --translation-run RUN_DIR")
+    attributions = _check_inputs_and_outputs(args, figures)
     out_dir = Path(args.out_dir)
     written = []
     if "example" in figures:
@@ -259,13 +322,10 @@ def _run(args: argparse.Namespace) -> int:
         written.append(out)
     if "coco" in figures:
         data = Path(args.coco_data)
-        if not (data / "train2017").is_dir():
-            raise UserError(f"--coco-data {data}: no train2017 folder of photos")
         run = ensure_captioner_run(args.coco_run, [*COCO_TRAIN_OPTIONS, "--data-dir", str(data)])
-        outs = [out_dir / f"overlay_coco_{Path(name).stem.lstrip('0')}.png"
-                for name in COCO_PHOTOS]
+        outs = _coco_overlays(out_dir)
         results = caption_overlays(run, [data / "train2017" / n for n in COCO_PHOTOS], outs)
-        for result, line in zip(results, coco_attributions(data, COCO_PHOTOS)):
+        for result, line in zip(results, attributions):
             print(f"{line}\n  caption: {result['caption']}")
         written.extend(outs)
     for path in written:

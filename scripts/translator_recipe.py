@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -40,9 +41,18 @@ from pathlib import Path
 
 import numpy as np
 
-from common.cli import distinct_list
+from common.cli import (
+    HelpFormatter,
+    Parser,
+    distinct_list,
+    non_negative_float,
+    positive_int,
+    run_cli,
+)
+from common.errors import UserError
+from common.outputs import check_output_file, check_output_folder, reported_write
 
-PROG = "translator_recipe"
+PROG = "translator_recipe.py"
 
 
 def _seq2seq(*args: str, quiet: bool = False) -> subprocess.CompletedProcess:
@@ -154,59 +164,114 @@ def _summarize(results_file: Path, rows: dict[tuple[str, float], list[dict]], ar
         head = {"name": args.name, "checkpoint": label, "length_penalty": penalty,
                 "beam_size": args.beam_size, "split": args.split,
                 "seeds": [r["seed"] for r in results], "train_args": train_args}
-        print(record(results_file, summarize(head, results, skip=("seed", "length_penalty",
-                                                                   "beam_size"))), flush=True)
+        summary = summarize(head, results, skip=("seed", "length_penalty", "beam_size"))
+        with reported_write(results_file, "--out-dir"):
+            line = record(results_file, summary)
+        print(line, flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    train_args = []
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, train_args = argv[:cut], argv[cut + 1:]
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                usage=f"{PROG} NAME --data DIR [options] -- TRAIN OPTIONS")
+TRAIN_OPTIONS_SET_HERE = ("--out", "--seed", "--data", "--dataset")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog=PROG, description=__doc__.split("\n\n")[0],
+               formatter_class=HelpFormatter,
+               usage=f"{PROG} NAME --data DIR [options] -- TRAIN OPTIONS")
     p.add_argument("name", help="the recipe's name (its run directories under --out-dir)")
     p.add_argument("--data",
                    help="a folder with train.tsv and SPLIT.tsv (source<TAB>target); "
                         "required unless --summarize")
     p.add_argument("--split", default="valid", help="what is scored: DATA/SPLIT.tsv")
-    p.add_argument("--seeds", type=distinct_list(int), default=[1, 2, 3], metavar="S1,S2,...")
-    p.add_argument("--out-dir", default="runs/recipes")
-    p.add_argument("--beam-size", type=int, default=4)
-    p.add_argument("--length-penalties", type=distinct_list(float), default=None,
+    p.add_argument("--seeds", type=distinct_list(int), default=[1, 2, 3], metavar="S1,S2,...",
+                   help="train once per seed (runs NAME-seedS)")
+    p.add_argument("--out-dir", default="runs/recipes",
+                   help="where the runs and results.jsonl go")
+    p.add_argument("--beam-size", type=positive_int, default=4,
+                   help="beam size of the scored translations")
+    p.add_argument("--length-penalties", type=distinct_list(non_negative_float), default=None,
                    metavar="A1,A2,...",
                    help="score at each of these length penalties (default: the run's own, "
                         "the preset's)")
-    p.add_argument("--average", type=int, default=0, metavar="N",
+    p.add_argument("--average", type=non_negative_int, default=0, metavar="N",
                    help="also score the mean of the last N checkpoints (0: no)")
     p.add_argument("--summarize", action="store_true",
                    help="train nothing: write the summary lines over --seeds from what "
                         "OUT_DIR/results.jsonl holds for NAME (seeds trained by separate "
                         "commands)")
-    args = p.parse_args(argv)
-    if args.beam_size < 1 or args.average < 0:
-        p.error("--beam-size must be >= 1 and --average >= 0")
+    # The training and scoring run in `seq2seq` processes: this one needs no TensorFlow.
+    p.set_defaults(_run=run, _uses_tensorflow=False, train_args=[])
+    return p
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def check_name(name: str) -> None:
+    """A recipe's name starts folder names under --out-dir: not empty and not a path."""
+    if not name or "/" in name or os.sep in name:
+        raise UserError(f"NAME {name!r}: expected a plain name for the runs under --out-dir "
+                        "(no '/')")
+
+
+def check_outputs(args: argparse.Namespace) -> Path:
+    """Refuses, before any training, an `--out-dir` that cannot take the runs and
+    results.jsonl, or whose runs (removed before training) hold `--data`; returns
+    results.jsonl."""
+    folder = check_output_folder(args.out_dir, "--out-dir")
+    data = Path(args.data).resolve()
+    for seed in args.seeds:
+        run_dir = folder / f"{args.name}-seed{seed}"
+        replaced = [run_dir] + ([run_dir.with_name(f"{run_dir.name}-avg{args.average}")]
+                                if args.average else [])
+        for path in replaced:  # each is removed and written again
+            check_output_folder(path, "--out-dir")
+            if path.resolve() == data or path.resolve() in data.parents:
+                raise UserError(f"--data {args.data}: is inside {path}, a run this recipe "
+                                "replaces; choose another --out-dir or NAME")
+    results_file = folder / "results.jsonl"
+    if folder.is_dir():
+        check_output_file(results_file, "--out-dir")
+    return results_file
+
+
+def run(args: argparse.Namespace) -> int:
+    check_name(args.name)
+    train_args = args.train_args
     results_file = Path(args.out_dir) / "results.jsonl"
     if args.summarize:
         if train_args:
-            p.error("--summarize trains nothing: leave out the training options after --")
+            raise UserError("--summarize trains nothing: leave out the training options "
+                            "after --")
+        if results_file.exists():
+            check_output_file(results_file, "--out-dir")
         try:
             rows = _recorded(results_file, args)
         except ValueError as e:
-            p.error(str(e))
+            raise UserError(str(e)) from None
         train_args = next(iter(rows.values()))[0].get("train_args", [])
         _summarize(results_file, rows, args, train_args)
         return 0
     if args.data is None:
-        p.error("--data is required (unless --summarize)")
+        raise UserError("--data is required (unless --summarize)")
+    if not Path(args.data).is_dir():
+        what = "is not a folder" if Path(args.data).exists() else "no such folder"
+        raise UserError(f"--data {args.data}: {what}; expected a folder with train.tsv and "
+                        f"{args.split}.tsv")
     for name in ("train.tsv", f"{args.split}.tsv"):
         if not (Path(args.data) / name).is_file():
-            p.error(f"--data {args.data}: no {name} there")
-    if any(a in ("--out", "--seed", "--data", "--dataset") for a in train_args):
-        p.error("the recipe sets --out, --seed, --data and --dataset itself; leave them out "
-                "of the training options")
+            raise UserError(f"--data {args.data}: no {name} there")
+    if any(a.split("=")[0] in TRAIN_OPTIONS_SET_HERE for a in train_args):
+        raise UserError("the recipe sets --out, --seed, --data and --dataset itself; leave "
+                        "them out of the training options")
+    results_file = check_outputs(args)
     if args.average and "--keep-checkpoints" not in train_args:
         train_args += ["--keep-checkpoints", str(args.average)]
 
@@ -233,9 +298,24 @@ def main(argv: list[str] | None = None) -> int:
                           **_evaluate(target, checkpoint, args, penalty),
                           "train_args": train_args}
                 rows.setdefault((label, result["length_penalty"]), []).append(result)
-                print(record(results_file, result), flush=True)
+                with reported_write(results_file, "--out-dir"):
+                    line = record(results_file, result)
+                print(line, flush=True)
     _summarize(results_file, rows, args, train_args)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parses `argv` (what follows `--` goes to `seq2seq train`) and runs the recipe; a
+    `UserError` prints one line and gives 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    train_args = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, train_args = argv[:cut], argv[cut + 1:]
+    parser = build_parser()
+    parser.set_defaults(train_args=train_args)
+    return run_cli(parser, argv)
 
 
 if __name__ == "__main__":

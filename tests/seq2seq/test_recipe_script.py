@@ -172,4 +172,4 @@ def test_bad_options_are_one_line_errors(tmp_path, data, args):
     done = _run("bad", "--data", str(data), "--out-dir", str(tmp_path), *args)
     assert done.returncode == 2, done.stderr[-500:]
     assert "Traceback" not in done.stderr and done.stderr.strip().splitlines()[-1].startswith(
-        "translator_recipe: error:")
+        "translator_recipe.py: error:")
