@@ -28,8 +28,12 @@ from typing import Any
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from common.cli import positive_int  # noqa: E402
+from common.cli import HelpFormatter, Parser, positive_int, run_cli  # noqa: E402
 from common.errors import UserError  # noqa: E402
+from common.outputs import check_output_file, reported_write, same_file  # noqa: E402
+
+# What `--json` holds: an existing file is replaced only when it is an earlier result.
+RESULT_KEYS = ("data", "beam_size", "runs", "buckets")
 
 
 def labelled_run(text: str) -> tuple[str, str]:
@@ -40,7 +44,10 @@ def labelled_run(text: str) -> tuple[str, str]:
     (('noattn', 'runs/a'), ('b', 'runs/b'))
     """
     label, sep, path = text.partition("=")
-    return (label, path) if sep else (Path(text).name, text)
+    label, path = (label, path) if sep else (Path(text).name, text)
+    if not label or not path:
+        raise argparse.ArgumentTypeError(f"expected LABEL=RUN_DIR or RUN_DIR, got {text!r}")
+    return label, path
 
 
 def bucket_edges(width: int, last: int) -> list[tuple[int, int | None]]:
@@ -192,34 +199,111 @@ def plot_bleu_by_length(result: Mapping[str, Any], path: str | Path,
     return path
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("runs", nargs="+", type=labelled_run, metavar="LABEL=RUN_DIR")
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="compare_by_length.py", description=__doc__.split("\n\n")[0],
+               formatter_class=HelpFormatter)
+    p.add_argument("runs", nargs="+", type=labelled_run, metavar="LABEL=RUN_DIR",
+                   help="the translator runs to compare, in plotting order (a bare RUN_DIR is "
+                        "labelled by its folder name)")
     p.add_argument("--data", required=True, help="test TSV of source<TAB>reference")
-    p.add_argument("--out", default="bleu_by_length.png", help="the figure (PNG)")
-    p.add_argument("--json", default=None, help="the numbers (default: OUT with .json)")
-    p.add_argument("--beam-size", type=positive_int, default=1)
-    p.add_argument("--bucket-width", type=positive_int, default=5)
+    p.add_argument("--out", default="bleu_by_length.png",
+                   help="the figure (PNG, or another format matplotlib writes, by its suffix)")
+    p.add_argument("--json", default=None,
+                   help="the numbers (default: OUT with .json; an existing file is replaced "
+                        "only if it is an earlier result)")
+    p.add_argument("--beam-size", type=positive_int, default=1,
+                   help="beam size of the translations (1: greedy)")
+    p.add_argument("--bucket-width", type=positive_int, default=5,
+                   help="source tokens per bucket")
     p.add_argument("--last-bucket", type=positive_int, default=20,
-                   help="longer sources share one open bucket")
+                   help="the last closed bucket ends here (at least --bucket-width); longer "
+                        "sources share one open bucket")
     p.add_argument("--limit", type=positive_int, help="only the first N pairs")
-    p.add_argument("--batch-size", type=positive_int, default=64)
-    return p.parse_args(argv)
+    p.add_argument("--batch-size", type=positive_int, default=64,
+                   help="sentences per decoding batch")
+    p.set_defaults(_run=compare)
+    return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        result = bleu_by_length(dict(args.runs), args.data, beam_size=args.beam_size,
-                                bucket_width=args.bucket_width, last_bucket=args.last_bucket,
-                                limit=args.limit, batch_size=args.batch_size, progress=True)
-    except UserError as error:
-        print(f"compare_by_length: {error}", file=sys.stderr)
-        return 2
-    json_path = Path(args.json) if args.json else Path(args.out).with_suffix(".json")
-    json_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n",
-                         encoding="utf-8")
-    plot_bleu_by_length(result, args.out)
+def check_run_dir(run_dir: str) -> dict[str, Any]:
+    """A one-line `UserError` unless `run_dir` holds a translator run's config.json; returns
+    that config."""
+    from common.config import load_json
+
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "no such folder"
+        raise UserError(f"{run_dir}: {what}; expected a translator run directory (make one "
+                        "with `seq2seq train --out RUN_DIR`)")
+    config = load_json(folder / "config.json", "a translator run's config (RUN_DIR: a "
+                       "translator run directory)")
+    family = config.get("family") if isinstance(config, dict) else None
+    if family != "seq2seq":
+        raise UserError(f"{run_dir}: holds a {family!r} run; expected a translator ('seq2seq') "
+                        "run")
+    return config
+
+
+def check_figure_format(path: str) -> None:
+    """A one-line `UserError` when matplotlib cannot write a figure named `path`."""
+    from matplotlib.figure import Figure
+
+    suffix = Path(path).suffix.lower().lstrip(".")
+    formats = Figure().canvas.get_supported_filetypes()
+    if suffix and suffix not in formats:
+        raise UserError(f"--out {path}: matplotlib writes no {suffix!r} figure; expected one "
+                        f"of: {', '.join(sorted(formats))}")
+
+
+def check_arguments(args: argparse.Namespace) -> Path:
+    """Checks every option and path before any work; returns the JSON file to write."""
+    labels = [label for label, _ in args.runs]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise UserError(f"the label {repeated[0]!r} is given to more than one run; give each its "
+                        "own (LABEL=RUN_DIR)")
+    if args.last_bucket < args.bucket_width:
+        raise UserError(f"--last-bucket {args.last_bucket} is below --bucket-width "
+                        f"{args.bucket_width}; expected at least one closed bucket")
+    data = Path(args.data)
+    if data.is_dir():
+        raise UserError(f"--data {data}: is a folder; expected a TSV file of source<TAB>"
+                        "reference lines")
+    if not data.is_file():
+        raise UserError(f"--data {data}: no such file; expected a TSV of source<TAB>reference")
+    inputs: list[str | Path] = [data]
+    reading = None  # how the first run reads --data: every run must read the same sources
+    for _, run_dir in args.runs:
+        config = check_run_dir(run_dir)
+        data_config = config.get("data") if isinstance(config.get("data"), dict) else {}
+        how = {key: data_config.get(key) for key in ("reverse", "lowercase")}
+        if reading is None:
+            reading = (run_dir, how)
+        elif how != reading[1]:
+            raise UserError(f"{run_dir} reads other sources from --data than {reading[0]} "
+                            f"({how} against {reading[1]}); compare runs of one direction")
+        inputs += [path for path in Path(run_dir).iterdir() if path.is_file()]
+    check_figure_format(args.out)
+    out = check_output_file(args.out, "--out", inputs=inputs)
+    json_path = Path(args.json) if args.json else out.with_suffix(".json")
+    if same_file(out, json_path):
+        option = "--json" if args.json else "--out"
+        raise UserError(f"{option} {json_path}: the figure (--out) and the numbers (--json, "
+                        "default: OUT with .json) would be one file; give them different names")
+    check_output_file(json_path, "--json", inputs=inputs, result_keys=RESULT_KEYS)
+    return json_path
+
+
+def compare(args: argparse.Namespace) -> int:
+    json_path = check_arguments(args)
+    result = bleu_by_length(dict(args.runs), args.data, beam_size=args.beam_size,
+                            bucket_width=args.bucket_width, last_bucket=args.last_bucket,
+                            limit=args.limit, batch_size=args.batch_size, progress=True)
+    with reported_write(json_path, "--json"):
+        json_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n",
+                             encoding="utf-8")
+    with reported_write(args.out, "--out"):
+        plot_bleu_by_length(result, args.out)
     header = "bucket".ljust(8) + "".join(name[:14].rjust(15) for name in result["runs"])
     print(header + "   sentences")
     for i, bucket in enumerate(result["buckets"]):
@@ -230,6 +314,11 @@ def main(argv: list[str] | None = None) -> int:
     print("all".ljust(8) + overall)
     print(f"wrote {args.out} and {json_path}", file=sys.stderr)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parses `argv` and compares the runs; a `UserError` prints one line and gives 2."""
+    return run_cli(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -12,25 +12,39 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from PIL import Image
-
-from captioner.datasets import load_split
+from common.cli import HelpFormatter, Parser, run_cli
+from common.errors import UserError
+from common.outputs import check_output_folder, reported_write
 
 ROOT = Path(__file__).resolve().parents[1]
+MIN_IMAGE_SIZE = 32  # the smallest image the `shapes` dataset draws
 
 
 def make_samples(out: Path, seed: int = 2015, image_size: int = 64) -> list[dict]:
     """Write the samples into `out` and return what `samples.json` lists."""
-    split = load_split("shapes", "test", num_images=50, seed=seed, image_size=image_size)
+    from PIL import Image
+
+    from captioner.datasets import load_split
+
+    try:
+        split = load_split("shapes", "test", num_images=50, seed=seed, image_size=image_size)
+    except UserError as exc:  # sizes the dataset refuses (too small, too large for memory)
+        raise UserError(f"--image-size {image_size}: {exc}") from None
     wanted = [(1, "png"), (2, "png"), (3, "png"), (3, "png"), (2, "jpg")]
     chosen, used = [], set()
     for count, ext in wanted:
-        record = next(r for r in split if len(r.objects) == count and r.image_id not in used)
+        record = next((r for r in split if len(r.objects) == count and r.image_id not in used),
+                      None)
+        if record is None:
+            raise UserError(f"--seed {seed}: the shapes test split of that seed has too few "
+                            f"images with {count} object(s); try another seed")
         used.add(record.image_id)
         chosen.append((record, ext))
 
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     listing = []
     for n, (record, ext) in enumerate(chosen, start=1):
@@ -51,15 +65,38 @@ def make_samples(out: Path, seed: int = 2015, image_size: int = 64) -> list[dict
     return listing
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "assets" / "samples")
-    parser.add_argument("--seed", type=int, default=2015)
-    parser.add_argument("--image-size", type=int, default=64)
-    args = parser.parse_args()
-    for sample in make_samples(args.out, args.seed, args.image_size):
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="make_sample_images.py", description=__doc__.split("\n")[0],
+               formatter_class=HelpFormatter)
+    p.add_argument("--out", type=Path, default=ROOT / "assets" / "samples",
+                   help="the folder to write the images and samples.json into (made if missing)")
+    p.add_argument("--seed", type=int, default=2015,
+                   help="the seed of the shapes test split the images come from (>= 0)")
+    p.add_argument("--image-size", type=int, default=64,
+                   help=f"the side of the square images in pixels (>= {MIN_IMAGE_SIZE})")
+    # Pillow and NumPy only: no TensorFlow, and no Keras backend is used.
+    p.set_defaults(_run=run, _uses_tensorflow=False, _runs_on_jax=True)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.image_size < MIN_IMAGE_SIZE:
+        raise UserError(f"--image-size must be >= {MIN_IMAGE_SIZE} (the shapes dataset's "
+                        f"smallest), got {args.image_size}")
+    if args.seed < 0:
+        raise UserError(f"--seed must be >= 0, got {args.seed}")
+    check_output_folder(args.out, "--out")
+    with reported_write(args.out, "--out"):
+        listing = make_samples(args.out, args.seed, args.image_size)
+    for sample in listing:
         print(f"{args.out / sample['file']}: {sample['captions'][0]}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parses `argv` and writes the samples; a `UserError` prints one line and gives 2."""
+    return run_cli(build_parser(), argv)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

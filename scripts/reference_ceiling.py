@@ -21,7 +21,11 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from common.cli import HelpFormatter, Parser, run_cli  # noqa: E402
 from common.errors import UserError  # noqa: E402
+from common.outputs import check_output_file, reported_write  # noqa: E402
+
+RESULT_KEYS = ("data", "lines", "sources", "line", "grouped")  # an earlier --json may be replaced
 
 
 def ceiling(path: str | Path) -> dict:
@@ -34,8 +38,7 @@ def ceiling(path: str | Path) -> dict:
     )
     from seq2seq.datasets import load_pairs
 
-    if not Path(path).is_file():
-        raise UserError(f"{path}: no such file; expected a TSV of source<TAB>reference")
+    check_data(path)
     pairs = load_pairs("tsv", path=str(path), split="test")
     sources, targets = list(pairs.sources), list(pairs.targets)
     if not sources:
@@ -53,16 +56,32 @@ def ceiling(path: str | Path) -> dict:
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def check_data(path: str | Path) -> None:
+    """A one-line `UserError` unless `path` is a file (the TSV to score)."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder; expected a TSV file of source<TAB>reference "
+                        "lines")
+    if not path.is_file():
+        raise UserError(f"{path}: no such file; expected a TSV of source<TAB>reference")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="reference_ceiling.py", description=__doc__.split("\n\n")[0],
+               formatter_class=HelpFormatter)
     p.add_argument("data", help="a TSV of source<TAB>reference pairs")
-    p.add_argument("--json", metavar="OUT", help="also write the figures to this JSON file")
-    args = p.parse_args(argv)
-    try:
-        report = ceiling(args.data)
-    except UserError as exc:
-        print(f"reference_ceiling.py: error: {exc}", file=sys.stderr)
-        return 2
+    p.add_argument("--json", metavar="OUT",
+                   help="also write the figures to this JSON file (an existing one is replaced "
+                        "only if it is an earlier result of this script)")
+    p.set_defaults(_run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    check_data(args.data)
+    if args.json:
+        check_output_file(args.json, "--json", inputs=[args.data], result_keys=RESULT_KEYS)
+    report = ceiling(args.data)
     print(f"{report['lines']} lines, {report['sources']} sources; "
           f"{report['sources_with_several_references']} sources with several references "
           f"({report['lines_with_several_references']} lines)")
@@ -71,8 +90,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"oracle, {mode}: BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f}, "
               f"exact {scores['exact_match']:.2f}%")
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        with reported_write(args.json, "--json"):
+            Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parses `argv` and prints the ceiling; a `UserError` prints one line and gives 2."""
+    return run_cli(build_parser(), argv)
 
 
 if __name__ == "__main__":

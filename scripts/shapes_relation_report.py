@@ -23,6 +23,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from common.cli import HelpFormatter, Parser, positive_int, run_cli
+from common.errors import UserError
+from common.outputs import check_output_file, reported_write
+
+# What the report holds: an existing --json is replaced only when it is an earlier report.
+RESULT_KEYS = ("run_dir", "beam_size", "generated")
 OPPOSITE = {"left": "right", "right": "left", "above": "below", "below": "above"}
 AXIS = {"left": "side by side", "right": "side by side", "above": "stacked", "below": "stacked"}
 
@@ -132,25 +138,45 @@ def teacher_forced_attention(run, test, forced=None) -> dict:
             "other_object": float(np.mean(other))}
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dir", help="a captioner run trained on shapes")
-    p.add_argument("--beam-size", type=int, default=3)
-    p.add_argument("--json", help="also write the report to this JSON file")
-    args = p.parse_args(argv)
-    if args.beam_size < 1:
-        p.error(f"--beam-size must be >= 1, got {args.beam_size}")
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="shapes_relation_report.py", description=__doc__.split("\n\n")[0],
+               formatter_class=HelpFormatter)
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a captioner run trained on shapes")
+    p.add_argument("--beam-size", type=positive_int, default=3,
+                   help="the beam size of the generated captions (1: greedy)")
+    p.add_argument("--json", metavar="FILE",
+                   help="also write the report to this JSON file (an existing one is replaced "
+                        "only if it is an earlier report)")
+    p.set_defaults(_run=report_main)
+    return p
 
+
+def check_trained_on_shapes(run_dir: str) -> None:
+    """A one-line `UserError` when `run_dir` holds a captioner trained on another dataset
+    (before its model is loaded; `load_run` reports a folder that holds no captioner run)."""
+    from common.config import load_json
+
+    config_path = Path(run_dir) / "config.json"
+    if not config_path.is_file():
+        return
+    config = load_json(config_path, "a captioner run's config")
+    if not isinstance(config, dict) or config.get("family") != "captioner":
+        return
+    data = config.get("data")
+    dataset = data.get("dataset", "shapes") if isinstance(data, dict) else "shapes"
+    if dataset != "shapes":
+        raise UserError(f"RUN_DIR {run_dir}: a captioner trained on {dataset!r}; this report "
+                        "reads the shapes test split, expected a run trained on 'shapes'")
+
+
+def report_main(args: argparse.Namespace) -> int:
     from captioner.datasets.shapes import load_shapes
     from captioner.inference import load_run
-    from common.errors import UserError
 
-    try:
-        run = load_run(args.run_dir)
-    except UserError as exc:
-        print(f"shapes_relation_report: error: {exc}", file=sys.stderr)
-        return 2
+    if args.json:
+        check_output_file(args.json, "--json", result_keys=RESULT_KEYS)
+    check_trained_on_shapes(args.run_dir)
+    run = load_run(args.run_dir)
     test = load_shapes("test", image_size=run.image_size[0])
     forced = teacher_forced(run, test)  # one pass of the model for both teacher-forced views
     report = {"run_dir": args.run_dir, "beam_size": args.beam_size,
@@ -173,8 +199,14 @@ def main(argv=None) -> int:
               f"({attention['captions']} captions): {100 * attention['named_object']:.1f}% on "
               f"that object, {100 * attention['other_object']:.1f}% on the other one")
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
+        with reported_write(args.json, "--json"):
+            Path(args.json).write_text(json.dumps(report, indent=1))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parses `argv` and prints the report; a `UserError` prints one line and gives 2."""
+    return run_cli(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -42,5 +42,5 @@ def test_client_sends_image_files(client, image_model_dir, tmp_path, capsys):
     # A file that cannot be read is bad input (exit 2), named, before anything is sent.
     assert client.main(["--url", "http://127.0.0.1:9", "--model", "stats",
                         str(tmp_path / "none.png")]) == 2
-    missing = f"error: {tmp_path / 'none.png'}: No such file or directory"
+    missing = f"serve_client_example.py: error: {tmp_path / 'none.png'}: No such file or directory"
     assert capsys.readouterr().err.strip() == missing
