@@ -41,46 +41,91 @@ import statistics
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from common.cli import HelpFormatter, Parser, beam_size_list, positive_int, run_cli  # noqa: E402
+from common.errors import UserError  # noqa: E402
+from common.outputs import check_output_file, reported_write  # noqa: E402
 
 PATHS = ("cached", "cached_reference", "cached_xla", "uncached")
 # --quick: a tiny model, for a smoke run (and the tests).
 QUICK = {"layers": 1, "hidden_dim": 16, "heads": 2, "intermediate_dim": 32, "vocab_size": 50,
          "batch_sizes": "2,4", "source_length": 6, "steps": 8, "rounds": 3}
+# Ids below this are reserved (<pad>, <start>, <end>, <unk>); sources are drawn above them.
+FIRST_WORD_ID = 4
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--hidden-dim", type=int, default=256)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--intermediate-dim", type=int, default=1024)
-    p.add_argument("--vocab-size", type=int, default=8000)
-    p.add_argument("--batch-sizes", default="8,32", help="comma-separated batch sizes")
-    p.add_argument("--beam-size", type=int, default=1, help="1: greedy; more: beam search")
-    p.add_argument("--source-length", type=int, default=24)
-    p.add_argument("--steps", type=int, default=64, help="output tokens per sentence")
+def seed_number(text: str) -> int:
+    """argparse type: a random seed, 0..2**32 - 1 (what NumPy's and Keras's seeding take)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**32 - 1, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="benchmark_decoding.py", description=__doc__.split("\n")[0],
+               formatter_class=HelpFormatter)
+    p.add_argument("--layers", type=positive_int, default=4,
+                   help="encoder layers and decoder layers")
+    p.add_argument("--hidden-dim", type=positive_int, default=256,
+                   help="the model width (a multiple of --heads)")
+    p.add_argument("--heads", type=positive_int, default=4, help="attention heads")
+    p.add_argument("--intermediate-dim", type=positive_int, default=1024,
+                   help="the feed-forward width")
+    p.add_argument("--vocab-size", type=int, default=8000,
+                   help=f"source and target vocabulary (more than {FIRST_WORD_ID}: ids "
+                   f"0-{FIRST_WORD_ID - 1} are reserved)")
+    p.add_argument("--batch-sizes", type=beam_size_list, default="8,32",
+                   help="comma-separated batch sizes")
+    p.add_argument("--beam-size", type=positive_int, default=1,
+                   help="1: greedy; more: beam search")
+    p.add_argument("--source-length", type=positive_int, default=24,
+                   help="source tokens per sentence")
+    p.add_argument("--steps", type=positive_int, default=64, help="output tokens per sentence")
     p.add_argument("--rounds", type=int, default=3,
                    help="timed calls of each path per batch size, alternating (at least 3)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_number, default=0,
+                   help="the seed of the weights and the source ids")
     p.add_argument("--quick", action="store_true",
                    help="a smoke run: " + ", ".join(f"{k} {v}" for k, v in QUICK.items()))
     p.add_argument("--out", help="write the figures to this JSON file")
-    args = p.parse_args(argv)
+    p.set_defaults(_run=run)
+    return p
+
+
+def check_args(args: argparse.Namespace) -> argparse.Namespace:
+    """Applies `--quick` and refuses values the model or the timing cannot take (one
+    `UserError` naming the option), before any work."""
     if args.quick:
         vars(args).update(QUICK)
+    if isinstance(args.batch_sizes, str):  # the --quick value
+        args.batch_sizes = beam_size_list(args.batch_sizes)
+    args.batch_sizes = list(args.batch_sizes)
     if args.rounds < 3:
-        p.error(f"--rounds must be at least 3 (medians of rounds), got {args.rounds}")
-    if args.beam_size < 1 or args.steps < 1:
-        p.error("--beam-size and --steps must be at least 1")
-    try:
-        args.batch_sizes = [int(b) for b in str(args.batch_sizes).split(",")]
-    except ValueError:
-        p.error(f"--batch-sizes must be comma-separated integers, got {args.batch_sizes!r}")
-    if min(args.batch_sizes) < 1:
-        p.error(f"--batch-sizes must be positive, got {args.batch_sizes}")
+        raise UserError(f"--rounds must be at least 3 (medians of rounds), got {args.rounds}")
+    if args.vocab_size <= FIRST_WORD_ID:
+        raise UserError(f"--vocab-size must be more than {FIRST_WORD_ID} (ids 0-"
+                        f"{FIRST_WORD_ID - 1} are reserved), got {args.vocab_size}")
+    if args.hidden_dim % args.heads:
+        raise UserError(f"--hidden-dim {args.hidden_dim} is not a multiple of --heads "
+                        f"{args.heads}")
+    if args.out:
+        check_output_file(args.out, "--out")
     return args
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The options of `argv`, checked (`check_args`); a bad one exits with status 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return check_args(args)
+    except UserError as error:
+        parser.error(str(error))
 
 
 def loop_body_ops(function, *args) -> int:
@@ -96,7 +141,12 @@ def loop_body_ops(function, *args) -> int:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    """Parses `argv` and runs the benchmark; a bad option prints one line and gives 2."""
+    return run_cli(build_parser(), argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    check_args(args)
     import keras
     import numpy as np
     import tensorflow as tf
@@ -146,8 +196,8 @@ def main(argv=None) -> int:
                  "uncached": tf.function(uncached, autograph=False)}
     rows = []
     for batch in args.batch_sizes:
-        source = tf.constant(rng.integers(4, args.vocab_size, size=(batch, args.source_length)),
-                             tf.int32)
+        source = tf.constant(rng.integers(FIRST_WORD_ID, args.vocab_size,
+                                          size=(batch, args.source_length)), tf.int32)
         tokens, warmup = {}, {}
         for name in PATHS:
             start = time.perf_counter()
@@ -197,9 +247,10 @@ def main(argv=None) -> int:
               f"{str(ops['cached']) + ', ' + str(ops['cached_reference']):>21} "
               f"{r['identical_tokens']!s:>9}")
     if args.out:
-        path = write_json(args.out, rows, model=model_sizes, beam_size=args.beam_size,
-                          source_length=args.source_length, output_tokens=steps,
-                          rounds=args.rounds, seed=args.seed)
+        with reported_write(args.out, "--out"):
+            path = write_json(args.out, rows, model=model_sizes, beam_size=args.beam_size,
+                              source_length=args.source_length, output_tokens=steps,
+                              rounds=args.rounds, seed=args.seed)
         print(f"wrote {path}")
     if not all(r["identical_tokens"] for r in rows):
         print("error: the cached and uncached paths gave different tokens", file=sys.stderr)

@@ -21,7 +21,10 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+from common.cli import HelpFormatter, Parser, run_cli
+from common.errors import UserError
+from common.outputs import check_output_file, reported_write
 
 SETTINGS = ("default", "deterministic")
 
@@ -64,26 +67,42 @@ def child(setting: str, attention: str, steps: int, warmup: int, batch_size: int
     return {"setting": setting, "ms_per_step": 1000 * (time.perf_counter() - start) / steps}
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--attention", choices=("soft", "hard"), default="hard")
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="benchmark_determinism.py", description=__doc__.split("\n\n")[0],
+               formatter_class=HelpFormatter)
+    p.add_argument("--attention", choices=("soft", "hard"), default="hard",
+                   help="the captioner's attention")
     p.add_argument("--steps", type=int, default=30, help="timed steps per measurement")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=64, help="examples per step")
     p.add_argument("--rounds", type=int, default=3, help="measurements of each setting")
     p.add_argument("--out", help="also write the results to this JSON file")
     p.add_argument("--child", choices=SETTINGS, help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    # The parent only starts children: TensorFlow is imported by each child (`child`).
+    p.set_defaults(_run=run, _uses_tensorflow=False)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parses `argv` and runs the benchmark; a bad option prints one line and gives 2."""
+    parser = build_parser()
+    parser.set_defaults(_argv=list(sys.argv[1:] if argv is None else argv))  # for the record
+    return run_cli(parser, argv)
+
+
+def run(args: argparse.Namespace) -> int:
     for name in ("steps", "batch_size", "rounds"):
         if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+            raise UserError(f"--{name.replace('_', '-')} must be >= 1, got "
+                            f"{getattr(args, name)}")
     if args.warmup < 0:
-        p.error(f"--warmup must be >= 0, got {args.warmup}")
+        raise UserError(f"--warmup must be >= 0, got {args.warmup}")
     if args.child:
         print(json.dumps(child(args.child, args.attention, args.steps, args.warmup,
                                args.batch_size)))
         return 0
+    if args.out:
+        check_output_file(args.out, "--out")
 
     from common.training.benchmark import alternate
 
@@ -102,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
 
     figures = alternate({s: measure(s) for s in SETTINGS}, args.rounds)
     medians = {s: statistics.median(v) for s, v in figures.items()}
-    result = {"command": " ".join(["python", "scripts/benchmark_determinism.py", *(argv or
-                                                                                  sys.argv[1:])]),
+    result = {"command": " ".join(["python", "scripts/benchmark_determinism.py",
+                                   *args._argv]),
               "attention": args.attention, "batch_size": args.batch_size, "steps": args.steps,
               "rounds": args.rounds, "ms_per_step": figures, "median_ms_per_step": medians,
               "slowdown": medians["deterministic"] / medians["default"]}
@@ -112,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{', '.join(f'{v:.1f}' for v in figures[setting])})")
     print(f"--deterministic takes {result['slowdown']:.2f}x the time of a step")
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+        with reported_write(args.out, "--out"), open(args.out, "w", encoding="utf-8") as f:
+            f.write(json.dumps(result, indent=2) + "\n")
         print(f"wrote {args.out}")
     return 0
 

@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
-from pathlib import Path
+
+from common.cli import HelpFormatter, Parser, run_cli
+from common.errors import UserError
+from common.outputs import check_output_file, reported_write
 
 FORMS = ("closed", "autodiff")
 
@@ -94,21 +98,44 @@ def _arity(function) -> int:
     return len(inspect.signature(function).parameters)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--op", default="loss", choices=sorted(OPS))
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="benchmark_gradients.py", description=__doc__.split("\n\n")[0],
+               formatter_class=HelpFormatter)
+    p.add_argument("--op", default="loss", choices=sorted(OPS),
+                   help="the token loss or the layer norm")
     p.add_argument("--rows", type=int, default=2048, help="rows of the input (B x T tokens)")
     p.add_argument("--width", type=int, default=32000,
                    help="columns: the vocabulary (loss) or the model width (layer-norm)")
-    p.add_argument("--label-smoothing", type=float, default=0.1, help="--op loss only")
+    p.add_argument("--label-smoothing", type=float, default=0.1,
+                   help="--op loss only: in [0, 1)")
     p.add_argument("--steps", type=int, default=10, help="timed calls per form and round")
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=5, help="rounds, the two forms alternating")
     p.add_argument("--out", help="also write the results to this JSON file")
-    args = p.parse_args(argv)
+    # Runs on the backend Keras runs: TensorFlow's start-up is hidden only where it is used.
+    p.set_defaults(_run=run, _runs_on_jax=True,
+                   _uses_tensorflow=os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow")
+    return p
+
+
+def main(argv=None) -> int:
+    """Parses `argv` and runs the benchmark; a bad option prints one line and gives 2."""
+    return run_cli(build_parser(), argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    if backend not in ("tensorflow", "jax"):
+        raise UserError(f"runs on KERAS_BACKEND tensorflow or jax, got {backend}")
     for name in ("rows", "width", "steps", "rounds"):
         if getattr(args, name) < 1:
-            p.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+            raise UserError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if args.op == "loss" and args.width < 2:
+        raise UserError(f"--width must be at least 2 with --op loss (a vocabulary of "
+                        f"<pad> and a word), got {args.width}")
+    if not 0.0 <= args.label_smoothing < 1.0:
+        raise UserError(f"--label-smoothing must be in [0, 1), got {args.label_smoothing}")
+    if args.out:
+        check_output_file(args.out, "--out")
 
     import keras
     import numpy as np
@@ -145,8 +172,8 @@ def main(argv=None) -> int:
           f"(autodiff / closed {report['autodiff_over_closed']:.2f}); gradients differ by "
           f"at most {difference:.1e}")
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+        with reported_write(args.out, "--out"), open(args.out, "w", encoding="utf-8") as f:
+            f.write(json.dumps(report, indent=2) + "\n")
     return 0
 
 

@@ -35,6 +35,10 @@ import sys
 import time
 from pathlib import Path
 
+from common.cli import HelpFormatter, Parser, run_cli
+from common.errors import UserError
+from common.outputs import check_output_file, reported_write
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_JPEGS = REPO / ".." / "shared" / "data" / "coco-mini" / "train2017"
 
@@ -159,22 +163,35 @@ MAIN = {"encode": ("encode", "png", "bmp"), "growth": ("bytes", "bmp", "bounded"
         "load-check": ("per_image", "check_image", "verify")}
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--op", default="encode", choices=sorted(OPS))
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="benchmark_images.py", description=__doc__.split("\n\n")[0],
+               formatter_class=HelpFormatter)
+    p.add_argument("--op", default="encode", choices=sorted(OPS),
+                   help="what to time (see the module's docstring)")
     p.add_argument("--height", type=int, default=3000, help="--op encode, growth: image rows")
     p.add_argument("--width", type=int, default=4000, help="--op encode, growth: image columns")
     p.add_argument("--folder", default=str(DEFAULT_JPEGS),
                    help="--op load-check: a folder of JPEG photos")
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=5, help="rounds, the forms alternating")
     p.add_argument("--out", help="also write the results to this JSON file")
-    args = p.parse_args(argv)
+    p.set_defaults(_run=run)
+    return p
+
+
+def main(argv=None) -> int:
+    """Parses `argv` and runs the benchmark; a bad option prints one line and gives 2."""
+    return run_cli(build_parser(), argv)
+
+
+def run(args: argparse.Namespace) -> int:
     for name in ("height", "width", "rounds"):
         if getattr(args, name) < 1:
-            p.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+            raise UserError(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.op == "load-check" and not jpegs(args.folder):
-        p.error(f"--folder {args.folder}: no .jpg files; expected a folder of JPEG photos")
+        raise UserError(f"--folder {args.folder}: no .jpg files; expected a folder of JPEG "
+                        "photos")
+    if args.out:
+        check_output_file(args.out, "--out")
 
     forms, unit = OPS[args.op](args)
     names = list(forms)
@@ -217,8 +234,8 @@ def main(argv=None) -> int:
               f"{medians['check_image']['per_image']:.0f} us per image, header and verify alone "
               f"{medians['verify']['per_image']:.0f} us (check_image / verify {ratio:.2f})")
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+        with reported_write(args.out, "--out"), open(args.out, "w", encoding="utf-8") as f:
+            f.write(json.dumps(report, indent=2) + "\n")
     return 0
 
 

@@ -1,6 +1,6 @@
 """Decoding latency: greedy and beam search, per caption and per sentence, single and batched.
 
-    python scripts/benchmark_latency.py --out runs/latency.json
+    python scripts/benchmark_latency.py --out latency.json
     python scripts/benchmark_latency.py --models keras-io --out docs/benchmarks/latency_cpu.json
     python scripts/benchmark_latency.py --quick            # tiny models, for a smoke test
 
@@ -47,10 +47,12 @@ from typing import Any
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from common.cli import Parser, run_cli  # noqa: E402
+from common.cli import HelpFormatter, Parser, beam_size_list, run_cli  # noqa: E402
 from common.errors import UserError  # noqa: E402
+from common.outputs import check_output_file, reported_write  # noqa: E402
 
 START_ID, END_ID = 1, 2
+MODELS = ("captioner", "transformer", "bahdanau", "keras-io")
 COLUMNS = ["model", "method", "beam", "path", "batch", "tokens", "batch_ms", "ms_per_item",
            "tokens_per_s"]
 
@@ -60,11 +62,13 @@ PEER_COLUMNS = ["side", "path", "params", "batch", "tokens", "median_ms", "speed
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="benchmark_latency.py", description=__doc__.split("\n\n")[0],
-               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", default="captioner,transformer,bahdanau,keras-io",
-                   help="comma-separated: captioner, transformer, bahdanau, keras-io")
-    p.add_argument("--beams", default="1,3,5", help="beam sizes besides greedy")
-    p.add_argument("--batches", default="1,32", help="comma-separated batch sizes")
+               formatter_class=HelpFormatter)
+    p.add_argument("--models", default=",".join(MODELS),
+                   help=f"comma-separated: {', '.join(MODELS)}")
+    p.add_argument("--beams", type=beam_size_list, default="1,3,5",
+                   help="comma-separated beam sizes besides greedy")
+    p.add_argument("--batches", type=beam_size_list, default="1,32",
+                   help="comma-separated batch sizes")
     p.add_argument("--tokens", type=int, default=20, help="output tokens per sentence")
     p.add_argument("--caption-tokens", type=int, default=16, help="output tokens per caption")
     p.add_argument("--source-length", type=int, default=20, help="source tokens per sentence")
@@ -175,10 +179,9 @@ def run(args: argparse.Namespace, names: list[str]) -> list[dict[str, Any]]:
 
     from common.training.benchmark import format_table
 
-    batches = [4, 1] if args.quick else [int(b) for b in args.batches.split(",")]
-    batches = sorted(set(batches))
+    batches = sorted(set([4, 1] if args.quick else args.batches))
     repeats = 2 if args.quick else args.repeats
-    beams = [int(b) for b in args.beams.split(",")]
+    beams = list(args.beams)
     rows = []
     keras.utils.set_random_seed(0)
     for name in names:
@@ -221,22 +224,14 @@ def versus_peer(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
     import tensorflow as tf
 
-    from common.training.benchmark import PEERS_DIR, alternate, load_peer
+    from common.training.benchmark import PEERS_DIR, alternate
 
     folder = args.peers or str(PEERS_DIR)
-    peer_module = load_peer("keras_io_nmt", folder)
+    peer_module = check_keras_io(args)
     model, vocab, kind = build("keras-io", args.quick)
-    limit = model.max_length
-    if args.tokens > limit or args.source_length > limit:
-        raise UserError(f"the keras-io size has learned positions for at most {limit} tokens; "
-                        f"got --tokens {args.tokens}, --source-length {args.source_length}")
     sentence, peer = None, None
     if peer_module is not None:
         peer = peer_module.Peer()
-        if peer_module.max_decoded_sentence_length != args.tokens:
-            raise UserError(f"the keras-io example decodes "
-                            f"{peer_module.max_decoded_sentence_length} tokens; got --tokens "
-                            f"{args.tokens}")
         sentence = peer.test_pairs[0][0]
         ids = peer.eng_vectorization([sentence]).numpy()[:, :args.source_length]
     else:
@@ -283,20 +278,42 @@ def versus_peer(args: argparse.Namespace) -> dict[str, Any]:
             "speedup_cached": speedups["cached"], "speedup_uncached": speedups["uncached"]}
 
 
+def check_keras_io(args: argparse.Namespace) -> Any:
+    """Refuses lengths the `keras-io` comparison cannot take (learned positions for 20
+    tokens; the example decodes its own fixed length); returns the peer module, or None
+    without the peer folder."""
+    from common.training.benchmark import PEERS_DIR, load_peer
+    from seq2seq.benchmarking import TRANSLATOR_SIZES
+
+    limit = TRANSLATOR_SIZES["keras-io"][1]["max_length"]
+    if args.tokens > limit or args.source_length > limit:
+        raise UserError(f"the keras-io size has learned positions for at most {limit} tokens; "
+                        f"got --tokens {args.tokens}, --source-length {args.source_length}")
+    peer_module = load_peer("keras_io_nmt", args.peers or str(PEERS_DIR))
+    if peer_module is not None and peer_module.max_decoded_sentence_length != args.tokens:
+        raise UserError(f"the keras-io example decodes "
+                        f"{peer_module.max_decoded_sentence_length} tokens; got --tokens "
+                        f"{args.tokens}")
+    return peer_module
+
+
 def run_main(args: argparse.Namespace) -> int:
     from common.training.benchmark import format_table, write_json
 
     names = args.models.split(",")
     for name in names:
-        if name not in ("captioner", "transformer", "bahdanau", "keras-io"):
-            raise UserError(f"unknown model {name!r}; choose from: captioner, transformer, "
-                            "bahdanau, keras-io")
+        if name not in MODELS:
+            raise UserError(f"unknown model {name!r}; choose from: {', '.join(MODELS)}")
     for option in ("tokens", "caption_tokens", "source_length", "repeats"):
         if getattr(args, option) < 1:
             raise UserError(f"--{option.replace('_', '-')} must be >= 1, "
                             f"got {getattr(args, option)}")
     if args.rounds < 3:
         raise UserError(f"--rounds must be >= 3 (medians of at least 3), got {args.rounds}")
+    if "keras-io" in names:
+        check_keras_io(args)
+    if args.out:
+        check_output_file(args.out, "--out")
     rows = run(args, [n for n in names if n != "keras-io"])
     comparison = versus_peer(args) if "keras-io" in names else None
     if rows:
@@ -315,7 +332,8 @@ def run_main(args: argparse.Namespace) -> int:
             print(f"no peer programs in {comparison['peers_dir']}: the project alone, no ratio")
     if args.out:
         extra = {"keras_io": comparison} if comparison is not None else {}
-        write_json(args.out, rows, command=" ".join(sys.argv), quick=args.quick, **extra)
+        with reported_write(args.out, "--out"):
+            write_json(args.out, rows, command=" ".join(sys.argv), quick=args.quick, **extra)
         print(f"wrote {args.out}")
     bad = [r for r in rows + (comparison["rows"] if comparison else []) if not r["full_length"]]
     if bad:

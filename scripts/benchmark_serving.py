@@ -30,25 +30,36 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from common.cli import HelpFormatter, Parser, beam_size_list, run_cli  # noqa: E402
+from common.errors import UserError  # noqa: E402
+from common.outputs import check_output_file, reported_write  # noqa: E402
+
+SENTENCE = "the 25th of November 2026"
+IMAGE = "assets/samples/shapes_2.png"
+# `config.json`'s family -> the name used in the report.
+FAMILIES = {"captioner": "captioner", "seq2seq": "translator"}
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="benchmark_serving.py", description=__doc__.split("\n")[0],
+               formatter_class=HelpFormatter)
     p.add_argument("run_dir", metavar="RUN_DIR", help="a translator or captioner run directory")
-    p.add_argument("--export", help="its export (default: export it now to a temporary dir)")
-    p.add_argument("--sentence", default="the 25th of November 2026")
-    p.add_argument("--image", default="assets/samples/shapes_2.png",
-                   help="the image a captioner run captions")
-    p.add_argument("--beam-sizes", default="1,3", help="comma-separated beam sizes to time")
+    p.add_argument("--export", metavar="EXPORT_DIR",
+                   help="its export (default: export it now to a temporary dir)")
+    p.add_argument("--sentence", help=f"the sentence a translator run translates (default: "
+                   f"{SENTENCE!r})")
+    p.add_argument("--image", help=f"the image a captioner run captions (default: {IMAGE})")
+    p.add_argument("--beam-sizes", type=beam_size_list, default="1,3",
+                   help="comma-separated beam sizes to time")
     p.add_argument("--runs", type=int, default=30, help="timed calls per side in one round")
     p.add_argument("--rounds", type=int, default=5,
                    help="rounds per beam size, the sides alternating (at least 3)")
@@ -56,20 +67,72 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="a smoke run: 3 rounds of 2 calls after 1 warm-up call")
     p.add_argument("--out", help="write the figures to this JSON file")
-    args = p.parse_args(argv)
+    p.set_defaults(_run=run)
+    return p
+
+
+def check_args(args: argparse.Namespace) -> str:
+    """Applies `--quick` and checks every option and path before any work; returns the run's
+    family ("captioner" or "translator")."""
+    from common.config import load_json
+
     if args.quick:
         args.rounds, args.runs, args.warmup = 3, 2, 1
     if args.rounds < 3:
-        p.error(f"--rounds must be at least 3 (medians of rounds), got {args.rounds}")
+        raise UserError(f"--rounds must be at least 3 (medians of rounds), got {args.rounds}")
     if args.runs < 1 or args.warmup < 0:
-        p.error("--runs must be at least 1 and --warmup at least 0")
+        raise UserError(f"--runs must be at least 1 and --warmup at least 0, got --runs "
+                        f"{args.runs}, --warmup {args.warmup}")
+    args.beam_sizes = sorted(set(args.beam_sizes))
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise UserError(f"RUN_DIR {run_dir}: no such folder; expected a translator or "
+                        "captioner run directory")
+    config = load_json(run_dir / "config.json", "a run's config (RUN_DIR: a translator or "
+                       "captioner run directory)")
+    family = FAMILIES.get(config.get("family") if isinstance(config, dict) else None)
+    if family is None:
+        raise UserError(f"RUN_DIR {run_dir}: its config.json names no translator or captioner "
+                        "run")
+    if family == "captioner":
+        from common.images import load_image
+
+        if args.sentence is not None:
+            raise UserError(f"--sentence is for a translator run; {run_dir} is a captioner run "
+                            "(it captions --image)")
+        args.image = IMAGE if args.image is None else args.image
+        if not Path(args.image).is_file():
+            raise UserError(f"--image {args.image}: no such file; expected an image")
+        load_image(args.image)  # a DataError naming the file when it is not one
+    else:
+        if args.image is not None:
+            raise UserError(f"--image is for a captioner run; {run_dir} is a translator run "
+                            "(it translates --sentence)")
+        args.sentence = SENTENCE if args.sentence is None else args.sentence
+    if args.export is not None:
+        check_export(args.export, family, args.beam_sizes)
+    if args.out:
+        check_output_file(args.out, "--out", inputs=[args.image, run_dir / "config.json"])
+    return family
+
+
+def check_export(export: str, family: str, beam_sizes: list[int]) -> None:
+    """`--export` is an export of the run's family with every beam size to time."""
+    import importlib
+
+    from common.export import savedmodel
+
+    module = importlib.import_module("captioner.export" if family == "captioner"
+                                     else "seq2seq.export")
     try:
-        args.beam_sizes = sorted({int(b) for b in args.beam_sizes.split(",")})
-    except ValueError:
-        p.error(f"--beam-sizes must be comma-separated integers, got {args.beam_sizes!r}")
-    if not args.beam_sizes or args.beam_sizes[0] < 1:
-        p.error(f"--beam-sizes must be positive, got {args.beam_sizes}")
-    return args
+        info = savedmodel.require_kind(export, module.KIND, module.WHAT)
+    except UserError as error:
+        raise UserError(f"--export {error}") from None
+    missing = [b for b in beam_sizes if b not in info.get("beam_sizes", ())]
+    if missing:
+        raise UserError(f"--beam-sizes {','.join(map(str, missing))}: the export {export} has "
+                        f"beam sizes {info.get('beam_sizes')} (export it with them, or leave "
+                        "out --export)")
 
 
 def median_ms(fn, runs: int) -> float:
@@ -169,11 +232,14 @@ def translator_rows(args: argparse.Namespace) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    """Parses `argv` and runs the benchmark; a bad option or path prints one line and gives 2."""
+    return run_cli(build_parser(), argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    captioner = check_args(args) == "captioner"
     from common.training.benchmark import write_json
 
-    with open(os.path.join(args.run_dir, "config.json"), encoding="utf-8") as f:
-        captioner = json.load(f).get("family") == "captioner"
     rows = captioner_rows(args) if captioner else translator_rows(args)
     subject = {"image": args.image} if captioner else {"sentence": args.sentence}
     same = all(row["same_output"] for row in rows)
@@ -185,9 +251,10 @@ def main(argv=None) -> int:
         print(f"{r['beam_size']:>4} {r['savedmodel_ms']:>14.2f} {r['keras_ms']:>14.2f} "
               f"{r['ratio']:>6.2f}  {r['text']}")
     if args.out:
-        path = write_json(args.out, rows, family="captioner" if captioner else "translator",
-                          run_dir=str(args.run_dir), **subject, runs=args.runs,
-                          rounds=args.rounds, warmup=args.warmup, same_output=same)
+        with reported_write(args.out, "--out"):
+            path = write_json(args.out, rows, family="captioner" if captioner else "translator",
+                              run_dir=str(args.run_dir), **subject, runs=args.runs,
+                              rounds=args.rounds, warmup=args.warmup, same_output=same)
         print(f"wrote {path}")
     if not same:
         print("error: the SavedModel and the in-process model gave different outputs",

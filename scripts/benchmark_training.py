@@ -73,8 +73,9 @@ from typing import Any
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from common.cli import Parser, run_cli  # noqa: E402
+from common.cli import HelpFormatter, Parser, positive_float, run_cli  # noqa: E402
 from common.errors import UserError  # noqa: E402
+from common.outputs import check_output_file, reported_write  # noqa: E402
 from common.registry import Registry  # noqa: E402
 from seq2seq.benchmarking import TRANSLATOR_SIZES  # noqa: E402
 
@@ -125,21 +126,10 @@ def translator(arch: str, size: str, data: str, batch_size: int, length: int) ->
     import tensorflow as tf
 
     from seq2seq.models import build_model
-    from seq2seq.train import make_run_config
 
-    if size not in TRANSLATOR_SIZES:
-        raise UserError(f"unknown size {size!r}; choose one of: {', '.join(TRANSLATOR_SIZES)}")
-    preset, overrides, vocab = TRANSLATOR_SIZES[size]
-    if preset is None and arch != "transformer":
-        raise UserError(f"size {size!r} is a Transformer size; got --arch {arch}")
-    dataset = "dates" if data in ("synthetic", "dates") else "tsv"
-    config = make_run_config(arch, dataset, preset,
-                             {**(overrides if arch == "transformer" else {}),
-                              "data": None if dataset == "dates" else data})
-    sizes = config.model.transformer
-    if arch == "transformer" and sizes.positions == "learned" and length > sizes.max_length:
-        raise UserError(f"size {size!r} has learned positions for at most {sizes.max_length} "
-                        f"tokens; got --length {length}")
+    config = translator_config(arch, size, data, length)
+    preset, _, vocab = TRANSLATOR_SIZES[size]
+    dataset = config.data.dataset
 
     if data == "synthetic":
         rng = np.random.default_rng(0)
@@ -188,6 +178,31 @@ def translator(arch: str, size: str, data: str, batch_size: int, length: int) ->
 
     return Bench(lambda: build_model(config.model, source_size, target_size), make_dataset,
                  sample, flops)
+
+
+def translator_config(arch: str, size: str, data: str, length: int) -> Any:
+    """The run config of the translator `arch` at `size` on `data`; a `UserError` for a
+    combination that cannot run (an unknown name, a Transformer size for another
+    architecture, a length past learned positions, a TSV that is not there)."""
+    from seq2seq.train import make_run_config
+
+    if size not in TRANSLATOR_SIZES:
+        raise UserError(f"unknown size {size!r}; choose one of: {', '.join(TRANSLATOR_SIZES)}")
+    preset, overrides, _ = TRANSLATOR_SIZES[size]
+    if preset is None and arch != "transformer":
+        raise UserError(f"size {size!r} is a Transformer size; got --arch {arch}")
+    dataset = "dates" if data in ("synthetic", "dates") else "tsv"
+    if dataset == "tsv" and not Path(data).exists():
+        raise UserError(f"--data {data}: no such file or folder; expected synthetic, dates or "
+                        "a TSV of pairs")
+    config = make_run_config(arch, dataset, preset,
+                             {**(overrides if arch == "transformer" else {}),
+                              "data": None if dataset == "dates" else data})
+    sizes = config.model.transformer
+    if arch == "transformer" and sizes.positions == "learned" and length > sizes.max_length:
+        raise UserError(f"size {size!r} has learned positions for at most {sizes.max_length} "
+                        f"tokens; got --length {length}")
+    return config
 
 
 @MODELS.register("captioner")
@@ -341,10 +356,7 @@ def versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
              "params": int(keras_network.count_params()), "head_dim": keras_network.head_dim,
              "flops_per_step": project_flops}]
     if peer_module is not None:
-        peer = peer_module.Peer()
-        if batch_size > peer_module.batch_size:
-            raise UserError(f"--batch-size {batch_size} is more than the keras-io example's "
-                            f"batch of {peer_module.batch_size}")
+        peer = peer_module.Peer()  # `run_versus_peer` checked --batch-size against it
         if peer_module.sequence_length != length:
             raise UserError(f"the keras-io example has {peer_module.sequence_length} tokens "
                             f"per sentence; expected {length}")
@@ -449,8 +461,9 @@ def run_versus_keras_attention(args: argparse.Namespace) -> int:
           f"{result['fused_over_keras_attention']:.2f}x the steps/s (medians of "
           f"{args.rounds} alternating rounds, one process)")
     if args.out:
-        write_json(args.out, result["rows"], command=" ".join(sys.argv),
-                   fused_over_keras_attention=result["fused_over_keras_attention"])
+        with reported_write(args.out, "--out"):
+            write_json(args.out, result["rows"], command=" ".join(sys.argv),
+                       fused_over_keras_attention=result["fused_over_keras_attention"])
         print(f"wrote {args.out}")
     return 0
 
@@ -470,6 +483,12 @@ def run_versus_peer(args: argparse.Namespace) -> int:
         raise UserError("--vs-peer times both sides without XLA (as Keras compiles the "
                         "keras-io example on a CPU); drop --jit-compile")
     _check_rounds(args.rounds)
+    from common.training.benchmark import PEERS_DIR, load_peer
+
+    peer_module = load_peer("keras_io_nmt", args.peers or str(PEERS_DIR))
+    if peer_module is not None and args.batch_size > peer_module.batch_size:
+        raise UserError(f"--batch-size {args.batch_size} is more than the keras-io example's "
+                        f"batch of {peer_module.batch_size}")
     result = versus_peer(args.batch_size, args.steps, args.warmup, args.rounds, args.peers)
     print(format_table(result["rows"], PEER_COLUMNS))
     print(f"project / the same through keras' attention call: "
@@ -493,8 +512,9 @@ def _save_side_by_side(args: argparse.Namespace, result: dict[str, Any]) -> int:
     from common.training.benchmark import write_json
 
     if args.out:
-        write_json(args.out, result["rows"], command=" ".join(sys.argv),
-                   **{k: v for k, v in result.items() if k != "rows"})
+        with reported_write(args.out, "--out"):
+            write_json(args.out, result["rows"], command=" ".join(sys.argv),
+                       **{k: v for k, v in result.items() if k != "rows"})
         print(f"wrote {args.out}")
     return 0
 
@@ -686,7 +706,7 @@ def run_captioner_versus_peer(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="benchmark_training.py", description=__doc__.split("\n\n")[0],
-               formatter_class=argparse.RawDescriptionHelpFormatter)
+               formatter_class=HelpFormatter)
     p.add_argument("--model", default="translator", help=f"one of: {', '.join(MODELS)}")
     p.add_argument("--arch", default="transformer",
                    help="comma-separated architectures (translator: transformer, bahdanau)")
@@ -695,7 +715,7 @@ def build_parser() -> argparse.ArgumentParser:
                    f"(default keras-io); captioner: {', '.join(CAPTIONER_SIZES)} (default demo)")
     p.add_argument("--data", default="synthetic",
                    help="synthetic (random ids, no padding), dates, or a TSV of pairs")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=64, help="examples per step (global)")
     p.add_argument("--length", type=int, default=None,
                    help="source and target tokens (default 20); caption tokens (default: "
                    "the preset's longest caption)")
@@ -705,8 +725,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated: float32, mixed_float16, mixed_bfloat16")
     p.add_argument("--jit-compile", action="store_true", help="compile the step with XLA")
     p.add_argument("--distribute", default="none", help="none, mirrored, multi-worker, auto")
-    p.add_argument("--logical-cpus", type=int, default=0, help="for --distribute mirrored")
-    p.add_argument("--peak-tflops", type=float, default=None,
+    p.add_argument("--logical-cpus", type=int, default=0,
+                   help="for --distribute mirrored: split the CPU into this many devices (0: "
+                   "none)")
+    p.add_argument("--peak-tflops", type=positive_float, default=None,
                    help="the device's peak TFLOP/s for MFU (default: the GPU's dense bf16 "
                    "peak when known, e.g. 989 for H100/H200; none on a CPU)")
     p.add_argument("--vs-peer", action="store_true",
@@ -741,9 +763,16 @@ def run(args: argparse.Namespace) -> int:
     MODELS.get(args.model)
     if args.quick:
         args.batch_size, args.steps, args.warmup = 8, 1, 1
-    for name in ("batch_size", "steps"):
-        if getattr(args, name) < 1:
+    for name in ("batch_size", "length", "steps"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    for name in ("warmup", "logical_cpus"):
+        if getattr(args, name) < 0:
+            raise UserError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    if args.vs_peer and args.vs_keras_attention:
+        raise UserError("--vs-peer and --vs-keras-attention are two benchmarks; give one")
+    if args.out:
+        check_output_file(args.out, "--out")
     if args.vs_peer and args.model == "captioner":
         return run_captioner_versus_peer(args)
     if args.vs_peer:
@@ -752,13 +781,20 @@ def run(args: argparse.Namespace) -> int:
         return run_versus_keras_attention(args)
     if args.size is None:
         args.size = "demo" if args.model == "captioner" else "keras-io"
-    for name in ("batch_size", "length", "steps"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     precisions = args.precision.split(",")
     for precision in precisions:  # validates the names the way the trainer does
         TrainingConfig(precision=precision, distribute=args.distribute,
                        logical_cpus=args.logical_cpus, batch_size=args.batch_size)
+    archs = ["soft"] if args.model == "captioner" else args.arch.split(",")
+    for arch in archs:  # every setting of the table, before the first is timed
+        for size in args.size.split(","):
+            if args.model == "captioner":
+                _default_length(args.model, size)
+                if args.data != "synthetic":
+                    raise UserError("--model captioner runs on synthetic data only; got --data "
+                                    f"{args.data}")
+            else:
+                translator_config(arch, size, args.data, args.length or 20)
 
     from common.training import make_strategy
     from common.training.benchmark import format_table, write_json
@@ -770,7 +806,6 @@ def run(args: argparse.Namespace) -> int:
     from common.training.flops import gpu_name, peak_tflops
 
     peak = args.peak_tflops or peak_tflops(gpu_name())
-    archs = ["soft"] if args.model == "captioner" else args.arch.split(",")
     rows = []
     for arch in archs:
         for size in args.size.split(","):
@@ -783,8 +818,9 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(format_table(rows, COLUMNS))
     if args.out:
-        write_json(args.out, rows, command=" ".join(sys.argv), distribute=args.distribute,
-                   gpu=gpu_name(), peak_tflops=peak)
+        with reported_write(args.out, "--out"):
+            write_json(args.out, rows, command=" ".join(sys.argv), distribute=args.distribute,
+                       gpu=gpu_name(), peak_tflops=peak)
         print(f"wrote {args.out}")
     return 0
 

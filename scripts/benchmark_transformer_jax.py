@@ -30,7 +30,9 @@ import sys
 import time
 from pathlib import Path
 
+from common.cli import HelpFormatter, Parser, positive_float, positive_int, run_cli
 from common.errors import UserError
+from common.outputs import check_output_file, check_output_folder, reported_write
 
 # Transformer-base (Vaswani et al. 2017, table 3) and smaller sizes for a quick look.
 SIZES = {
@@ -195,7 +197,8 @@ def trace(train_step, state, data, folder: str, hlo: bool = False, steps: int = 
 
     import jax
 
-    Path(folder).mkdir(parents=True, exist_ok=True)
+    with reported_write(folder, "--profile"):
+        Path(folder).mkdir(parents=True, exist_ok=True)
     jax.profiler.start_trace(folder)
     for _ in range(steps):
         state, loss = train_step(state, data)
@@ -205,11 +208,13 @@ def trace(train_step, state, data, folder: str, hlo: bool = False, steps: int = 
     names = None
     if hlo:  # compiles the step once more (about 30 s for Transformer-base on a GPU)
         text = train_step.lower(state, data).compile().as_text()
-        Path(folder, "train_step.hlo.txt").write_text(text)
+        with reported_write(folder, "--profile"):
+            Path(folder, "train_step.hlo.txt").write_text(text)
         names = hlo_op_names(text)
     if found:
         summary = summarize_profile(found[-1], steps, names)
-        Path(folder, "summary.json").write_text(json.dumps(summary, indent=1))
+        with reported_write(folder, "--profile"):
+            Path(folder, "summary.json").write_text(json.dumps(summary, indent=1))
         top = summary["device"]["by_hlo_op"][:12]
         print(f"profile: {summary['device']['busy_ms_per_step']:.2f} ms/step of device time; "
               "top HLO ops: " + ", ".join(f"{k} {v:.2f}" for k, v in top), flush=True)
@@ -343,17 +348,34 @@ def summarize_profile(path: str, steps: int, names: dict[str, str] | None = None
     return summary
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--size", default="base", choices=sorted(SIZES))
-    p.add_argument("--batch-size", type=int, nargs="+", default=[64, 128, 256])
-    p.add_argument("--length", type=int, default=64, help="source and target tokens")
-    p.add_argument("--steps", type=int, default=30, help="timed steps")
-    p.add_argument("--warmup", type=int, default=3, choices=range(1, 100), metavar="N", help="untimed steps (compilation) first")
+def seed_number(text: str) -> int:
+    """argparse type: a random seed, 0..2**32 - 1 (what NumPy's and Keras's seeding take)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**32 - 1, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="benchmark_transformer_jax.py", description=__doc__.split("\n\n")[0],
+               formatter_class=HelpFormatter)
+    p.add_argument("--size", default="base", choices=sorted(SIZES),
+                   help="the Transformer's sizes: " + "; ".join(
+                       f"{name} {size['num_layers']} layers, width {size['hidden_dim']}"
+                       for name, size in SIZES.items()))
+    p.add_argument("--batch-size", type=positive_int, nargs="+", default=[64, 128, 256],
+                   help="batch sizes to time, one after the other")
+    p.add_argument("--length", type=positive_int, default=64, help="source and target tokens")
+    p.add_argument("--steps", type=positive_int, default=30, help="timed steps")
+    p.add_argument("--warmup", type=positive_int, default=3, metavar="N",
+                   help="untimed steps (compilation) first")
     p.add_argument("--precision", default="mixed_bfloat16",
-                   choices=("float32", "mixed_bfloat16", "mixed_float16"))
-    p.add_argument("--peak-tflops", type=float,
+                   choices=("float32", "mixed_bfloat16", "mixed_float16"),
+                   help="the Keras dtype policy")
+    p.add_argument("--peak-tflops", type=positive_float,
                    help="the device's dense peak for the precision (default: from its name)")
     p.add_argument("--dropout", type=float, default=0.1,
                    help="the model's dropout rate (0: the cost of dropout, by difference)")
@@ -389,29 +411,53 @@ def main(argv=None) -> int:
                    "time by part of the model (dropout, layer norm, ...; compiles again)")
     p.add_argument("--profile", metavar="DIR",
                    help="profile 5 more steps of the first batch size into DIR (summary.json)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_number, default=0,
+                   help="the seed of the weights, the dropout and the batch")
     p.add_argument("--out", help="also write the results to this JSON file (after each size)")
-    args = p.parse_args(argv)
+    # JAX only: TensorFlow is neither imported nor needed.
+    p.set_defaults(_run=run, _uses_tensorflow=False, _runs_on_jax=True)
+    return p
 
+
+def main(argv=None) -> int:
+    """Parses `argv` and runs the benchmark; a bad option prints one line and gives 2."""
+    return run_cli(build_parser(), argv)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Refuses, before Keras is imported, what the benchmark could not run or write."""
+    backend = os.environ.get("KERAS_BACKEND", "jax")
+    if backend != "jax":
+        raise UserError(f"needs KERAS_BACKEND=jax, got {backend}")
+    for name in ("dropout", "attention_dropout", "activation_dropout"):
+        rate = getattr(args, name)
+        if rate is not None and not 0.0 <= rate < 1.0:
+            raise UserError(f"--{name.replace('_', '-')} must be in [0, 1), got {rate}")
+    if args.hlo and not args.profile:
+        raise UserError("--hlo writes into the --profile folder: give --profile DIR too")
+    if args.profile:
+        check_output_folder(args.profile, "--profile")
+    if args.out:
+        check_output_file(args.out, "--out")
+
+
+def run(args: argparse.Namespace) -> int:
+    check_args(args)
     os.environ.setdefault("KERAS_BACKEND", "jax")  # before Keras is first imported
     import keras
 
     if keras.backend.backend() != "jax":
-        p.error(f"needs KERAS_BACKEND=jax, got {keras.backend.backend()}")
+        raise UserError(f"needs KERAS_BACKEND=jax, got {keras.backend.backend()}")
     info = device_info()
     peak = args.peak_tflops or default_peak(info["devices"])
     results = []
     for i, batch in enumerate(args.batch_size):
-        try:
-            result = benchmark(args.size, batch, args.length, args.steps, args.warmup,
-                               args.precision, args.seed, args.dropout,
-                               args.profile if i == 0 else None, args.output_dtype, args.loss,
-                               args.hlo, args.dropout_rng, args.attention_dropout,
-                               args.attention, args.activation_dropout,
-                               args.fused_projections, args.layer_norm)
-        except UserError as error:  # a model option out of range, e.g. --dropout 1.5
-            print(f"benchmark_transformer_jax: {error}", file=sys.stderr)
-            return 2
+        result = benchmark(args.size, batch, args.length, args.steps, args.warmup,
+                           args.precision, args.seed, args.dropout,
+                           args.profile if i == 0 else None, args.output_dtype, args.loss,
+                           args.hlo, args.dropout_rng, args.attention_dropout,
+                           args.attention, args.activation_dropout,
+                           args.fused_projections, args.layer_norm)
         result["mfu"] = result["achieved_tflops"] / peak if peak else None
         results.append(result)
         mfu = f"{100 * result['mfu']:.1f}%" if peak else "n/a (no --peak-tflops)"
@@ -423,8 +469,9 @@ def main(argv=None) -> int:
         report = {"device": info, "peak_tflops": peak, "keras": keras.__version__,
                   "xla_flags": os.environ.get("XLA_FLAGS", ""), "results": results}
         if args.out:
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(json.dumps(report, indent=2))
+            with reported_write(args.out, "--out"), open(args.out, "w",
+                                                          encoding="utf-8") as f:
+                f.write(json.dumps(report, indent=2))
     return 0
 
 

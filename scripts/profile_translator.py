@@ -29,8 +29,9 @@ from typing import Any
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from common.cli import Parser, run_cli  # noqa: E402
+from common.cli import HelpFormatter, Parser, run_cli  # noqa: E402
 from common.errors import UserError  # noqa: E402
+from common.outputs import check_output_file, reported_write  # noqa: E402
 from seq2seq.benchmarking import TRANSLATOR_SIZES  # noqa: E402
 
 # (group, regular expression on the op's name, on its type), the first match wins. The name
@@ -143,7 +144,7 @@ def profile(size: str, precision: str, jit_compile: bool, batch_size: int, lengt
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="profile_translator.py", description=__doc__.split("\n\n")[0],
-               formatter_class=argparse.RawDescriptionHelpFormatter)
+               formatter_class=HelpFormatter)
     p.add_argument("--size", default="keras-io", help=f"one of: {', '.join(TRANSLATOR_SIZES)}")
     p.add_argument("--precision", default="float32",
                    help="float32, mixed_bfloat16 or mixed_float16")
@@ -153,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--attention", default="fused",
                    help="comma-separated: fused (the attention's fused projections), keras "
                    "(keras' attention call, the default)")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=64, help="examples per step")
     p.add_argument("--length", type=int, default=20, help="source and target tokens")
     p.add_argument("--steps", type=int, default=3, help="profiled steps")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
@@ -169,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
     for name in ("batch_size", "length", "steps"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.warmup < 0:
+        raise UserError(f"--warmup must be >= 0, got {args.warmup}")
     if args.precision not in ("float32", "mixed_bfloat16", "mixed_float16"):
         raise UserError(f"--precision must be float32, mixed_bfloat16 or mixed_float16, "
                         f"got {args.precision}")
@@ -176,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
     for attention in attentions:
         if attention not in ("fused", "keras"):
             raise UserError(f"--attention takes fused and/or keras, got {attention!r}")
+    if args.out:
+        check_output_file(args.out, "--out")
     results = []
     for attention in attentions:
         result = profile(args.size, args.precision, args.jit_compile, args.batch_size,
@@ -193,7 +198,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         from common.training.benchmark import write_json
 
-        write_json(args.out, results, command=" ".join(sys.argv))
+        with reported_write(args.out, "--out"):
+            write_json(args.out, results, command=" ".join(sys.argv))
         print(f"wrote {args.out}")
     return 0
 

@@ -80,3 +80,61 @@ def test_a_shell_script_that_takes_no_such_argument_refuses_it(name, tmp_path):
                                    f"{'--quick' if name == 'gpu_checks.sh' else 'none'} "
                                    "(see --help)")
     assert not (tmp_path / "out").exists()
+
+
+def _parses_with_the_project_parser(path: Path) -> list[str]:
+    """What keeps `path` from parsing through `common.cli.Parser` and `run_cli` (one-line
+    errors with exit status 2, `UserError`s as one line, TensorFlow's start-up lines hidden)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    called = {node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+              for node in ast.walk(tree) if isinstance(node, ast.Call)
+              and isinstance(node.func, (ast.Name, ast.Attribute))}
+    missing = [name for name in ("Parser", "run_cli") if name not in called]
+    if "ArgumentParser" in called:
+        missing.append("uses argparse.ArgumentParser")
+    return missing
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_every_script_parses_with_the_project_parser(path):
+    assert _parses_with_the_project_parser(path) == []
+
+
+def test_the_parser_check_finds_plain_argparse(tmp_path):
+    plain = tmp_path / "plain.py"
+    plain.write_text("import argparse\np = argparse.ArgumentParser()\np.parse_args()\n")
+    assert _parses_with_the_project_parser(plain) == ["Parser", "run_cli",
+                                                      "uses argparse.ArgumentParser"]
+
+
+def _run_script(path: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "0"}
+    return subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_every_script_refuses_an_unknown_option_in_one_line(path, tmp_path):
+    """No usage block, no traceback, no TensorFlow log lines: one line (naming the option, or
+    the required arguments missing, which argparse checks first)."""
+    done = _run_script(path, "--frobnicate", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr[-2000:]
+    assert lines[0].startswith(f"{path.name}: error: ")
+    assert "--frobnicate" in lines[0] or "required" in lines[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_tensorflow_script_under_the_jax_backend_is_one_line(tmp_path):
+    """`run_cli` named the sub-command, which a script without sub-commands has not: an
+    AttributeError traceback."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "KERAS_BACKEND": "jax"}
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "benchmark_latency.py"),
+                           "--quick"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip() == (
+        "benchmark_latency.py: error: benchmark_latency.py runs on the TensorFlow backend; got "
+        "KERAS_BACKEND=jax (which only `train --prepared` and `prepare` use): run it without "
+        "KERAS_BACKEND")

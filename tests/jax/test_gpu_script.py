@@ -186,12 +186,12 @@ def test_the_device_script_skips_what_its_budget_leaves_no_time_for(translation_
 
 @pytest.mark.parametrize("script, args, message", [
     ("gpu_train_jax.py", ["--prepared", "/no/such/folder"],
-     "gpu_train_jax: /no/such/folder: no such prepared folder"),
+     "gpu_train_jax.py: error: --prepared /no/such/folder: no such prepared folder"),
     ("gpu_train_jax.py", ["--prepared", "x", "--average", "0"],
      "argument --average: expected a positive integer, got 0"),
     ("benchmark_transformer_jax.py", ["--size", "tiny", "--batch-size", "2", "--length", "4",
                                       "--steps", "1", "--dropout", "1.5"],
-     "benchmark_transformer_jax: dropout must be in [0, 1), got 1.5"),
+     "benchmark_transformer_jax.py: error: --dropout must be in [0, 1), got 1.5"),
 ])
 def test_the_gpu_scripts_refuse_bad_input_in_one_line(script, args, message, tmp_path):
     _refused(script, args, message, tmp_path)
@@ -199,7 +199,8 @@ def test_the_gpu_scripts_refuse_bad_input_in_one_line(script, args, message, tmp
 
 def test_the_training_script_refuses_a_folder_of_another_model(caption_folder, tmp_path):
     _refused("gpu_train_jax.py", ["--prepared", str(caption_folder)],
-             f"gpu_train_jax: {caption_folder} is not a Transformer translation folder",
+             f"gpu_train_jax.py: error: {caption_folder} is not a Transformer translation "
+             "folder",
              tmp_path)
 
 
