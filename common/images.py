@@ -220,7 +220,24 @@ def _graph_decodes_as_loaded(image, data: bytes) -> bool:
         return False
     if image.format == "BMP" and not _plain_bmp(image, data):
         return False
+    if image.format == "GIF" and not _plain_gif(image):
+        return False
+    # TensorFlow decodes a WebP to 3 channels only when it has no alpha and one frame: with
+    # alpha it refuses ("Number of channels requested does not match input").
+    if image.format == "WEBP" and (image.mode not in ("RGB", "L")
+                                   or getattr(image, "n_frames", 1) > 1):
+        return False
     return shown_as_stored(image, data)
+
+
+def _plain_gif(image) -> bool:
+    """Whether TensorFlow's GIF decoder reads this GIF's first frame as Pillow does: a frame
+    covering the whole canvas from its corner (TensorFlow's image is the frame's size, the
+    frame pasted at its offset, so a smaller or offset one is cropped) with no transparent
+    colour (TensorFlow makes it black, Pillow the palette's colour)."""
+    tile = image.tile[0] if image.tile else None
+    return ("transparency" not in image.info and tile is not None
+            and tuple(tile[1]) == (0, 0, *image.size))
 
 
 def _plain_bmp(image, data: bytes) -> bool:

@@ -74,7 +74,55 @@ def good_images() -> dict[str, bytes]:
         "image.webp": _encode(rgb, "WEBP", lossless=True),
         "jpeg-named.png": _encode(rgb, "JPEG", quality=95),
         "phone-photo.jpg": exif_turned(rgb, "JPEG", 6, quality=95),  # shown turned clockwise
+        # Images TensorFlow's decoders read otherwise than Pillow, or refuse at 3 channels:
+        # a GIF whose first frame is smaller than its canvas and offset in it (TensorFlow
+        # crops it), a GIF with a transparent colour (TensorFlow makes it black), a WebP with
+        # alpha and an animated WebP.
+        "offset-frame.gif": gif_with_offset_frame(),
+        "transparent.gif": _encode(_rgb(seed=3).quantize(8), "GIF", transparency=1),
+        "rgba.webp": _encode(_translucent(rgb), "WEBP", lossless=True),
+        "animated.webp": _encode(_rgb(seed=1), "WEBP", save_all=True, lossless=True,
+                                 append_images=[_rgb(seed=2)], duration=100),
     }
+
+
+def _translucent(image: Image.Image) -> Image.Image:
+    rgba = image.convert("RGBA")
+    rgba.putalpha(Image.linear_gradient("L").resize(image.size))
+    return rgba
+
+
+def gif_with_offset_frame(canvas: int = 48, side: int = 24, left: int = 8,
+                          top: int = 16) -> bytes:
+    """A GIF89a whose only frame, `side` x `side` pixels of four colours, sits at (`left`,
+    `top`) of a `canvas` x `canvas` screen (Pillow always writes a first frame covering the
+    screen). LZW with 9-bit codes, a clear code every 250 codes so the table never grows."""
+    import struct
+
+    rng = np.random.default_rng(5)
+    pixels = rng.integers(1, 4, side * side).tolist()
+    codes = []
+    for start in range(0, len(pixels), 250):
+        codes += [256, *pixels[start:start + 250]]
+    codes.append(257)  # end of information
+    packed, bits, nbits = bytearray(), 0, 0
+    for code in codes:
+        bits |= code << nbits
+        nbits += 9
+        while nbits >= 8:
+            packed.append(bits & 0xFF)
+            bits, nbits = bits >> 8, nbits - 8
+    if nbits:
+        packed.append(bits & 0xFF)
+    blocks = bytearray([8])  # the minimum code size
+    for start in range(0, len(packed), 255):
+        chunk = packed[start:start + 255]
+        blocks += bytes([len(chunk)]) + chunk
+    blocks.append(0)
+    palette = bytes([0, 0, 0, 230, 40, 40, 40, 200, 60, 50, 60, 220]).ljust(768, b"\0")
+    screen = struct.pack("<HHBBB", canvas, canvas, 0xF7, 0, 0)  # a 256-colour global table
+    frame = b"\x2c" + struct.pack("<HHHHB", left, top, side, side, 0)
+    return b"GIF89a" + screen + palette + frame + bytes(blocks) + b"\x3b"
 
 
 def exif_turned(image: Image.Image, fmt: str, orientation: int, **kwargs) -> bytes:

@@ -62,7 +62,8 @@ def test_real_photos_decode_in_tensorflow_to_pillows_pixels(shared_data):
 
 
 def test_formats_the_graph_cannot_read_are_reencoded_and_the_others_kept():
-    for name in ("image.tiff", "cmyk.jpg", "phone-photo.jpg", "palette.bmp", "one-bit.bmp"):
+    for name in ("image.tiff", "cmyk.jpg", "phone-photo.jpg", "palette.bmp", "one-bit.bmp",
+                 "offset-frame.gif", "transparent.gif", "rgba.webp", "animated.webp"):
         assert graph_bytes(GOOD[name], name) != GOOD[name], name
         assert graph_bytes(GOOD[name], name).startswith(b"BM"), name  # lossless BMP
     for name in ("rgb.png", "photo.jpg", "animated.gif", "image.bmp", "image.webp",
