@@ -66,6 +66,11 @@ def save(
     try:
         export_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{export_dir.name}.", dir=export_dir.parent))
+        # mkdtemp's 0700 would stay the export's: a server running as another user (TensorFlow
+        # Serving in a container) could not read it. The mode `mkdir` gives, as the umask says.
+        umask = os.umask(0)
+        os.umask(umask)
+        staging.chmod(0o777 & ~umask)
     except OSError as exc:
         raise _unwritable(export_dir, exc) from None
     try:
@@ -82,10 +87,8 @@ def save(
             save_json(extra / DEFAULTS_FILE, dict(input_defaults))
         for name, contents in (extra_files or {}).items():
             (extra / name).write_bytes(contents)
-        if export_dir.exists():
-            shutil.rmtree(export_dir)
-        os.replace(staging, export_dir)
-    except OSError as exc:
+        _replace(staging, export_dir)
+    except (OSError, tf.errors.OpError) as exc:  # TensorFlow's file errors: a full disk
         raise _unwritable(export_dir, exc) from None
     finally:
         if staging.exists():
@@ -93,8 +96,28 @@ def save(
     return export_dir
 
 
-def _unwritable(export_dir: Path, exc: OSError) -> UserError:
-    return UserError(f"{export_dir}: cannot be written ({exc.strerror or exc})")
+def _replace(staging: Path, export_dir: Path) -> None:
+    """Move `staging` to `export_dir`; an earlier export there is renamed aside first and
+    removed only once the new one is in place, or put back if the move fails (deleting it
+    first lost it when the deletion or the move failed half-way)."""
+    if not export_dir.exists():
+        os.replace(staging, export_dir)
+        return
+    aside = Path(tempfile.mkdtemp(prefix=f".{export_dir.name}.old.", dir=export_dir.parent))
+    aside.rmdir()  # a free name beside it, for the rename
+    os.replace(export_dir, aside)
+    try:
+        os.replace(staging, export_dir)
+    except BaseException:
+        os.replace(aside, export_dir)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _unwritable(export_dir: Path, exc: Exception) -> UserError:
+    reason = getattr(exc, "strerror", None) or getattr(exc, "message", None) or str(exc)
+    reason = " ".join(str(reason).split())[:300]
+    return UserError(f"{export_dir}: cannot be written ({reason})")
 
 
 def check_target(export_dir: str | os.PathLike, overwrite: bool = False) -> None:

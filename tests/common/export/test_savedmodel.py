@@ -198,3 +198,59 @@ def test_the_current_directory_or_one_holding_it_is_refused(export_dir, tmp_path
         with pytest.raises(UserError, match="holds the current directory"):
             savedmodel.save(module, target, sig, kind="test.shout", overwrite=True)
     assert savedmodel.is_saved_model(inside)  # untouched
+
+
+def _shout_signatures():
+    module = Shout()
+    return module, {"serving_default": module.serve.get_concrete_function()}
+
+
+def test_an_overwrite_that_fails_keeps_the_earlier_export(export_dir, tmp_path, monkeypatch):
+    """The earlier export was deleted before the new one moved in: a move (or deletion) that
+    failed half-way lost both, and --overwrite then refused the half-deleted folder."""
+    module, sig = _shout_signatures()
+    target = tmp_path / "earlier"
+    shutil.copytree(export_dir, target)
+    before = sorted(str(p.relative_to(target)) for p in target.rglob("*"))
+    real = savedmodel.os.replace
+
+    def failing(source, destination):
+        name = Path(source).name  # the new export moving in (not the old one moving back)
+        if name.startswith(".earlier.") and ".old." not in name and Path(destination) == target:
+            raise OSError(28, "No space left on device")
+        return real(source, destination)
+
+    monkeypatch.setattr(savedmodel.os, "replace", failing)
+    with pytest.raises(UserError, match="cannot be written .No space left on device"):
+        savedmodel.save(module, target, sig, kind="test.other", overwrite=True)
+    assert sorted(str(p.relative_to(target)) for p in target.rglob("*")) == before
+    assert savedmodel.read_info(target)["kind"] == "test.shout"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier"]  # nothing left aside
+
+
+def test_a_full_disk_inside_tensorflow_is_one_line(tmp_path, monkeypatch):
+    """TensorFlow's own file errors (not OSError) were a traceback."""
+    module, sig = _shout_signatures()
+
+    def no_space(*args, **kwargs):
+        raise tf.errors.ResourceExhaustedError(
+            None, None, f"{tmp_path}/.out.x/saved_model.pb.tmp; No space left on device")
+
+    monkeypatch.setattr(tf.saved_model, "save", no_space)
+    with pytest.raises(UserError, match=r"out: cannot be written .*No space left on device"):
+        savedmodel.save(module, tmp_path / "out", sig, kind="test.shout")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_export_is_readable_by_other_users_as_the_umask_says(tmp_path):
+    """mkdtemp's 0700 stayed the export's mode: a server running as another user could not
+    read it."""
+    import os
+
+    module, sig = _shout_signatures()
+    old = os.umask(0o022)
+    try:
+        out = savedmodel.save(module, tmp_path / "out", sig, kind="test.shout")
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == 0o755
