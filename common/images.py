@@ -261,13 +261,14 @@ def to_rgb(image):
 
     mode = image.mode
     if mode in ("I;16", "I;16L", "I;16B", "I;16N", "I", "F"):
-        # 16-bit (or wider) grayscale: scale to 8 bits as tf.io.decode_png does (x / 257).
+        # 16-bit (or wider) grayscale: scale to 8 bits as tf.io.decode_png does, keeping the
+        # high byte (x >> 8; a rounded x / 257 is one level off for a quarter of the values).
         values = np.asarray(image, dtype=np.float64)
         if mode == "F" or (mode == "I" and values.max(initial=0) <= 255):
-            scaled = values
+            scaled = np.rint(values)
         else:
-            scaled = values / 257.0
-        gray = np.clip(np.rint(scaled), 0, 255).astype(np.uint8)
+            scaled = np.floor(values / 256.0)
+        gray = np.clip(scaled, 0, 255).astype(np.uint8)
         return Image.fromarray(gray, "L").convert("RGB")
     if mode == "P" and "transparency" in image.info:
         image = image.convert("RGBA")

@@ -138,6 +138,17 @@ def test_sixteen_bit_is_scaled_like_tensorflow():
     assert ours.tolist() == theirs.tolist() == [[0, 1, 128, 255]]
 
 
+def test_every_sixteen_bit_level_is_scaled_like_tensorflow():
+    """All 65,536 levels: a rounded x / 257 was one level off TensorFlow's for 16,256 of them
+    (the export's pixels were not the run directory's)."""
+    levels = np.arange(65536, dtype=np.uint16).reshape(256, 256)
+    buffer = io.BytesIO()
+    Image.fromarray(levels).save(buffer, format="PNG")
+    ours = np.asarray(load_image(buffer.getvalue()))[..., 0]
+    theirs = tf.io.decode_png(buffer.getvalue(), channels=1).numpy()[..., 0]
+    assert np.array_equal(ours, theirs)
+
+
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_bad_files_are_one_line_data_errors_naming_the_file(tmp_path, name):
     data, word = BAD[name]
