@@ -107,7 +107,7 @@ async def _read_body(request: web.Request) -> bytes:
     try:
         return await request.read()  # raises HTTPRequestEntityTooLarge past client_max_size
     except (RequestPayloadError, HttpProcessingError) as exc:
-        reason = getattr(exc, "message", None) or str(exc)
+        reason = " ".join(str(getattr(exc, "message", None) or exc).split())  # one line
         raise RequestError(f"request body could not be decoded: {reason}") from None
 
 

@@ -208,6 +208,7 @@ def test_a_body_that_does_not_decompress_gets_a_400(image_server, encoding):
     status, body, _ = request(url + ":predict", b"not compressed at all",
                               headers={"Content-Encoding": encoding})
     assert status == 400 and body["error"].startswith("request body could not be decoded")
+    assert "\n" not in body["error"]  # docs/serving.md: one line
     good = gzip.compress(json.dumps({"instances": [b64(png_bytes(0))]}).encode())
     status, body, _ = request(url + ":predict", good, headers={"Content-Encoding": "gzip"})
     assert status == 200 and len(body["predictions"]) == 1  # the server keeps serving
