@@ -125,11 +125,50 @@ async def _predict(request: web.Request) -> web.Response:
         options = tuple((n, repr(inputs[n].tolist())) for n in parser.option_names(signature))
         shapes = tuple((n, inputs[n].shape[1:]) for n in sorted(batched))
         key = (model.version, signature, options, shapes)
-    outputs = await request.app[BATCHER].submit(
-        inputs, size=size, key=key, context=(model.version, signature), batched=batched
-    )
+    try:
+        outputs = await request.app[BATCHER].submit(
+            inputs, size=size, key=key, context=(model.version, signature), batched=batched
+        )
+    except RequestError as exc:  # from the graph (an empty sentence, a truncated PNG)
+        culprit = None
+        if size > 1:  # which instance: the graph's message does not say
+            culprit = await asyncio.to_thread(
+                _first_failing, model, signature, inputs, batched, 0, size)
+        if culprit is None:
+            raise
+        where = (f"instance {culprit} of 'instances'" if layout == "row"
+                 else f"row {culprit} of 'inputs'")
+        raise RequestError(f"{where}: {exc}") from None
     text = await asyncio.to_thread(lambda: json.dumps(outputs_to_json(outputs, layout)))
     return web.json_response(text=text)
+
+
+def _first_failing(model: ServedModel, signature: str, inputs: dict[str, np.ndarray],
+                   batched: frozenset, start: int, stop: int) -> int | None:
+    """The first instance of `start:stop` whose own call raises `RequestError`, found by
+    halving (the calls hold about twice `stop - start` instances in all); None when it cannot
+    be told: no half fails alone, or no instance passes (an option every instance shares,
+    several bad ones), where the graph's message stands for the request as a whole."""
+    def fails(a: int, b: int) -> bool:
+        part = {n: (v[a:b] if n in batched else v) for n, v in inputs.items()}
+        try:
+            model.run(signature, part)
+        except RequestError:
+            return True
+        return False
+
+    first, last, passed = start, stop, False
+    while last - first > 1:
+        middle = (first + last) // 2
+        if fails(first, middle):
+            last = middle
+        elif fails(middle, last):
+            first, passed = middle, True
+        else:
+            return None  # each half alone passes
+    if not passed and fails(first + 1, stop):
+        return None
+    return first
 
 
 def create_app(

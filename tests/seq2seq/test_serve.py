@@ -106,7 +106,17 @@ def test_errors_from_the_graph_are_the_message_alone(exported):
     with serve_in_background(create_app(export_dir, "dates")) as url:
         predict = f"{url}/v1/models/dates:predict"
         cases = [
-            ({"instances": ["March 3, 1999", "   "]}, "empty sentence: nothing to translate"),
+            # The graph's message names no instance: the server finds which one it was.
+            ({"instances": ["March 3, 1999", "   "]},
+             "instance 1 of 'instances': empty sentence: nothing to translate"),
+            ({"instances": ["   ", "March 3, 1999", "1/2/2003"]},
+             "instance 0 of 'instances': empty sentence: nothing to translate"),
+            ({"signature_name": OPTIONS, "inputs": {"sentences": ["x", "y", "", "z"]}},
+             "row 2 of 'inputs': empty sentence: nothing to translate"),
+            # An option every instance shares, or several bad ones: the message alone.
+            ({"instances": ["   ", "  "]}, "empty sentence: nothing to translate"),
+            ({"signature_name": OPTIONS, "inputs": {"sentences": ["x", "y"], "beam_size": 7}},
+             "beam_size must be one of [1, 2] (the exported sizes); got 7"),
             ({"instances": [" ".join(["1"] * 40)]},
              "a sentence is longer than 32 tokens, the most this model accepts"),
             ({"signature_name": OPTIONS, "inputs": {"sentences": ["x"], "beam_size": 7}},
