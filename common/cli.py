@@ -264,6 +264,45 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def seed_number(text: str) -> int:
+    """argparse type: a random seed, 0..2**32 - 1 (what NumPy's and Keras's seeding take)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**32 - 1, got {text!r}")
+    return value
+
+
+def labelled_run(text: str) -> tuple[str, str]:
+    """argparse type: a run given as `LABEL=RUN_DIR`, or a bare `RUN_DIR` labelled by its
+    folder name.
+
+    Example:
+    >>> labelled_run("noattn=runs/a"), labelled_run("runs/b")
+    (('noattn', 'runs/a'), ('b', 'runs/b'))
+    """
+    from pathlib import Path
+
+    label, sep, path = text.partition("=")
+    label, path = (label, path) if sep else (Path(text).name, text)
+    if not label or not path:
+        raise argparse.ArgumentTypeError(f"expected LABEL=RUN_DIR or RUN_DIR, got {text!r}")
+    return label, path
+
+
 def port_number(text: str) -> int:
     """argparse type: a TCP port, 1..65535."""
     value = positive_int(text)

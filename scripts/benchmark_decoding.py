@@ -43,7 +43,14 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from common.cli import HelpFormatter, Parser, beam_size_list, positive_int, run_cli  # noqa: E402
+from common.cli import (  # noqa: E402
+    HelpFormatter,
+    Parser,
+    beam_size_list,
+    positive_int,
+    run_cli,
+    seed_number,
+)
 from common.errors import UserError  # noqa: E402
 from common.outputs import check_output_file, reported_write  # noqa: E402
 
@@ -53,17 +60,6 @@ QUICK = {"layers": 1, "hidden_dim": 16, "heads": 2, "intermediate_dim": 32, "voc
          "batch_sizes": "2,4", "source_length": 6, "steps": 8, "rounds": 3}
 # Ids below this are reserved (<pad>, <start>, <end>, <unk>); sources are drawn above them.
 FIRST_WORD_ID = 4
-
-
-def seed_number(text: str) -> int:
-    """argparse type: a random seed, 0..2**32 - 1 (what NumPy's and Keras's seeding take)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**32 - 1, got {text!r}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

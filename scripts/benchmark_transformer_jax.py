@@ -30,7 +30,14 @@ import sys
 import time
 from pathlib import Path
 
-from common.cli import HelpFormatter, Parser, positive_float, positive_int, run_cli
+from common.cli import (
+    HelpFormatter,
+    Parser,
+    positive_float,
+    positive_int,
+    run_cli,
+    seed_number,
+)
 from common.errors import UserError
 from common.outputs import check_output_file, check_output_folder, reported_write
 
@@ -346,17 +353,6 @@ def summarize_profile(path: str, steps: int, names: dict[str, str] | None = None
     if names is not None:  # every kernel, not only the 200 listed
         summary["by_source"] = attribute_kernels(kernels.most_common(), names)
     return summary
-
-
-def seed_number(text: str) -> int:
-    """argparse type: a random seed, 0..2**32 - 1 (what NumPy's and Keras's seeding take)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**32 - 1, got {text!r}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,7 +26,14 @@ import sys
 import time
 from pathlib import Path
 
-from common.cli import HelpFormatter, Parser, distinct_list, positive_int, run_cli
+from common.cli import (
+    HelpFormatter,
+    Parser,
+    distinct_list,
+    non_negative_int,
+    positive_int,
+    run_cli,
+)
 from common.errors import UserError
 from common.outputs import check_output_file, check_output_folder, reported_write
 
@@ -85,17 +92,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TensorFlow intra- and inter-op threads (0: TensorFlow's default)")
     p.set_defaults(_run=run)
     return p
-
-
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
 
 
 def check_outputs(out_dir: str, names: list[str]) -> None:

@@ -28,26 +28,12 @@ from typing import Any
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from common.cli import HelpFormatter, Parser, positive_int, run_cli  # noqa: E402
+from common.cli import HelpFormatter, Parser, labelled_run, positive_int, run_cli  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.outputs import check_output_file, reported_write, same_file  # noqa: E402
 
 # What `--json` holds: an existing file is replaced only when it is an earlier result.
 RESULT_KEYS = ("data", "beam_size", "runs", "buckets")
-
-
-def labelled_run(text: str) -> tuple[str, str]:
-    """A command-line run: `LABEL=RUN_DIR`, or a bare `RUN_DIR` labelled by its folder name.
-
-    Example:
-    >>> labelled_run("noattn=runs/a"), labelled_run("runs/b")
-    (('noattn', 'runs/a'), ('b', 'runs/b'))
-    """
-    label, sep, path = text.partition("=")
-    label, path = (label, path) if sep else (Path(text).name, text)
-    if not label or not path:
-        raise argparse.ArgumentTypeError(f"expected LABEL=RUN_DIR or RUN_DIR, got {text!r}")
-    return label, path
 
 
 def bucket_edges(width: int, last: int) -> list[tuple[int, int | None]]:

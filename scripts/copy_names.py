@@ -37,7 +37,14 @@ from typing import Any
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from common.cli import HelpFormatter, Parser, SubcommandParser, positive_int, run_cli  # noqa: E402
+from common.cli import (  # noqa: E402
+    HelpFormatter,
+    Parser,
+    SubcommandParser,
+    labelled_run,
+    positive_int,
+    run_cli,
+)
 from common.errors import DataError, UserError  # noqa: E402
 from common.outputs import check_output_file, reported_write  # noqa: E402
 
@@ -247,15 +254,6 @@ def names_carried(run_dir: str | Path, tsv: str | Path, beam_size: int = 1,
         "examples": [{**asdict(c), "translation": t}
                      for c, t in list(zip(cases, outputs[True]))[:5]],
     }
-
-
-def labelled_run(text: str) -> tuple[str, str]:
-    """A command-line run: `LABEL=RUN_DIR`, or a bare `RUN_DIR` labelled by its folder name."""
-    label, sep, path = text.partition("=")
-    label, path = (label, path) if sep else (Path(text).name, text)
-    if not label or not path:
-        raise argparse.ArgumentTypeError(f"expected LABEL=RUN_DIR or RUN_DIR, got {text!r}")
-    return label, path
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -46,6 +46,7 @@ from common.cli import (
     Parser,
     distinct_list,
     non_negative_float,
+    non_negative_int,
     positive_int,
     run_cli,
 )
@@ -201,17 +202,6 @@ def build_parser() -> argparse.ArgumentParser:
     # The training and scoring run in `seq2seq` processes: this one needs no TensorFlow.
     p.set_defaults(_run=run, _uses_tensorflow=False, train_args=[])
     return p
-
-
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
 
 
 def check_name(name: str) -> None:
