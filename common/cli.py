@@ -303,6 +303,16 @@ def labelled_run(text: str) -> tuple[str, str]:
     return label, path
 
 
+def check_distinct_labels(runs: Sequence[tuple[str, str]]) -> None:
+    """Refuse, in one line, one label given to two runs of `labelled_run` (the second's
+    results would replace the first's)."""
+    labels = [label for label, _ in runs]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise UserError(f"the label {repeated[0]!r} is given to more than one run; give each its "
+                        "own (LABEL=RUN_DIR)")
+
+
 def port_number(text: str) -> int:
     """argparse type: a TCP port, 1..65535."""
     value = positive_int(text)

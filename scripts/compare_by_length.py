@@ -28,7 +28,14 @@ from typing import Any
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from common.cli import HelpFormatter, Parser, labelled_run, positive_int, run_cli  # noqa: E402
+from common.cli import (  # noqa: E402
+    HelpFormatter,
+    Parser,
+    check_distinct_labels,
+    labelled_run,
+    positive_int,
+    run_cli,
+)
 from common.errors import UserError  # noqa: E402
 from common.outputs import check_output_file, reported_write, same_file  # noqa: E402
 
@@ -243,11 +250,7 @@ def check_figure_format(path: str) -> None:
 
 def check_arguments(args: argparse.Namespace) -> Path:
     """Checks every option and path before any work; returns the JSON file to write."""
-    labels = [label for label, _ in args.runs]
-    repeated = sorted({label for label in labels if labels.count(label) > 1})
-    if repeated:
-        raise UserError(f"the label {repeated[0]!r} is given to more than one run; give each its "
-                        "own (LABEL=RUN_DIR)")
+    check_distinct_labels(args.runs)
     if args.last_bucket < args.bucket_width:
         raise UserError(f"--last-bucket {args.last_bucket} is below --bucket-width "
                         f"{args.bucket_width}; expected at least one closed bucket")

@@ -41,6 +41,7 @@ from common.cli import (  # noqa: E402
     HelpFormatter,
     Parser,
     SubcommandParser,
+    check_distinct_labels,
     labelled_run,
     positive_int,
     run_cli,
@@ -337,11 +338,7 @@ RESULT_KEYS = ("data", "runs")  # what `evaluate --json` writes: an earlier one 
 
 
 def evaluate(args: argparse.Namespace) -> None:
-    labels = [label for label, _ in args.runs]
-    repeated = sorted({label for label in labels if labels.count(label) > 1})
-    if repeated:
-        raise UserError(f"the label {repeated[0]!r} is given to more than one run; give each its "
-                        "own (LABEL=RUN_DIR)")
+    check_distinct_labels(args.runs)
     for _, run_dir in args.runs:
         check_run_dir(run_dir)
     try:
