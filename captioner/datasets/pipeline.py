@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from captioner.datasets.records import CaptionSplit
 from common.errors import UserError
-from common.images import decode_in_graph
+from common.images import decode_in_graph, graph_bytes
 from common.text import Vocabulary, normalize, tokenize, tokenize_texts
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -117,11 +117,32 @@ def _image_source(split: CaptionSplit, size: tuple[int, int] | None):
 
     def load(path):
         data = tf.io.read_file(path)
+        # JPEG and PNG, nearly every dataset's files, go to TensorFlow's decoders as they are.
+        # The rest (GIF, BMP, WebP, TIFF) are read by Pillow and re-encoded where TensorFlow
+        # would decode them otherwise (an offset GIF frame, a WebP with alpha, a palette BMP)
+        # or not at all (TIFF, an animated WebP: dropped from the data without a word).
+        common = tf.logical_or(tf.io.is_jpeg(data),
+                               tf.equal(tf.strings.substr(data, 0, 8), PNG_SIGNATURE))
+        data = tf.cond(common, lambda: data, lambda: _graph_bytes_of(data, path))
         image = decode_in_graph(data)  # Pillow's pixels, JPEG included
         image = tf.image.resize(tf.cast(image, tf.float32), size, antialias=True)
         return tf.clip_by_value(image, 0.0, 255.0)
 
     return references, load, size
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _graph_bytes_of(data: tf.Tensor, path: tf.Tensor) -> tf.Tensor:
+    """`common.images.graph_bytes` in the input pipeline (a `tf.py_function`): an image that
+    does not decode raises, and the pipeline drops it as it drops any file that fails."""
+    def reencode(data, path):
+        return graph_bytes(data.numpy(), path.numpy().decode("utf-8", "replace"))
+
+    encoded = tf.py_function(reencode, [data, path], tf.string)
+    encoded.set_shape([])
+    return encoded
 
 
 def make_dataset(split: CaptionSplit, vocab: Vocabulary,

@@ -225,3 +225,31 @@ def test_the_load_check_is_not_fooled_by_a_thumbnail_or_a_multi_picture_file(tmp
         assert size is None and "a JPEG cut short" in why, name
         (tmp_path / f"{name}.jpg").write_bytes(whole)
         assert check_image(tmp_path / f"{name}.jpg") == ((300, 400), ""), name
+
+
+def test_every_likely_image_file_gives_pillows_pixels_in_the_pipeline(tmp_path):
+    """TensorFlow's decoders read a GIF frame offset in its canvas, a transparent GIF, a WebP
+    with alpha and a palette BMP otherwise than Pillow (the run directory's `caption`) and
+    refuse TIFF and an animated WebP (dropped from training without a word): such files go
+    through Pillow; JPEG and PNG through TensorFlow as they are."""
+    from common.images import load_image
+    from tests.common.image_cases import good_images
+
+    names = ["offset-frame.gif", "transparent.gif", "rgba.webp", "animated.webp",
+             "palette.bmp", "image.tiff", "cmyk.jpg", "rgb.png", "photo.jpg", "gray16.png"]
+    images = good_images()
+    lines = ["image,caption"]
+    for name in names:
+        (tmp_path / name).write_bytes(images[name])
+        lines.append(f"{name},a picture")
+    (tmp_path / "train.csv").write_text("\n".join(lines) + "\n")
+    split = load_split("csv", "train", tmp_path)
+    assert [Path(r.path).name for r in split] == names
+    found = {}
+    for batch in make_image_dataset(split, image_size=32, batch_size=1):
+        found[names[int(batch["index"][0])]] = batch["image"][0].numpy()
+    assert sorted(found) == sorted(names)
+    for name in names:
+        pixels = np.asarray(load_image(images[name], name), np.float32)
+        expected = tf.clip_by_value(tf.image.resize(pixels, (32, 32), antialias=True), 0, 255)
+        np.testing.assert_allclose(found[name], expected.numpy(), atol=1e-3, err_msg=name)
