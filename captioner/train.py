@@ -94,8 +94,8 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     data = config.data
     split = load_split(data.dataset, "train", data.data_dir, **data.options)
     vocab_path = run.vocab
-    if resume and vocab_path.exists():
-        run.check_vocabularies()
+    if resume and (vocab_path.exists() or run.vocab_digests.is_file()):
+        run.check_vocabularies()  # a vocabulary lost since training is not built anew
         vocab = Vocabulary.load(vocab_path)
     else:
         vocab = build_vocabulary(split, min_count=data.min_count)

@@ -95,7 +95,8 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
     pairs = load_split(config, "train", max_length=None if subwords else limit)
     if not pairs.sources:
         raise DataError(f"no training pairs in {config.data.data or config.data.dataset}")
-    if resume and all((run.path / name).is_file() for name in vocabulary_files(config.data)):
+    if resume and (run.vocab_digests.is_file()  # a vocabulary lost is not built anew
+                   or all((run.path / n).is_file() for n in vocabulary_files(config.data))):
         vocabs = Vocabularies.load(run.path, config.data)
     else:
         vocabs = Vocabularies.build(pairs, config.data)

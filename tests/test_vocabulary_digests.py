@@ -128,3 +128,17 @@ def test_a_captioner_run_refuses_a_reordered_vocabulary(tiny_captioner_run, tmp_
     image = sorted((Path(__file__).parents[1] / "assets" / "samples").glob("*.png"))[0]
     assert main(["caption", str(changed), str(image)]) == 2
     assert "vocab.txt: changed since the run was trained" in _one_line_error(capsys)
+
+
+def test_resume_refuses_a_vocabulary_lost_since_training(translator_run, tmp_path, capsys):
+    """Without the file, `--resume` built a new vocabulary from the data: weights of one token
+    order read with another, unless the sizes happened to differ."""
+    from seq2seq.cli import main
+
+    changed = tmp_path / "lost"
+    shutil.copytree(translator_run, changed)
+    (changed / "vocab.target.txt").unlink()
+    assert main(["train", "--resume", "--out", str(changed), "--epochs", "2",
+                 "--verbose", "0"]) == 2
+    assert "vocab.target.txt: missing; expected the run's vocabulary" in _one_line_error(capsys)
+    assert not (changed / "vocab.target.txt").exists()
