@@ -118,7 +118,9 @@ def evaluate(
     translator = Translator.from_run_dir(run_dir, checkpoint)
     # The attention chosen is checked before the data loads (a model with one attention
     # refuses a layer or head; a Transformer, one it does not have).
-    translator.model.make_step(attention_layer=attention_layer, attention_head=attention_head)
+    model = getattr(translator, "model", None)  # an exported translator chose at export time
+    if model is not None:
+        model.make_step(attention_layer=attention_layer, attention_head=attention_head)
     if length_penalty is None:
         length_penalty = translator.config.model.length_penalty
     pairs = load_references(translator, data, dataset, limit)
