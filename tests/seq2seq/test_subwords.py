@@ -42,7 +42,7 @@ def export_dir(shared_run):
 
 @pytest.mark.slow
 def test_a_shared_run_keeps_one_sentencepiece_model_and_ties_three_ways(shared_run):
-    assert sorted(p.name for p in shared_run.glob("vocab*")) == ["vocab.model"]
+    assert sorted(p.name for p in shared_run.glob("vocab*.model")) == ["vocab.model"]
     config = json.loads((shared_run / "config.json").read_text())["data"]
     assert (config["vocab"], config["vocab_size"], config["shared_vocab"]) == (
         "sentencepiece", 80, True)
@@ -153,7 +153,7 @@ def test_per_side_bpe_models_on_spa_eng(tmp_path):
                  "--preset", "tiny", "--steps-per-epoch", "5", "--vocab", "sentencepiece",
                  "--sentencepiece-type", "bpe", "--vocab-size", "300",
                  "--out", str(run), "--verbose", "0"]) == 0
-    assert sorted(p.name for p in run.glob("vocab*")) == ["vocab.source.model",
+    assert sorted(p.name for p in run.glob("vocab*.model")) == ["vocab.source.model",
                                                           "vocab.target.model"]
     source, target = (_processor(run / f"vocab.{side}.model") for side in ("source", "target"))
     assert source.get_piece_size() == target.get_piece_size() == 300
