@@ -502,6 +502,9 @@ def add_training_options(group: Any) -> None:
         help="stop after PATIENCE validations without a better --best-metric (0: never)")
     add("--distribute", help="none, mirrored, multi-worker or auto")
     add("--logical-cpus", type=int, help="split the CPU into this many devices")
+    add("--dropout-rng", choices=("keras", "rbg"),
+        help="dropout's random bits: keras (the default) or, with --prepared on JAX, rbg "
+             "(XLA's RngBitGenerator: cheaper on a GPU, another stream of masks)")
 
 
 # -- the sub-commands every family has --------------------------------------------------------

@@ -132,8 +132,10 @@ class Runner:
               init_from: str | None = None) -> list[dict[str, Any]]:
         """Train `config` into the run directory; `init_from` "RUN_DIR[:CHECKPOINT]" starts
         from another run's weights (see `WarmStart`)."""
+        from common.training.config import refuse_jax_dropout_rng
         from common.training.distribute import chief_task
 
+        refuse_jax_dropout_rng((config.training or {}).get("dropout_rng", "keras"))
         warm = WarmStart.parse(init_from, self.family) if init_from else None
         with taken_back_on_failure(self.run, resume, writer=chief_task):
             return self.family.train(config, self.run.path, resume=resume, verbose=verbose,

@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> dict:
                         "`seq2seq prepare --arch transformer`")
     config = from_dict(RunConfig, prepared.config)
     overrides = {"precision": args.precision, "seed": args.seed}
-    for name in ("batch_size", "epochs", "steps_per_epoch"):
+    for name in ("batch_size", "epochs", "steps_per_epoch", "dropout_rng"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
     training = from_dict(TrainingConfig, {**prepared.config["training"], **overrides})
@@ -208,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peak-tflops", type=positive_float,
                    help="the chip's dense bf16 peak (default: from its device kind)")
     p.add_argument("--seed", type=int, default=0, help="the training seed")
+    p.add_argument("--dropout-rng", choices=("keras", "rbg"),
+                   help="dropout's random bits (default: the folder's config; rbg: XLA's "
+                        "RngBitGenerator, cheaper on a GPU)")
     p.add_argument("--quick", action="store_true",
                    help="CPU smoke run: float32, 2 epochs of 3 steps (so 2 checkpoints to "
                         "average)")

@@ -93,6 +93,11 @@ class TransformerConfig:
         activation_dropout: dropout rate of the feed-forward block's inner (ReLU) activations
             (None: `dropout`). The paper has none there (0; fairseq's `activation_dropout`
             too); on a GPU it is the costliest dropout, its tensors 4x the model's width.
+        fused_projections: compute each attention's projections as `(B x T)`-row matrix
+            products, the self-attention's query, key and value as one
+            (`common.layers.MultiHeadAttention`): the same weights and, to float rounding,
+            the same outputs. Faster on a GPU (Transformer-base on an H200, docs/benchmarks.md)
+            and for wide heads on a CPU, slower for narrow heads on a CPU, so off by default.
     """
 
     num_layers: int = 2
@@ -108,6 +113,7 @@ class TransformerConfig:
     head_dim: int | None = None
     attention_dropout: float | None = None
     activation_dropout: float | None = None
+    fused_projections: bool = False
 
     def __post_init__(self) -> None:
         if self.positions not in POSITIONS:
@@ -123,6 +129,9 @@ class TransformerConfig:
                 f"hidden_dim {self.hidden_dim} is not a multiple of num_heads {self.num_heads}"
             )
         _check_rate(self.dropout)
+        if not isinstance(self.fused_projections, bool):
+            raise UserError(f"fused_projections must be true or false, got "
+                            f"{self.fused_projections!r}")
         for name in ("attention_dropout", "activation_dropout"):
             if getattr(self, name) is not None:
                 _check_rate(getattr(self, name), name)

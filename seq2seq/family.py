@@ -160,6 +160,9 @@ Typical use:
         add(g, "--activation-dropout", path="model.transformer.activation_dropout",
             type=non_negative_float, help="transformer: dropout of the feed-forward block's "
             "inner activations (default: --dropout; the paper's is 0)")
+        add(g, "--fused-projections", path="model.transformer.fused_projections",
+            action=ON_OFF, help="transformer: each attention's projections as one matrix "
+            "product over all positions (faster on a GPU; the same weights)")
         add(g, "--label-smoothing", path="model.label_smoothing", type=non_negative_float,
             help="the training target's weight spread over the vocabulary (eps, in [0, 1))")
         add(g, "--max-decode-length", path="model.max_decode_length", type=positive_int,

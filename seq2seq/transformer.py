@@ -58,7 +58,7 @@ class TransformerTranslator(Translator):
             `D`, `num_heads` `H`, `intermediate_dim`, `dropout`, `positions`, `max_length` (the
             longest sequence: learned positions, cache size), `norm_first`, `tie_embeddings`,
             `head_dim` `K`, None for `D / H`; `attention_dropout` and `activation_dropout`, None
-            for `dropout`) become attributes of the model.
+            for `dropout`; `fused_projections`) become attributes of the model.
         source_vocab_size: source vocabulary size.
         target_vocab_size: target vocabulary size `V`.
 

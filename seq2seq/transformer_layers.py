@@ -25,7 +25,7 @@ from common.layers.multi_head_attention import MultiHeadAttention
 
 # The `__init__` arguments of both layers (and the fields of `TransformerConfig` they take).
 BLOCK_SIZES = ("hidden_dim", "num_heads", "intermediate_dim", "dropout", "norm_first", "head_dim",
-               "attention_dropout", "activation_dropout")
+               "attention_dropout", "activation_dropout", "fused_projections")
 
 
 class _Block(keras.layers.Layer):
@@ -45,6 +45,7 @@ class _Block(keras.layers.Layer):
         head_dim: int | None = None,
         attention_dropout: float | None = None,
         activation_dropout: float | None = None,
+        fused_projections: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -56,6 +57,7 @@ class _Block(keras.layers.Layer):
         self.head_dim = head_dim
         self.attention_dropout = attention_dropout
         self.activation_dropout = activation_dropout
+        self.fused_projections = fused_projections
         self.key_dim = head_dim or hidden_dim // num_heads
         weights_rate = dropout if attention_dropout is None else attention_dropout
         # Sub-layers compute in this layer's dtype policy (mixed precision included).
@@ -73,7 +75,9 @@ class _Block(keras.layers.Layer):
         self.ffn_drop = self._own_dropout(self.activation_rate, "ffn_drop")
         for name in self.attentions:
             setattr(self, name, MultiHeadAttention(num_heads=num_heads, key_dim=self.key_dim,
-                                                   dropout=weights_rate, name=name, **policy))
+                                                   dropout=weights_rate,
+                                                   fused_projections=fused_projections,
+                                                   name=name, **policy))
             setattr(self, f"{name}_norm", LayerNormalization(
                 epsilon=1e-5, name=f"{name}_norm", **policy))
 
@@ -127,6 +131,8 @@ class TransformerEncoderLayer(_Block):
         head_dim: each head's query/key/value size `K` (None: `D / H`).
         attention_dropout: dropout rate of the attention weights (None: `dropout`).
         activation_dropout: dropout rate of the feed-forward activations (None: `dropout`).
+        fused_projections: each attention's projections as `(B x T)`-row products, the
+            self-attention's query, key and value in one (`MultiHeadAttention`).
 
     Call arguments:
         x: `(B, S, D)`.
@@ -172,6 +178,8 @@ class TransformerDecoderLayer(_Block):
         head_dim: each head's query/key/value size `K` (None: `D / H`).
         attention_dropout: dropout rate of the attention weights (None: `dropout`).
         activation_dropout: dropout rate of the feed-forward activations (None: `dropout`).
+        fused_projections: each attention's projections as `(B x T)`-row products, the
+            self-attention's query, key and value in one (`MultiHeadAttention`).
 
     Call arguments:
         x: `(B, T, D)` target states.

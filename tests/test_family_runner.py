@@ -127,11 +127,13 @@ def test_seq2seq_config_file_sits_between_the_preset_and_the_options(monkeypatch
     assert seq2seq_main(["train", "--dataset", "dates", "--arch", "transformer", "--preset",
                          "tiny", "--config", str(file), "--hidden-dim", "16", "--post-norm",
                          "--dropout", "0.2", "--attention-dropout", "0",
-                         "--activation-dropout", "0.05", "--out", str(tmp_path / "r")]) == 0
+                         "--activation-dropout", "0.05", "--fused-projections",
+                         "--out", str(tmp_path / "r")]) == 0
     (config,) = seen
     t = config.model.transformer
     assert (t.num_layers, t.hidden_dim, t.num_heads, t.norm_first, t.dropout,
-            t.attention_dropout, t.activation_dropout) == (3, 16, 2, False, 0.2, 0.0, 0.05)
+            t.attention_dropout, t.activation_dropout,
+            t.fused_projections) == (3, 16, 2, False, 0.2, 0.0, 0.05, True)
     assert config.model.bahdanau.dropout == 0.1  # --dropout is the chosen architecture's
     assert config.preset == "tiny" and config.training["steps_per_epoch"] == 3
 

@@ -160,3 +160,19 @@ def test_an_image_size_the_encoder_cannot_take_is_refused(options, needle, tmp_p
                            *options]) == 2
     assert needle in _one_line_error(capsys)
     assert not out.exists()
+
+
+def test_the_jax_dropout_generator_on_tensorflow_is_refused_before_the_data(tmp_path, capsys,
+                                                                          monkeypatch):
+    """`--dropout-rng rbg` is the JAX trainer's: `train` on TensorFlow refuses it in one line,
+    before it reads any data (the family's `train` is never reached), and leaves no run."""
+    from seq2seq import family
+
+    def reached(*args, **kwargs):
+        raise AssertionError("train reached with a generator the TensorFlow trainer lacks")
+
+    monkeypatch.setattr(family.FAMILY, "train", reached)
+    out = tmp_path / "run"
+    assert seq2seq_main([*TINY, "--dropout-rng", "rbg", "--out", str(out)]) == 2
+    assert "dropout_rng 'rbg' is the JAX trainer's" in _one_line_error(capsys)
+    assert not out.exists()

@@ -13,6 +13,9 @@ from common.errors import UserError
 
 DISTRIBUTE_CHOICES = ("none", "mirrored", "multi-worker", "auto")
 PRECISION_CHOICES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+# The dropout masks' random bits (`common.layers.dropout_rng`): Keras's generator (threefry on
+# JAX) or, for the JAX trainer, XLA's RngBitGenerator (Philox on GPUs).
+DROPOUT_RNG_CHOICES = ("keras", "rbg")
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,11 @@ class TrainingConfig:
             validation split (the first ones, the same every epoch) and score them with the
             family's metrics; 0 turns validation off.
         validation_beam_size: the beam size of that decoding (1: greedy).
+        dropout_rng: where dropout's random bits come from: "keras" (Keras's generator, the
+            only one of the TensorFlow trainer) or "rbg" (the JAX trainer only: XLA's
+            RngBitGenerator, `common.layers.dropout_rng`; cheaper on a GPU, the same rates,
+            another stream of masks, so a run is reproducible under one generator, not across
+            them).
 
     Example:
     >>> TrainingConfig(epochs=2, batch_size=32).steps_per_epoch is None
@@ -81,6 +89,7 @@ class TrainingConfig:
     early_stopping: int = 0
     validation_examples: int = 200
     validation_beam_size: int = 1
+    dropout_rng: str = "keras"
 
     def __post_init__(self) -> None:
         _check_int("epochs", self.epochs, minimum=1)
@@ -114,11 +123,25 @@ class TrainingConfig:
                 f"Unknown distribute {self.distribute!r}; "
                 f"choose one of: {', '.join(DISTRIBUTE_CHOICES)}"
             )
+        if self.dropout_rng not in DROPOUT_RNG_CHOICES:
+            raise UserError(
+                f"Unknown dropout_rng {self.dropout_rng!r}; "
+                f"choose one of: {', '.join(DROPOUT_RNG_CHOICES)}"
+            )
         if self.precision not in PRECISION_CHOICES:
             raise UserError(
                 f"Unknown precision {self.precision!r}; "
                 f"choose one of: {', '.join(PRECISION_CHOICES)}"
             )
+
+
+def refuse_jax_dropout_rng(dropout_rng: str) -> None:
+    """The TensorFlow trainer's check of `dropout_rng`: it draws Keras's masks only, so
+    another generator is refused in one line rather than trained without."""
+    if dropout_rng != "keras":
+        raise UserError(f"dropout_rng {dropout_rng!r} is the JAX trainer's (`train --prepared` "
+                        "on KERAS_BACKEND=jax); the TensorFlow trainer draws Keras's masks: "
+                        "expected keras")
 
 
 def resolve_auto(config: TrainingConfig,

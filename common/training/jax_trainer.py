@@ -12,7 +12,8 @@ The step is one `jax.jit`-compiled function: `loss_terms` runs under `keras.Stat
 on the current variable values (so dropout seeds and hard attention's moving-average baseline
 come out as new values, not side effects), `jax.value_and_grad` gives the gradients and
 `optimizer.stateless_apply` the update. Clipping is the optimizer's `global_clipnorm`: the
-gradient is already the global one.
+gradient is already the global one. Dropout draws its masks from `config.dropout_rng`'s
+generator (`common.layers.dropout_rng`: Keras's, or XLA's RngBitGenerator for "rbg").
 
 Devices (`distribute`):
 - `"none"`: the default device;
@@ -296,6 +297,8 @@ class JaxTrainer:
         import keras
         from keras import ops
 
+        from common.layers.dropout import dropout_rng
+
         model, optimizer = self.model, self.optimizer
         trainable_vars, other_vars = model.trainable_variables, model.non_trainable_variables
         shardings = None
@@ -304,7 +307,9 @@ class JaxTrainer:
 
         def objective(trainable, non_trainable, batch):
             mapping = list(zip(trainable_vars, trainable)) + list(zip(other_vars, non_trainable))
-            with keras.StatelessScope(state_mapping=mapping) as scope:
+            # The dropout masks' generator acts when the step is traced (`dropout_rng`).
+            with keras.StatelessScope(state_mapping=mapping) as scope, \
+                    dropout_rng(self.config.dropout_rng):
                 terms = model.loss_terms(batch, training=training)
                 losses = model.losses
             updated = [scope.get_current_value(v) for v in other_vars]

@@ -74,7 +74,7 @@ from common.training.checkpoints import (
     make_checkpoint,
     restore_model,
 )
-from common.training.config import TrainingConfig, resolve_auto
+from common.training.config import TrainingConfig, refuse_jax_dropout_rng, resolve_auto
 from common.training.distribute import is_chief, make_strategy
 from common.training.events import truncate_events
 from common.training.progress import EpochProgress, RunningMeans, say_epoch_already_ran
@@ -142,6 +142,7 @@ class Trainer:
         build_optimizer: Callable[[TrainingConfig], keras.optimizers.Optimizer] | None = None,
         strategy: tf.distribute.Strategy | None = None,
     ):
+        refuse_jax_dropout_rng(config.dropout_rng)
         self.config = config = resolve_auto(config)
         self.run_dir = RunDir(run_dir)
         self.strategy = strategy or make_strategy(config.distribute, config.logical_cpus)

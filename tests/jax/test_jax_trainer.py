@@ -213,3 +213,28 @@ def test_a_jax_run_records_the_digests_of_its_vocabularies(single_device_run):
     for digest, name in zip(listed[::2], listed[1::2]):
         assert digest == hashlib.sha256((run / name).read_bytes()).hexdigest()
     RunDir(run).check_vocabularies()
+
+
+def test_rbg_dropout_trains_another_stream_of_masks_reproducibly(
+        translation_folder, single_device_run, tmp_path):
+    """`dropout_rng="rbg"` (XLA's RngBitGenerator, `common.layers.dropout_rng`): the loss
+    falls, the weights are not those of Keras's generator (the masks do differ), a run resumed
+    after its first epoch ends with the uninterrupted run's weights bit for bit, and the run's
+    config.json records the generator."""
+    runs = {}
+    for name, stages in (("whole", [[2, False]]), ("resumed", [[1, False], [2, True]])):
+        runs[name] = run_worker("train", {
+            "prepared": str(translation_folder), "run_dir": str(tmp_path / name),
+            "state": str(tmp_path / f"{name}.npz"), "training": {"dropout_rng": "rbg"},
+            "stages": stages})
+    losses = [r["loss"] for r in runs["whole"]["records"]]
+    assert losses[-1] < losses[0]
+    whole, resumed = load_state(tmp_path / "whole.npz"), load_state(tmp_path / "resumed.npz")
+    keras_masks = load_state(single_device_run["state"])
+    assert sorted(whole) == sorted(keras_masks) == sorted(resumed)
+    for key in whole:
+        np.testing.assert_array_equal(resumed[key], whole[key], err_msg=key)
+    trainable = [key for key in whole if key.startswith("t")]  # t00000, ...: the weights
+    assert trainable and any(not np.array_equal(whole[k], keras_masks[k]) for k in trainable)
+    config = json.loads((tmp_path / "whole" / "config.json").read_text(encoding="utf-8"))
+    assert config["training"]["dropout_rng"] == "rbg"

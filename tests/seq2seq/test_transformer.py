@@ -53,10 +53,12 @@ def test_future_target_tokens_do_not_change_earlier_logits():
 
 
 @pytest.mark.parametrize(
-    "positions,norm_first,tie", [("sine", True, False), ("learned", False, True)]
+    "positions,norm_first,tie,fused",
+    [("sine", True, False, False), ("learned", False, True, False), ("sine", True, False, True)]
 )
-def test_cached_decoding_matches_full_pass(positions, norm_first, tie):
-    model = tiny(positions=positions, norm_first=norm_first, tie_embeddings=tie)
+def test_cached_decoding_matches_full_pass(positions, norm_first, tie, fused):
+    model = tiny(positions=positions, norm_first=norm_first, tie_embeddings=tie,
+                 fused_projections=fused)
     logits, weights = model({"source": SOURCE, "target_in": TARGET_IN}, return_attention=True)
     state = model.initial_state(SOURCE, max_length=8)
     assert [tuple(c.shape) for c in state["self_cache"]] == [(2, 2, 8, 2, 4)] * 2
@@ -388,3 +390,48 @@ def test_attention_and_activation_dropout_out_of_range_is_a_user_error(name):
 
     with pytest.raises(UserError, match=rf"{name} must be in \[0, 1\), got 1.0"):
         TransformerConfig(**{name: 1.0})
+
+
+def test_fused_projections_give_the_same_logits_and_gradients_from_the_same_weights():
+    """`fused_projections` computes every attention's projections as `(B x T)`-row products
+    (QKV in one for self-attention): the same variables, and to float rounding the same
+    logits and gradients as keras' per-projection `EinsumDense`s, with every attention layer
+    told so and the flag kept through `get_config`."""
+    batch = {"source": SOURCE, "target_in": TARGET_IN}
+    reference = tiny(tie_embeddings=True)
+    fused = tiny(tie_embeddings=True, fused_projections=True)
+    reference(batch)
+    fused(batch)
+    def paths(model):  # without the model's own, numbered name
+        return [v.path.split("/", 1)[1] for v in model.weights]
+
+    assert paths(fused) == paths(reference)
+    for target, source in zip(fused.weights, reference.weights):
+        target.assign(source)
+    layers = [layer for block in fused.encoder_layers + fused.decoder_layers
+              for layer in (getattr(block, name) for name in block.attentions)]
+    assert len(layers) == 6 and all(layer.fused_projections for layer in layers)
+    assert not any(layer.fused_projections for block in reference.encoder_layers
+                   for layer in (block.self_attention,))
+
+    def loss_and_gradients(model):
+        with tf.GradientTape() as tape:
+            logits, weights = model(batch, return_attention=True)
+            loss = tf.reduce_sum(logits * np.linspace(-1, 1, 30, dtype=np.float32))
+        return logits, weights, tape.gradient(loss, model.trainable_weights)
+
+    logits, weights, grads = loss_and_gradients(fused)
+    expected_logits, expected_weights, expected_grads = loss_and_gradients(reference)
+    np.testing.assert_allclose(logits, expected_logits, atol=1e-5)
+    np.testing.assert_allclose(weights[-1], expected_weights[-1], atol=1e-6)
+    for got, want in zip(grads, expected_grads):  # the embedding's come as IndexedSlices
+        np.testing.assert_allclose(tf.convert_to_tensor(got), tf.convert_to_tensor(want),
+                                   atol=1e-5)
+    assert TransformerTranslator.from_config(fused.get_config()).fused_projections is True
+
+
+def test_fused_projections_must_be_a_bool():
+    from common.errors import UserError
+
+    with pytest.raises(UserError, match="fused_projections must be true or false, got 'yes'"):
+        TransformerConfig(fused_projections="yes")

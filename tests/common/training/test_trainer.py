@@ -476,3 +476,13 @@ def test_weights_gone_non_finite_are_neither_validated_nor_kept_as_the_best(run_
         trainer.fit(dataset_maker(8), verbose=0,
                     validate=lambda model, epoch: validated.append(epoch) or {"score": 0.0})
     assert validated == [] and not (run_dir / "best").exists()
+
+
+def test_the_jax_dropout_generator_is_refused_before_anything_is_written(run_dir):
+    """`dropout_rng="rbg"` is the JAX trainer's; the TensorFlow trainer draws Keras's masks, so
+    it says so in one line rather than train with another generator than the config says."""
+    with pytest.raises(UserError, match="dropout_rng 'rbg' is the JAX trainer's"):
+        fit(run_dir, dropout_rng="rbg")
+    assert not run_dir.exists() or not any(run_dir.iterdir())
+    with pytest.raises(UserError, match="Unknown dropout_rng 'philox'; choose one of: keras, rbg"):
+        TrainingConfig(dropout_rng="philox")
