@@ -55,11 +55,39 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """An `ArgumentParser` whose errors are one line (no usage block) and exit status 2."""
+    """An `ArgumentParser` whose errors are one line (no usage block) and exit status 2.
+
+    A parser with a `--quick` option also records, in the namespace's `given_options`, the
+    destinations of the options its command line gave (however spelled or abbreviated), so
+    that `apply_quick` sets only those it did not give."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         first_line = " ".join(str(message).split())
         self.exit(EXIT_USAGE, f"{self.prog}: error: {first_line} (see {self.prog} --help)\n")
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, unknown = super().parse_known_args(args, namespace)
+        dests = {action.dest for action in self._actions if action.dest != argparse.SUPPRESS}
+        if namespace is None and "quick" in dests:
+            # argparse sets a default only where the namespace has no value: parsed again onto
+            # a namespace holding a marker everywhere, the options given are those it replaced.
+            unset = object()
+            probe = argparse.Namespace(**dict.fromkeys(dests, unset))
+            super().parse_known_args(args, probe)
+            parsed.given_options = {k for k, v in vars(probe).items() if v is not unset}
+        return parsed, unknown
+
+
+def apply_quick(args: argparse.Namespace, values: dict[str, Any]) -> None:
+    """With `args.quick`, set each of `values` (destination -> value) that the command line did
+    not give (`Parser`'s `given_options`): `--quick` is a smoke run's defaults, and an option
+    given with it still wins, as options win over a preset."""
+    if not getattr(args, "quick", False):
+        return
+    given = getattr(args, "given_options", set())
+    for dest, value in values.items():
+        if dest not in given:
+            setattr(args, dest, value)
 
 
 class SubcommandParser(Parser):

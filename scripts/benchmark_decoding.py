@@ -46,6 +46,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from common.cli import (  # noqa: E402
     HelpFormatter,
     Parser,
+    apply_quick,
     beam_size_list,
     positive_int,
     run_cli,
@@ -87,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=seed_number, default=0,
                    help="the seed of the weights and the source ids")
     p.add_argument("--quick", action="store_true",
-                   help="a smoke run: " + ", ".join(f"{k} {v}" for k, v in QUICK.items()))
+                   help="a smoke run: " + ", ".join(f"{k} {v}" for k, v in QUICK.items())
+                   + " (options given win)")
     p.add_argument("--out", help="write the figures to this JSON file")
     p.set_defaults(_run=run)
     return p
@@ -96,8 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 def check_args(args: argparse.Namespace) -> argparse.Namespace:
     """Applies `--quick` and refuses values the model or the timing cannot take (one
     `UserError` naming the option), before any work."""
-    if args.quick:
-        vars(args).update(QUICK)
+    apply_quick(args, QUICK)
     if isinstance(args.batch_sizes, str):  # the --quick value
         args.batch_sizes = beam_size_list(args.batch_sizes)
     args.batch_sizes = list(args.batch_sizes)

@@ -47,7 +47,7 @@ from typing import Any
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from common.cli import HelpFormatter, Parser, beam_size_list, run_cli  # noqa: E402
+from common.cli import HelpFormatter, Parser, apply_quick, beam_size_list, run_cli  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.outputs import check_output_file, reported_write  # noqa: E402
 
@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-uncached", action="store_true",
                    help="skip the Transformer's uncached path (slow at large beams)")
     p.add_argument("--quick", action="store_true",
-                   help="tiny models, batches 1 and 4, 2 repeats: a smoke test")
+                   help="tiny models, batches 1 and 4, 2 repeats (options given win): a "
+                        "smoke test")
     p.add_argument("--peers", default=None,
                    help="the peer programs' folder (default ../shared/peers from the repo root)")
     p.add_argument("--rounds", type=int, default=3,
@@ -179,8 +180,8 @@ def run(args: argparse.Namespace, names: list[str]) -> list[dict[str, Any]]:
 
     from common.training.benchmark import format_table
 
-    batches = sorted(set([4, 1] if args.quick else args.batches))
-    repeats = 2 if args.quick else args.repeats
+    batches = sorted(set(args.batches))
+    repeats = args.repeats
     beams = list(args.beams)
     rows = []
     keras.utils.set_random_seed(0)
@@ -300,6 +301,7 @@ def check_keras_io(args: argparse.Namespace) -> Any:
 def run_main(args: argparse.Namespace) -> int:
     from common.training.benchmark import format_table, write_json
 
+    apply_quick(args, {"batches": [1, 4], "repeats": 2})
     names = args.models.split(",")
     for name in names:
         if name not in MODELS:

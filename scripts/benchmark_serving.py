@@ -39,7 +39,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from common.cli import HelpFormatter, Parser, beam_size_list, run_cli  # noqa: E402
+from common.cli import HelpFormatter, Parser, apply_quick, beam_size_list, run_cli  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.outputs import check_output_file, reported_write  # noqa: E402
 
@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rounds per beam size, the sides alternating (at least 3)")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls of each side first")
     p.add_argument("--quick", action="store_true",
-                   help="a smoke run: 3 rounds of 2 calls after 1 warm-up call")
+                   help="a smoke run: 3 rounds of 2 calls after 1 warm-up call (options "
+                        "given win)")
     p.add_argument("--out", help="write the figures to this JSON file")
     p.set_defaults(_run=run)
     return p
@@ -76,8 +77,7 @@ def check_args(args: argparse.Namespace) -> str:
     family ("captioner" or "translator")."""
     from common.config import load_json
 
-    if args.quick:
-        args.rounds, args.runs, args.warmup = 3, 2, 1
+    apply_quick(args, {"rounds": 3, "runs": 2, "warmup": 1})
     if args.rounds < 3:
         raise UserError(f"--rounds must be at least 3 (medians of rounds), got {args.rounds}")
     if args.runs < 1 or args.warmup < 0:

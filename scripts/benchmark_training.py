@@ -73,7 +73,7 @@ from typing import Any
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from common.cli import HelpFormatter, Parser, positive_float, run_cli  # noqa: E402
+from common.cli import HelpFormatter, Parser, apply_quick, positive_float, run_cli  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.outputs import check_output_file, reported_write  # noqa: E402
 from common.registry import Registry  # noqa: E402
@@ -746,7 +746,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=3,
                    help="--vs-peer: alternating rounds of --steps steps per side (>= 3)")
     p.add_argument("--quick", action="store_true",
-                   help="a smoke test: batch 8, 1 warm-up and 1 timed step")
+                   help="a smoke test: batch 8, 1 warm-up and 1 timed step (options given "
+                        "win)")
     p.add_argument("--out", help="also write the results (and device info) to this JSON file")
     p.set_defaults(_run=run)
     return p
@@ -761,8 +762,7 @@ def run(args: argparse.Namespace) -> int:
     from common.training.config import TrainingConfig
 
     MODELS.get(args.model)
-    if args.quick:
-        args.batch_size, args.steps, args.warmup = 8, 1, 1
+    apply_quick(args, {"batch_size": 8, "steps": 1, "warmup": 1})
     for name in ("batch_size", "length", "steps"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")

@@ -44,7 +44,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from common.cli import HelpFormatter, Parser, positive_float, positive_int, run_cli
+from common.cli import HelpFormatter, Parser, apply_quick, positive_float, positive_int, run_cli
 from common.errors import UserError
 from common.outputs import check_output_file, check_output_folder, reported_write
 
@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "RngBitGenerator, cheaper on a GPU)")
     p.add_argument("--quick", action="store_true",
                    help="CPU smoke run: float32, 2 epochs of 3 steps (so 2 checkpoints to "
-                        "average)")
+                        "average; options given win)")
     # Runs on Keras's JAX backend, where the GPU machine has no TensorFlow.
     p.set_defaults(_run=run_main, _uses_tensorflow=False, _runs_on_jax=True)
     return p
@@ -240,8 +240,8 @@ def check_paths(args: argparse.Namespace) -> None:
 
 
 def run_main(args: argparse.Namespace) -> int:
-    if args.quick:
-        args.precision, args.epochs, args.steps_per_epoch, args.minutes = "float32", 2, 3, None
+    apply_quick(args, {"precision": "float32", "epochs": 2, "steps_per_epoch": 3,
+                       "minutes": None})
     backend = os.environ.setdefault("KERAS_BACKEND", "jax")  # before Keras is first imported
     if backend != "jax":
         raise UserError(f"needs KERAS_BACKEND=jax, got KERAS_BACKEND={backend}")

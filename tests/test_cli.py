@@ -66,3 +66,40 @@ def test_distinct_list_refuses_repeats_negatives_and_junk(kind, text):
 
     with pytest.raises(argparse.ArgumentTypeError):
         distinct_list(kind)(text)
+
+
+def _quick_parser():
+    from common.cli import Parser, beam_size_list
+
+    parser = Parser(prog="bench")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--batches", type=beam_size_list, default="1,32")
+    parser.add_argument("--quick", action="store_true")
+    return parser
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--quick"], (3, 2, [4])),                        # the smoke run's settings
+    (["--quick", "--rounds", "7"], (7, 2, [4])),       # a given option wins over --quick
+    (["--rounds=5", "--quick"], (5, 2, [4])),          # even given at its default value
+    (["--quick", "--rou", "6", "--batches", "8"], (6, 2, [8])),  # abbreviated too
+    (["--rounds", "7"], (7, 30, [1, 32])),             # no --quick: nothing changes
+])
+def test_quick_sets_only_the_options_the_command_line_did_not_give(argv, expected):
+    from common.cli import apply_quick
+
+    args = _quick_parser().parse_args(argv)
+    apply_quick(args, {"rounds": 3, "runs": 2, "batches": [4]})
+    assert (args.rounds, args.runs, list(args.batches)) == expected
+
+
+def test_a_given_option_wins_over_quick_in_a_script():
+    """benchmark_decoding.py --quick --rounds 4: the smoke sizes, and the 4 rounds given (the
+    script used to overwrite every option --quick names)."""
+    from tests.helpers.benchmarks import load_script
+
+    script = load_script("benchmark_decoding")
+    args = script.check_args(script.build_parser().parse_args(
+        ["--quick", "--rounds", "4", "--batch-sizes", "3"]))
+    assert (args.rounds, args.batch_sizes, args.layers, args.steps) == (4, [3], 1, 8)
