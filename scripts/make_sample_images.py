@@ -68,8 +68,9 @@ def make_samples(out: Path, seed: int = 2015, image_size: int = 64) -> list[dict
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="make_sample_images.py", description=__doc__.split("\n")[0],
                formatter_class=HelpFormatter)
-    p.add_argument("--out", type=Path, default=ROOT / "assets" / "samples",
-                   help="the folder to write the images and samples.json into (made if missing)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="the folder to write the images and samples.json into (made if missing; "
+                        "default: the repository's assets/samples)")
     p.add_argument("--seed", type=int, default=2015,
                    help="the seed of the shapes test split the images come from (>= 0)")
     p.add_argument("--image-size", type=int, default=64,
@@ -85,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
                         f"smallest), got {args.image_size}")
     if args.seed < 0:
         raise UserError(f"--seed must be >= 0, got {args.seed}")
+    if args.out is None:
+        args.out = ROOT / "assets" / "samples"
     check_output_folder(args.out, "--out")
     with reported_write(args.out, "--out"):
         listing = make_samples(args.out, args.seed, args.image_size)

@@ -201,3 +201,22 @@ def test_the_jax_benchmark_needs_no_tensorflow():
     spec.loader.exec_module(module)
     args = module.build_parser().parse_args([])
     assert args._uses_tensorflow is False and args._runs_on_jax is True
+
+
+def test_the_default_image_and_samples_folder_are_the_repositorys_from_any_folder(
+        tmp_path, monkeypatch):
+    """benchmark_serving.py's default `--image` and make_sample_images.py's default `--out`
+    are the repository's files wherever the script runs (they were relative to the working
+    folder, and the samples' --help printed this machine's absolute path)."""
+    from tests.helpers.benchmarks import load_script
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text('{"family": "captioner"}', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    serving = load_script("benchmark_serving")
+    args = serving.build_parser().parse_args([str(run), "--quick"])
+    assert serving.check_args(args) == "captioner"
+    assert Path(args.image) == REPO / "assets" / "samples" / "shapes_2.png"
+    samples = load_script("make_sample_images")
+    assert str(REPO) not in " ".join(samples.build_parser().format_help().split())
