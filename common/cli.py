@@ -492,6 +492,7 @@ def add_config_options(parser: argparse.ArgumentParser, family: Any) -> None:
 def add_training_options(group: Any) -> None:
     """The `train` options of `common.training.TrainingConfig`, every family's `training`."""
     from common.config import add_config_option
+    from common.training.config import DROPOUT_RNG_CHOICES
 
     def add(flag: str, **kwargs: Any) -> None:
         field = flag[2:].replace("-", "_")
@@ -530,7 +531,7 @@ def add_training_options(group: Any) -> None:
         help="stop after PATIENCE validations without a better --best-metric (0: never)")
     add("--distribute", help="none, mirrored, multi-worker or auto")
     add("--logical-cpus", type=int, help="split the CPU into this many devices")
-    add("--dropout-rng", choices=("keras", "rbg"),
+    add("--dropout-rng", choices=DROPOUT_RNG_CHOICES,
         help="dropout's random bits: keras (the default) or, with --prepared on JAX, rbg "
              "(XLA's RngBitGenerator: cheaper on a GPU, another stream of masks)")
 

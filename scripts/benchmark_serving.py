@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="its export (default: export it now to a temporary dir)")
     p.add_argument("--sentence", help=f"the sentence a translator run translates (default: "
                    f"{SENTENCE!r})")
-    p.add_argument("--image", help=f"the image a captioner run captions (default: the repository's {IMAGE})")
+    p.add_argument("--image", help=f"the image a captioner run captions (default: the "
+                   f"repository's {IMAGE})")
     p.add_argument("--beam-sizes", type=beam_size_list, default="1,3",
                    help="comma-separated beam sizes to time")
     p.add_argument("--runs", type=int, default=30, help="timed calls per side in one round")

@@ -47,6 +47,7 @@ from pathlib import Path
 from common.cli import HelpFormatter, Parser, apply_quick, positive_float, positive_int, run_cli
 from common.errors import UserError
 from common.outputs import check_output_file, check_output_folder, reported_write
+from common.training.config import DROPOUT_RNG_CHOICES
 
 PART_BYTES = 15 * 2**20  # under the 16 MiB a device check may bring back per file
 
@@ -208,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peak-tflops", type=positive_float,
                    help="the chip's dense bf16 peak (default: from its device kind)")
     p.add_argument("--seed", type=int, default=0, help="the training seed")
-    p.add_argument("--dropout-rng", choices=("keras", "rbg"),
+    p.add_argument("--dropout-rng", choices=DROPOUT_RNG_CHOICES,
                    help="dropout's random bits (default: the folder's config; rbg: XLA's "
                         "RngBitGenerator, cheaper on a GPU)")
     p.add_argument("--quick", action="store_true",
