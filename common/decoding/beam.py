@@ -11,10 +11,10 @@ parent with `tf.gather`, so the returned attention belongs to the returned token
 Finished hypotheses live apart, in a buffer of the `n` best per example (as in GNMT and
 tensor2tensor), so an alive hypothesis, whose score can only fall, never pushes out a finished
 one. Each step takes the `2K` best candidates of the `K * V` extensions: the `K` best that do
-not end stay alive, and those that end and rank among the `K` best go to the buffer (as in
-fairseq: an `<end>` below rank `K` would not have been in a beam of `K`). The answer comes from
-the buffer, topped up with the best alive hypotheses only when it holds fewer than `n`. See
-`docs/decoding.md`.
+not end stay alive, and every one that ends goes to the buffer (as in tensor2tensor; fairseq's
+rule, only those among the `K` best, drops finished hypotheses that beat the answer). The answer
+comes from the buffer, topped up with the best alive hypotheses only when it holds fewer than
+`n`. See `docs/decoding.md`.
 """
 
 from __future__ import annotations
@@ -106,14 +106,16 @@ class BeamSearch(Strategy):
     Reference:
     - [Wu et al., 2016](https://arxiv.org/abs/1609.08144) (the length penalty, the stopping
       rule).
+    - tensor2tensor, `tensor2tensor/utils/beam_search.py` (the `2K` candidates of a step, every
+      one that ends finished).
 
     Hypotheses are ranked by their length-normalized score `score / lp(length)` with
     `lp(n) = ((5 + n) / 6) ** alpha`. An example is done once its buffer holds `n_best`
     finished hypotheses and no alive one can still beat the `n_best`-th: a score can only
     fall, so an alive hypothesis can reach at most `score / lp(max_length)` (`score` when
-    `alpha` is 0). The loop stops when every example is done, or after `max_length` steps. With
-    `alpha = 0` one beam is exactly greedy decoding; with `alpha > 0` one beam returns greedy's
-    hypothesis unless the search finds one with a better normalized score.
+    `alpha` is 0). The loop stops when every example is done, or after `max_length` steps. One
+    beam follows greedy's path and also finishes a runner-up `<end>`: it returns greedy's
+    hypothesis, a finished one that beats it, or, when greedy's does not finish, a finished one.
 
     `<start>` and `<pad>` are never emitted (their log-probabilities are masked; `scores` stay
     the model's own, not renormalized). Written with `tf.while_loop`: it runs eagerly, inside
@@ -184,11 +186,12 @@ class BeamSearch(Strategy):
                 tf.gather(s.alive_attention, rows), index, tf.gather(attention, rows)
             )
 
-            # The candidates among the K best that end join the buffer, unless the example is done
-            # (then its answer is fixed, as if it had been decoded alone).
-            new = tf.logical_and(ends[:, :beams], scores[:, :beams] > _IMPOSSIBLE)
-            new = tf.logical_and(new, tf.logical_not(s.done)[:, None])
-            end_rows = tf.reshape(first_row + parent[:, :beams], [-1])
+            # Every candidate among the 2K that ends joins the buffer, unless the example is done
+            # (then its answer is fixed, as if it had been decoded alone). At most K of them end,
+            # so the K best of the ending ones (_EMPTY in the slots left over) hold them all.
+            end_scores, end_pick = tf.math.top_k(tf.where(ends, scores, _EMPTY), beams)
+            new = tf.logical_and(end_scores > _IMPOSSIBLE, tf.logical_not(s.done)[:, None])
+            end_rows = tf.reshape(first_row + tf.gather(parent, end_pick, batch_dims=1), [-1])
             end_tokens = write_step(
                 tf.gather(s.alive_tokens, end_rows), index, tf.fill(tf.shape(end_rows), end_id)
             )
@@ -196,7 +199,7 @@ class BeamSearch(Strategy):
                 tf.gather(s.alive_attention, end_rows), index, tf.gather(attention, end_rows)
             )
             length = index + 1
-            end_normalized = scores[:, :beams] / gnmt_length_penalty(length, alpha)
+            end_normalized = end_scores / gnmt_length_penalty(length, alpha)
             kept_normalized, pick = tf.math.top_k(
                 tf.concat([s.kept_normalized, tf.where(new, end_normalized, _EMPTY)], axis=1), keep
             )
@@ -206,7 +209,8 @@ class BeamSearch(Strategy):
 
             ended = s.ended + tf.reduce_sum(tf.cast(new, tf.int32), axis=1)
             # An alive hypothesis reaches at most score / lp(T): its score can only fall, and its
-            # length penalty is largest at T (alpha >= 0).
+            # length penalty is largest at T (alpha >= 0). Done once the best alive one cannot beat
+            # the n-th kept: every later hypothesis, whatever rank it ends at, extends an alive one.
             bound = alive_scores[:, 0] / max_penalty
             beaten = tf.logical_and(ended >= keep, bound <= kept_normalized[:, keep - 1])
             return _Search(
@@ -220,7 +224,7 @@ class BeamSearch(Strategy):
                 kept_attention=_merge(
                     kept(_split(s.kept_attention, keep), _split(end_attention, beams))
                 ),
-                kept_scores=kept(s.kept_scores, scores[:, :beams]),
+                kept_scores=kept(s.kept_scores, end_scores),
                 kept_normalized=kept_normalized,
                 kept_lengths=kept(s.kept_lengths, tf.fill(tf.shape(new), length)),
                 ended=ended,

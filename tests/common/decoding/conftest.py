@@ -5,7 +5,8 @@ so the references never do either (their scores are still the plain log-softmax)
 
 - `MarkovToy`: logits = W[example, previous token] + E[index]. The next-token distribution
   depends only on the previous token and the position, so every sequence's score can be
-  computed in NumPy and the best ones found by brute force.
+  computed in NumPy, the best ones found by brute force, and a plain-Python beam search
+  (`reference_beam_search`) run over it.
 - `HistoryToy`: the state is a nested dict `{"history": (N, T), "inner": {"hash": (N,)}}`.
   Logits depend on a hash of the whole path, and the step returns the token history itself as
   its attention, so a state that is not re-ordered with its hypothesis changes the scores, and
@@ -102,6 +103,43 @@ class MarkovToy:
         first, then the unfinished ones best first, `n` in all."""
         found = self.all_sequences(example, alpha)
         return ([item for item in found if item[3]] + [item for item in found if not item[3]])[:n]
+
+    def beam(self, example: int, beam_size: int, alpha: float, n: int, **kwargs) -> list[tuple]:
+        """`reference_beam_search` over this toy's example: (normalized, score, tokens, finished)."""
+        return reference_beam_search(
+            lambda previous, index: self.log_probs(example, previous, index),
+            self.vocab, self.max_length, beam_size, alpha, n, **kwargs,
+        )
+
+
+def reference_beam_search(
+    log_probs, vocab: int, max_length: int, beam_size: int, alpha: float, n_best: int,
+    end_ranks: int | None = None,
+) -> list[tuple]:
+    """A plain-Python beam search, run for all `max_length` steps: (normalized, score, tokens,
+    finished) of its answer, `n_best` in all, as `MarkovToy.n_best` gives them.
+
+    `log_probs(previous, index)` gives the `(V,)` next-token log-probabilities. Each step ranks
+    every extension of the alive hypotheses by score and takes the `2K` best; those that end and
+    rank below `end_ranks` (default `2K`, tensor2tensor's rule; `K` is fairseq's) are finished,
+    the `K` best that do not end stay alive. The answer: the finished ones best first by
+    normalized score, then the alive ones. There is no early stop, so a search that stops early
+    must lose nothing by it.
+    """
+    end_ranks = 2 * beam_size if end_ranks is None else end_ranks
+    alive, finished = [((), 0.0)], []
+    for index in range(max_length):
+        candidates = []
+        for tokens, score in alive:
+            row = log_probs(tokens[-1] if tokens else START, index)
+            candidates += [(tokens + (t,), score + row[t]) for t in range(EMITTED_FROM, vocab)]
+        top = sorted(candidates, key=lambda item: -item[1])[: 2 * beam_size]
+        for rank, (tokens, score) in enumerate(top):
+            if tokens[-1] == END and rank < end_ranks:
+                finished.append((score / gnmt_penalty(len(tokens), alpha), score, list(tokens), True))
+        alive = [item for item in top if item[0][-1] != END][:beam_size]
+    unfinished = [(s / gnmt_penalty(max_length, alpha), s, list(t), False) for t, s in alive]
+    return (sorted(finished, key=lambda item: -item[0]) + unfinished)[:n_best]
 
 
 class TableToy:

@@ -2,7 +2,7 @@
 
 Tokens: 0 <pad>, 1 <start>, 2 <end>, 3-6 words a b c d, 7-16 ten fillers; V = 17. Scores are natural
 logs; lp(n) = ((5 + n) / 6) ** alpha, so lp(1) = 1 and, for alpha = 0.6, lp(2) = 1.0969,
-lp(4) = 1.2754, lp(6) = 1.4387.
+lp(3) = 1.1885, lp(4) = 1.2754, lp(6) = 1.4387.
 """
 
 import numpy as np
@@ -25,6 +25,14 @@ EVICTION = {START: {A: 0.90, END: 0.09, B: 0.01}, A: {B: 0.5, C: 0.5}, B: ANY_FI
 # the long one (-0.9983 / 1.2754 = -0.7827).
 LENGTHS = {START: {END: 0.40, A: 0.60}, A: {B: 0.85, END: 0.15}, B: {C: 0.85, END: 0.15},
            C: {END: 0.85, D: 0.15}, D: {D: 1.0}}  # fmt: skip
+# The review's case: <end> at once (log .16 = -1.833) ranks 3rd (BURIED_3RD) or 4th (BURIED_4TH)
+# of the first step's candidates, below two beams but within 2K = 4. Then "d" or "f0" (7), and
+# after either <end> .1 or a filler .09.
+ENDING_FILLER = {END: 0.1, **{f: 0.09 for f in FILLERS}}
+AFTER_WORDS = {A: {D: 0.6, 7: 0.4}, B: {D: 0.6, 7: 0.4}, C: {D: 0.6, 7: 0.4}, D: ENDING_FILLER,
+               **{f: ENDING_FILLER for f in FILLERS}}  # fmt: skip
+BURIED_3RD = {START: {A: 0.50, B: 0.34, END: 0.16}, **AFTER_WORDS}
+BURIED_4TH = {START: {A: 0.40, B: 0.25, C: 0.19, END: 0.16}, **AFTER_WORDS}
 # Nothing ever ends.
 ENDLESS = {START: {A: 0.6, B: 0.4}, A: {A: 0.7, B: 0.3}, B: {A: 0.6, B: 0.4}}
 # The most probable tokens are <pad> and <start>, which no search may emit.
@@ -59,6 +67,38 @@ def test_finished_hypothesis_is_not_evicted_by_alive_ones(toys, beam_size, alpha
     np.testing.assert_array_equal(out.lengths, [[1]])
     assert out.finished.numpy().all()
     assert calls == list(range(steps))
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        # Step 0: "a" (-0.693), "b" (-1.079) alive; [<end>] (-1.833, rank 3) finishes. Step 1:
+        # "a d" (-1.204), "b d" (-1.590), no <end>. Step 2: [a d <end>] (-3.507 / lp(3) =
+        # -2.951) ranks first and finishes; "a d f" (-3.612) stays alive, bound -3.612 / lp(6)
+        # = -2.511 < -1.833: done.
+        BURIED_3RD,
+        # Step 0: "a" (-0.916), "b" (-1.386) alive; "c" (-1.661) is dropped and [<end>] (rank
+        # 4) finishes. Step 1: "a d" (-1.427), "a f0" (-1.833). Step 2: [a d <end>] (-3.730 /
+        # lp(3) = -3.138) finishes; bound -3.835 / lp(6) = -2.666 < -1.833: done.
+        BURIED_4TH,
+    ],
+)
+def test_end_ranked_below_the_beams_but_within_2k_finishes_and_wins(toys, table):
+    # fairseq's rule finished only <end>s among the K best candidates: it dropped [<end>] here,
+    # ran one step more and returned [a d <end>].
+    out, calls = search(toys, table, 6, beam_size=2, length_penalty=0.6)
+    np.testing.assert_array_equal(out.tokens, [[[END, PAD, PAD, PAD, PAD, PAD]]])
+    np.testing.assert_allclose(out.scores, [[log(0.16)]], rtol=1e-6)
+    np.testing.assert_allclose(out.normalized_scores, [[log(0.16)]], rtol=1e-6)
+    assert out.finished.numpy().all()
+    assert calls == [0, 1, 2]
+    # With n_best 2 the runner-up is the hypothesis the old rule returned.
+    two, _ = search(toys, table, 6, beam_size=2, length_penalty=0.6, n_best=2)
+    np.testing.assert_array_equal(two.tokens[0], [[END, PAD, PAD, PAD, PAD, PAD],
+                                                  [A, D, END, PAD, PAD, PAD]])  # fmt: skip
+    np.testing.assert_allclose(
+        two.scores[0], [log(0.16), log(table[START][A]) + log(0.6) + log(0.1)], rtol=1e-5
+    )
 
 
 def test_buffer_short_of_n_best_is_topped_up_with_the_best_alive(toys):

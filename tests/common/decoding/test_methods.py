@@ -60,11 +60,12 @@ def test_a_strategy_by_name_decodes_as_its_function(name, options, reference):
 
 
 def test_beam_search_table_by_hand():
-    # From <start>: "3" 0.4, "4" 0.3, <end> 0.28. Two beams, alpha 0: the best finished
-    # hypotheses are "3 <end>" (0.4 * 0.5 = 0.2) and "4 <end>" (0.3 * 0.6 = 0.18).
+    # From <start>: "3" 0.4, "4" 0.3, <end> 0.28. Two beams, alpha 0: <end> ranks 3rd, within
+    # the 2K = 4 candidates, and finishes; then "3 <end>" (0.4 * 0.5 = 0.2) beats "4 <end>"
+    # (0.3 * 0.6 = 0.18) and every alive hypothesis (at most 0.4 * 0.3 = 0.12): done.
     out = make_strategy("beam", beam_size=2, n_best=2, length_penalty=0.0)(step, {}, 1, 1, 2, 4)
-    assert out.tokens.numpy()[0, :, :2].tolist() == [[3, 2], [4, 2]]
-    np.testing.assert_allclose(np.exp(out.scores.numpy()[0]), [0.2, 0.18], rtol=1e-5)
+    assert out.tokens.numpy()[0, :, :2].tolist() == [[2, 0], [3, 2]]
+    np.testing.assert_allclose(np.exp(out.scores.numpy()[0]), [0.28, 0.2], rtol=1e-5)
 
 
 def test_the_registry_imports_without_tensorflow():
