@@ -56,6 +56,7 @@ setup(
         "dev": [
             "jax[cpu]>=0.10.2,<1",
             "pytest>=8.0.0,<10",
+            "pytest-xdist>=3.8.0,<4",  # the suite over every core (scripts/test.sh -n auto)
             "ruff>=0.5.0",
             "playwright>=1.41.0,<2",  # drives the system Chromium in the HTML viewer's browser test
         ],

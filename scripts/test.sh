@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
-# The test command: installs what the tests need into .venv, lints, and runs the whole suite.
-# Extra arguments go to pytest (e.g. `bash scripts/test.sh tests/common -k beam`).
+# The test command: installs what the tests need into .venv (once; later calls skip what is
+# already installed), lints, and runs the whole pytest suite over all CPU cores (pytest-xdist).
+#   bash scripts/test.sh              # everything, as CI runs it
+#   bash scripts/test.sh --fast       # the fast tier (tests not marked slow): before each commit
+#   bash scripts/test.sh tests/common -k beam    # extra arguments go to pytest
+# TEST_WORKERS sets the pytest-xdist workers (default: auto, one per core; 0 runs in-process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/usage.sh
+script_usage "$0" "$@"
+fast=()
+if [ "${1:-}" = "--fast" ]; then
+  fast=(-m "not slow")
+  shift
+fi
 bash scripts/setup_env.sh dev
 # The HTML viewer is tested in a real headless Chromium (Debian's package, installed as root).
 if ! bash scripts/install_browser.sh; then
@@ -24,4 +35,6 @@ echo "==> ruff check"
 .venv/bin/ruff check .
 echo "==> pytest"
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
-.venv/bin/python -m pytest "$@"
+# Files go to the workers whole (--dist loadfile), so a module's trained-model fixture is
+# built once; the slowest files are listed first in tests/conftest.py's ordering hook.
+.venv/bin/python -m pytest -n "${TEST_WORKERS:-auto}" --dist loadfile "${fast[@]}" "$@"
