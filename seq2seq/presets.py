@@ -11,11 +11,12 @@ options given explicitly on the command line override the preset in turn.
 | `spa-eng-compare` | the equal-budget comparison of `seq2seq-noattn`, `bahdanau` and `transformer` (same steps, batch and data; about 10 minutes each on 2 cores) |
 
 Measured on 2 shared CPU cores (other jobs running, so times are inflated): `dates-demo`
-trains in 112 s (Transformer) and 85 s (Bahdanau), both reaching 100% exact match on the 1,000
-held-out test dates. `spa-eng-cpu`, the average of the last 5 checkpoints (`seq2seq average
-RUN --last 5`), beam 4: the Transformer (10,000 steps; seed 1 took 31.7 minutes) 43.66 ± 0.36
-BLEU on `test.tsv` over 3 seeds; Bahdanau
-(12,000 steps; seed 1 took 31.8 minutes) 37.94 ± 0.71 over 3 seeds (docs/results.md).
+reaches 100% exact match on the 1,000 held-out test dates with the Transformer, 99.8% with
+Bahdanau's best checkpoint by validation (100% with its last), Bahdanau training in 0.7x the
+Transformer's time (docs/records/results/dates_demo.json). `spa-eng-cpu`, the average of the
+last 5 checkpoints (`seq2seq average RUN --last 5`), beam 4: the Transformer (10,000 steps; seed
+1 took 31.7 minutes) 43.66 ± 0.36 BLEU on `test.tsv` over 3 seeds; Bahdanau (12,000 steps; seed
+1 took 31.8 minutes) 37.94 ± 0.71 over 3 seeds (docs/results.md).
 Use `--data data/spa-eng` (the folder made as the README shows, so `valid.tsv` gives a BLEU per epoch).
 """
 
@@ -108,13 +109,13 @@ _add(
                      "tie_embeddings": True}},
     # The length penalty 1.0 was chosen on valid.tsv for both (the average of the last 5
     # checkpoints: Transformer 43.59 BLEU against 43.46 at 0.6, Bahdanau 38.48 against 38.33;
-    # docs/results.md, "The spa-eng recipe").
+    # docs/records/translators.md, "The spa-eng recipe").
     model={"max_decode_length": 40, "length_penalty": 1.0},
     data={"max_vocab": 12000, "min_count": 2, "max_length": 30},
     # No best checkpoint is kept (validation still reports BLEU each epoch), so `evaluate`,
     # `translate` and `export` take the last: the best by 200 greedy validation pairs scored
     # below the last on valid.tsv in every measured recipe, by 0.1-0.7 BLEU on average over 3
-    # seeds and up to 2 for one seed (docs/results.md, rows 1 and 1b).
+    # seeds and up to 2 for one seed (docs/records/translators.md, rows 1 and 1b).
     training={"steps_per_epoch": 500, "batch_size": 64, "learning_rate": 1e-3, "clip_norm": 5.0,
               "log_every": 100, "checkpoint_every": 500, "keep_checkpoints": 5,
               "best_metric": None},
