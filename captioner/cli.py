@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any
 
+from captioner.config import BEAM_SIZE
 from captioner.family import FAMILY
 from common.cli import (
     EXIT_USAGE,
@@ -31,8 +32,8 @@ def _caption_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("images", nargs="+", metavar="IMAGE")
     add_checkpoint_argument(p, saved_model=True)
     p.add_argument("--beam-size", type=positive_int,
-                   help="1 is greedy (default: 3 for a run, the export's default for a "
-                        "SavedModel)")
+                   help=f"1 is greedy (default: {BEAM_SIZE} for a run, the export's default "
+                        "for a SavedModel)")
     p.add_argument("--batch-size", type=positive_int, default=16,
                    help="images decoded together")
     p.add_argument("--n-best", type=positive_int, metavar="N",

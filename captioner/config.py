@@ -18,6 +18,13 @@ ATTENTION_QUERIES = ("hidden", "hidden+word")
 REWARDS = ("caption", "to-go")
 WEIGHTS = ("imagenet", "none")
 
+#: The captioner's decoding defaults (the shared ones, the length penalty among them, are in
+#: `common.decoding.defaults`): beam search with 3 hypotheses (`caption`, `evaluate`, `export`,
+#: `CaptionerRun.caption_batch`, `ShowAttendTell.caption`), and captions of at most 20 tokens
+#: (`DecoderConfig.max_length`, also the longest caption trained on, `DataConfig.max_length`).
+BEAM_SIZE = 3
+MAX_LENGTH = 20
+
 
 @dataclass(frozen=True)
 class EncoderConfig:
@@ -92,7 +99,7 @@ class DecoderConfig:
     entropy_weight: float = 0.002
     baseline_decay: float = 0.9
     expected_context_prob: float = 0.5
-    max_length: int = 20
+    max_length: int = MAX_LENGTH
     query: str = "hidden"
     reward: str = "caption"
     expected_context_warmup: int = 0
@@ -123,7 +130,7 @@ class DataConfig:
 
     dataset: str = "shapes"
     data_dir: str | None = None
-    max_length: int = 20
+    max_length: int = MAX_LENGTH
     min_count: int = 1
     cache_features: bool = False
     options: dict[str, Any] = field(default_factory=dict)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from captioner.config import BEAM_SIZE
 from captioner.inference import CaptionerRun
 
 logger = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ logger = logging.getLogger(__name__)
 MATCHERS = {"shapes": "shapes", "coco": "coco", "karpathy": "coco"}
 
 
-def generate(run: CaptionerRun, split, beam_size: int = 3, batch_size: int = 32,
+def generate(run: CaptionerRun, split, beam_size: int = BEAM_SIZE, batch_size: int = 32,
              **kwargs) -> dict[Any, Any]:
     """Caption every image of `split`: `{image_id: Caption}` in split order."""
     from captioner.datasets.pipeline import make_image_dataset
@@ -93,7 +94,7 @@ def teacher_forced(run: CaptionerRun, split, batch_size: int = 32
 
 
 def evaluate(run_dir: str | os.PathLike | CaptionerRun, dataset: str | None = None,
-             split: str = "test", data_dir: str | None = None, beam_size: int = 3,
+             split: str = "test", data_dir: str | None = None, beam_size: int = BEAM_SIZE,
              batch_size: int = 32, options: dict[str, Any] | None = None,
              metrics: tuple[str, ...] = ("bleu", "meteor", "rouge", "cider")) -> dict[str, Any]:
     """Scores of a run on `dataset`/`split` (the run's own dataset by default).

@@ -3,9 +3,9 @@
 `export_run(RUN_DIR, OUT_DIR)` writes a SavedModel that stock TensorFlow (or TensorFlow
 Serving) runs without this project, Keras or keras-hub: image decoding
 (`common.images.decode_in_graph`: JPEG with Pillow's accurate inverse DCT, PNG, GIF's first
-frame, BMP, WebP; grayscale and RGBA become RGB; the pixels Pillow gives),
-resizing to the encoder's input size (bilinear with antialiasing, close to Pillow's bilinear
-resize the run directory's `captioner caption` uses), the encoder, decoding
+frame, BMP, WebP; grayscale and RGBA become RGB; the pixels Pillow gives) and resizing to the
+encoder's input size (bilinear with antialiasing), both by `captioner.preprocessing.image_pixels`,
+the function training and the run directory's `captioner caption` use, the encoder, decoding
 (`common.decoding`'s `tf.while_loop`s) and detokenization (`detokenize_tf`) are in the graph.
 
 Signatures:
@@ -49,9 +49,10 @@ from typing import Any
 import tensorflow as tf
 
 from captioner.inference import Caption, CaptionerRun, caption_from_outputs
+from captioner.preprocessing import image_pixels
+from common.decoding import defaults
 from common.errors import DataError
 from common.export.module import DEFAULT_BEAM_SIZES, DecodingModule, ExportedModel
-from common.images import decode_in_graph
 from common.text import Vocabulary
 
 KIND = "captioner"
@@ -96,10 +97,10 @@ class CaptionerModule(DecodingModule):
         vocab: Vocabulary,
         image_size: Sequence[int],
         max_decode_length: int,
-        max_length_limit: int = 100,
+        max_length_limit: int = defaults.MAX_LENGTH_LIMIT,
         beam_sizes: Sequence[int] = DEFAULT_BEAM_SIZES,
-        default_beam_size: int = 1,
-        length_penalty: float = 0.6,
+        default_beam_size: int = defaults.BEAM_SIZE,
+        length_penalty: float = defaults.LENGTH_PENALTY,
     ):
         self.model = model
         self.image_size = (int(image_size[0]), int(image_size[1]))
@@ -112,7 +113,8 @@ class CaptionerModule(DecodingModule):
         """The module for an in-process `CaptionerRun` (same model, vocabulary and sizes)."""
         default = run.config.decoder.max_length
         kwargs.setdefault("max_decode_length", default)
-        kwargs.setdefault("max_length_limit", max(100, default, kwargs["max_decode_length"]))
+        kwargs.setdefault("max_length_limit", max(defaults.MAX_LENGTH_LIMIT, default,
+                                                  kwargs["max_decode_length"]))
         return cls(run.model, run.vocab, run.image_size, **kwargs)
 
     @classmethod
@@ -121,23 +123,12 @@ class CaptionerModule(DecodingModule):
         return cls.from_run(CaptionerRun(run_dir, checkpoint), **kwargs)
 
     def read_inputs(self, images) -> tf.Tensor:
-        """Encoded bytes `(B,)` -> `(B, H, W, 3)` float32 in [0, 255] at the encoder's size.
-
-        An image already at that size is only cast (what the resize gives it, exactly, and
-        what Pillow's resize does too), which saves the resize's time."""
+        """Encoded bytes `(B,)` -> `(B, H, W, 3)` float32 in [0, 255] at the encoder's size,
+        each by `captioner.preprocessing.image_pixels` (an image already at that size is only
+        cast, which saves the resize's time)."""
         height, width = self.image_size
-
-        def one(data):
-            image = decode_in_graph(data)  # Pillow's pixels, JPEG included
-            at_size = tf.reduce_all(tf.equal(tf.shape(image)[:2], [height, width]))
-            return tf.cond(
-                at_size,
-                lambda: tf.reshape(tf.cast(image, tf.float32), [height, width, 3]),
-                lambda: tf.image.resize(image, (height, width), method="bilinear",
-                                        antialias=True))
-
-        return tf.map_fn(one, images, fn_output_signature=tf.TensorSpec(
-            [height, width, 3], tf.float32))
+        return tf.map_fn(lambda data: image_pixels(data, self.image_size), images,
+                         fn_output_signature=tf.TensorSpec([height, width, 3], tf.float32))
 
     def prepare(self, pixels):
         return pixels, {}

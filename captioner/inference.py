@@ -2,7 +2,8 @@
 
 `load_run(run_dir)` rebuilds the model from `config.json` and `vocab.txt` and restores the
 latest checkpoint; `CaptionerRun.caption_batch(images)` captions a batch of raw images and
-`caption_files(paths)` reads image files, captioning the readable ones and reporting the rest.
+`caption_files(paths)` reads image files (`captioner.preprocessing.read_image`, the export's
+pre-processing), captioning the readable ones and reporting the rest.
 
 Shapes: `B` batch, `H`, `W` image size, `K` beams, `T` caption steps, `L` regions.
 """
@@ -17,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from captioner.config import CaptionerRunConfig
+from captioner.config import BEAM_SIZE, CaptionerRunConfig
+from captioner.preprocessing import read_image
 from captioner.train import VOCAB_FILE, build_model, load_run_config
 from common.decoding.hypothesis import Hypothesis
 from common.errors import DataError, UserError
@@ -119,7 +121,7 @@ class CaptionerRun:
             self._module = CaptionerModule.from_run(self)
         return self._module
 
-    def caption_batch(self, images, beam_size: int = 3, method: str | None = None,
+    def caption_batch(self, images, beam_size: int = BEAM_SIZE, method: str | None = None,
                       max_length: int | None = None, temperature: float = 1.0,
                       n_best: int | None = None) -> list[Caption]:
         """Captions of `images (B, H, W, 3)` (raw 0–255, already at `image_size`), best first.
@@ -142,9 +144,11 @@ class CaptionerRun:
                       **kwargs) -> tuple[list[tuple[str, Caption]], list[tuple[str, str]]]:
         """Caption image files; returns `([(path, Caption)], [(path, why it failed)])`.
 
-        Keyword arguments are those of `caption_batch`; their errors come before any file
-        is read."""
-        _decoding_method(kwargs.get("beam_size", 3), kwargs.get("method"), kwargs.get("n_best"))
+        Each file is read by `captioner.preprocessing.read_image`: upright as its EXIF says,
+        decoded and resized as the export reads it. Keyword arguments are those of
+        `caption_batch`; their errors come before any file is read."""
+        _decoding_method(kwargs.get("beam_size", BEAM_SIZE), kwargs.get("method"),
+                         kwargs.get("n_best"))
         done, failed, images, names = [], [], [], []
         for path in paths:
             try:
@@ -190,25 +194,6 @@ def caption_from_outputs(outputs: dict[str, np.ndarray], row: int,
 
 def _words(tokens: np.ndarray, n: int) -> list[str]:
     return [t.decode("utf-8") for t in tokens[:n]]
-
-
-def read_image(path: str | os.PathLike | bytes, image_size: tuple[int, int]) -> np.ndarray:
-    """An image file (or its bytes) as `(H, W, 3)` float32 in [0, 255], resized to `image_size`.
-
-    Any raster image a user is likely to have is read (`common.images.load_image`: RGBA,
-    grayscale, 16-bit, palette, CMYK, animations' first frame, TIFF, WebP, ...).
-
-    Raises:
-        DataError: one line naming the file and the reason (missing, empty, not an image,
-            truncated, or a header declaring more pixels than `common.images` allows).
-    """
-    from PIL import Image
-
-    from common.images import load_image
-
-    image = load_image(path)
-    image = image.resize((image_size[1], image_size[0]), Image.Resampling.BILINEAR)
-    return np.asarray(image, np.float32)
 
 
 def open_model(path: str | os.PathLike, checkpoint: str | None = None) -> Any:

@@ -13,10 +13,11 @@ from typing import Any
 import keras
 from keras import ops
 
-from captioner.config import REWARDS, DecoderConfig, EncoderConfig
+from captioner.config import BEAM_SIZE, REWARDS, DecoderConfig, EncoderConfig
 from captioner.decoder import ShowAttendTellDecoder
 from captioner.encoders import build_encoder
 from common.config import from_dict, to_dict
+from common.decoding.defaults import LENGTH_PENALTY
 
 DECODING_METHODS = ("greedy", "beam", "sample")
 # The `DecoderConfig` fields that are `ShowAttendTellDecoder` arguments of the same name.
@@ -274,9 +275,9 @@ class ShowAttendTell(keras.Model):
         return step
 
     def caption(self, images=None, *, features=None, start_id: int = 1, end_id: int = 2,
-                method: str = "beam", beam_size: int = 3, max_length: int | None = None,
-                length_penalty: float = 0.6, temperature: float = 1.0, seed: int | None = None,
-                sample_locations: bool = False):
+                method: str = "beam", beam_size: int = BEAM_SIZE, max_length: int | None = None,
+                length_penalty: float = LENGTH_PENALTY, temperature: float = 1.0,
+                seed: int | None = None, sample_locations: bool = False):
         """Decode captions with `common.decoding`; returns its `Decoded` (tokens `(B, K, T)`,
         attention `(B, K, T, L)`, ...). `method`: `greedy`, `beam` or `sample`."""
         from common.decoding import make_strategy

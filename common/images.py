@@ -13,13 +13,14 @@ A photo whose EXIF orientation tag says to turn or mirror it (as phones and came
 them) is turned upright, as a photo viewer or a browser shows it: the model captions what the
 user sees, not the sensor's sideways rows.
 
-`decode_in_graph` is the graph's decoder (training's input pipeline, the exported captioner):
+`decode_in_graph` is the graph's decoder (the captioner's one pre-processing function,
+`captioner.preprocessing.image_pixels`, for training, `caption RUN_DIR` and its export):
 the pixels Pillow gives, for the formats TensorFlow reads, as stored (TensorFlow's decoders
 ignore EXIF). `graph_bytes` gives the bytes it should receive: the file as it is when
 TensorFlow decodes it the same way `load_image` does, else the pixels `load_image` gives,
 re-encoded losslessly as BMP (TIFF, CMYK JPEG, a photo with an EXIF turn, ...; BMP, which the
 graph reads, encodes a 12-megapixel photo tens of times faster than PNG:
-`scripts/benchmark_images.py`, docs/benchmarks.md); `prepare_for_graph`
+`scripts/benchmarks/benchmark_images.py`, docs/benchmarks.md); `prepare_for_graph`
 is its header-only version for a server. `declared_size` reads only the header (the size as
 stored).
 
@@ -327,7 +328,7 @@ def lossless_bytes(image, budget: int | None = None) -> bytes:
     An uncompressed BMP, which encodes in milliseconds where a PNG of a phone photo takes
     seconds; but when the BMP would take more than `budget` bytes, a PNG at zlib's fastest
     level (slower than the BMP, small for an image that compressed that well:
-    `scripts/benchmark_images.py --op growth`).
+    `scripts/benchmarks/benchmark_images.py --op growth`).
     """
     width, height = image.size
     bmp_size = 54 + height * ((3 * width + 3) // 4 * 4)  # the header and 4-byte aligned rows

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from common.catalog import SENTENCEPIECE_TYPES
+from common.decoding.defaults import LENGTH_PENALTY
 from common.errors import UserError
 from common.text.specials import SPECIALS
 
@@ -160,7 +161,7 @@ class ModelConfig:
     transformer: TransformerConfig = field(default_factory=TransformerConfig)
     label_smoothing: float = 0.0
     max_decode_length: int = 60
-    length_penalty: float = 0.6
+    length_penalty: float = LENGTH_PENALTY
     copy: bool = False
 
     def __post_init__(self) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from common.config import save_json
+from common.decoding.defaults import BEAM_SIZE
 from common.errors import DataError, UserError
 from common.outputs import check_output_file, reported_write
 
@@ -63,7 +64,7 @@ def evaluate(
     run_dir: str | Path,
     data: str | None = None,
     dataset: str | None = None,
-    beam_size: int = 1,
+    beam_size: int = BEAM_SIZE,
     batch_size: int = 64,
     max_length: int | None = None,
     limit: int | None = None,

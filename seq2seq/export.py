@@ -66,6 +66,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from common.decoding.defaults import BEAM_SIZE, LENGTH_PENALTY
 from common.export.module import DEFAULT_BEAM_SIZES, DecodingModule, ExportedModel
 from common.text import Vocabulary, normalize, tokenize, tokenize_texts
 from seq2seq.copying import copy_ids_tf
@@ -135,8 +136,8 @@ class TranslatorModule(DecodingModule):
         max_decode_length: int,
         max_length_limit: int,
         beam_sizes: Sequence[int] = DEFAULT_BEAM_SIZES,
-        default_beam_size: int = 1,
-        length_penalty: float = 0.6,
+        default_beam_size: int = BEAM_SIZE,
+        length_penalty: float = LENGTH_PENALTY,
         attention_layer: int = -1,
         attention_head: int | None = None,
         copy_unknown: bool = True,

@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from common.config import from_dict, load_json
 from common.decoding import Decoded, default_method, make_strategy
+from common.decoding.defaults import BEAM_SIZE, LENGTH_PENALTY
 from common.decoding.hypothesis import Hypothesis
 from common.errors import UserError
 from common.text import Vocabulary, detokenize
@@ -143,8 +144,8 @@ def decode_batch(
     start_id: int,
     end_id: int,
     max_length: int,
-    beam_size: int = 1,
-    length_penalty: float = 0.6,
+    beam_size: int = BEAM_SIZE,
+    length_penalty: float = LENGTH_PENALTY,
     attention_layer: int = -1,
     attention_head: int | None = None,
     source_copy: Any = None,
@@ -310,7 +311,7 @@ class Translator:
     def translate_tokens(
         self,
         token_lists: Sequence[Sequence[str]],
-        beam_size: int = 1,
+        beam_size: int = BEAM_SIZE,
         max_length: int | None = None,
         attention_layer: int = -1,
         attention_head: int | None = None,
@@ -349,7 +350,7 @@ class Translator:
         if max_length is not None and not 1 <= max_length <= self.max_decode_limit:
             raise UserError(f"max decode length {max_length}: expected 1..{self.max_decode_limit} "
                             "for this model")
-        check_n_best(options.get("n_best"), options.get("beam_size", 1))
+        check_n_best(options.get("n_best"), options.get("beam_size", BEAM_SIZE))
         lowercase = self.config.data.lowercase
         token_lists = self.vocabularies.tokenize(list(texts), lowercase) if texts else []
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)

@@ -7,7 +7,8 @@ Dimensions: `B` batch, `T` caption steps, `H`, `W` image height and width.
 "caption_out": (B, T) int32}`: `caption_in` is `<start> w1 ... wn` and `caption_out` is
 `w1 ... wn <end>`, both padded with 0 (`<pad>`). The captions are tokenized and encoded once,
 up front; file images are read, decoded and resized in parallel, in-memory images (shapes)
-are gathered from one tensor. Order is deterministic for a fixed seed.
+are gathered from one tensor, both by `captioner.preprocessing` (the pre-processing of
+`captioner caption` and the export). Order is deterministic for a fixed seed.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import numpy as np
 import tensorflow as tf
 
 from captioner.datasets.records import CaptionSplit
+from captioner.preprocessing import image_pixels, resize_pixels
 from common.errors import UserError
-from common.images import decode_in_graph, graph_bytes
+from common.images import graph_bytes
 from common.text import Vocabulary, normalize, tokenize, tokenize_texts
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -102,10 +104,7 @@ def _image_source(split: CaptionSplit, size: tuple[int, int] | None):
         references = tf.range(len(split), dtype=tf.int32)
 
         def load(index):  # a scalar index or a (B,) batch of them
-            image = tf.cast(tf.gather(images, index), tf.float32)
-            if size is not None and size != native:
-                image = tf.image.resize(image, size, antialias=True)
-            return image
+            return resize_pixels(tf.gather(images, index), size or native)
 
         return references, load, size or native
     if any(r.path is None for r in split):
@@ -124,9 +123,7 @@ def _image_source(split: CaptionSplit, size: tuple[int, int] | None):
         common = tf.logical_or(tf.io.is_jpeg(data),
                                tf.equal(tf.strings.substr(data, 0, 8), PNG_SIGNATURE))
         data = tf.cond(common, lambda: data, lambda: _graph_bytes_of(data, path))
-        image = decode_in_graph(data)  # Pillow's pixels, JPEG included
-        image = tf.image.resize(tf.cast(image, tf.float32), size, antialias=True)
-        return tf.clip_by_value(image, 0.0, 255.0)
+        return image_pixels(data, size)  # as `caption RUN_DIR` and the export read images
 
     return references, load, size
 
@@ -156,7 +153,8 @@ def make_dataset(split: CaptionSplit, vocab: Vocabulary,
     Args:
         split: a `CaptionSplit` from `load_split`.
         vocab: the caption vocabulary (`build_vocabulary`).
-        image_size: resize images to this `int` or `(H, W)` (bilinear, antialiased); None keeps
+        image_size: resize images to this `int` or `(H, W)` (bilinear, antialiased:
+            `captioner.preprocessing.resize_pixels`); None keeps
             in-memory images at their native size (file images need a size).
         batch_size: pairs per batch.
         shuffle: shuffle all pairs (a full-size buffer), anew each pass.

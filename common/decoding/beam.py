@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from common.decoding.decoded import Decoded
+from common.decoding.defaults import LENGTH_PENALTY
 from common.decoding.strategy import Problem, StepFn, Strategy
 from common.decoding.utils import (
     NEG,
@@ -151,7 +152,7 @@ class BeamSearch(Strategy):
     name = "beam"
     options = ("beam_size", "length_penalty", "n_best")
 
-    def __init__(self, beam_size: int, length_penalty: float = 0.6, n_best: int = 1):
+    def __init__(self, beam_size: int, length_penalty: float = LENGTH_PENALTY, n_best: int = 1):
         _check_beam_args(beam_size, n_best, length_penalty)
         self.beam_size, self.length_penalty, self.n_best = beam_size, float(length_penalty), n_best
 
@@ -270,7 +271,7 @@ class BeamSearch(Strategy):
 
 def beam_search(step: StepFn, initial_state: Any, batch_size: int | tf.Tensor, start_id: int,
                 end_id: int, max_length: int | tf.Tensor, beam_size: int,
-                length_penalty: float = 0.6, n_best: int = 1, pad_id: int = 0) -> Decoded:
+                length_penalty: float = LENGTH_PENALTY, n_best: int = 1, pad_id: int = 0) -> Decoded:
     """`BeamSearch(beam_size, length_penalty, n_best)(...)`; the other arguments are those of
     `Strategy.__call__`.
     """

@@ -2,13 +2,15 @@
 
 Importing this module does not import TensorFlow: the command lines read
 `DECODING_METHODS.names()` for their choices. `make_strategy(name, **options)` imports the
-strategy and builds it with the options it takes (see `common.decoding.strategy.Strategy`).
+strategy and builds it with the options it takes (see `common.decoding.strategy.Strategy`);
+beam search's length penalty, when none is given, is `common.decoding.defaults.LENGTH_PENALTY`.
 
 Example:
 >>> DECODING_METHODS.names()
 ['greedy', 'beam', 'sample']
->>> make_strategy("beam", beam_size=3, temperature=0.5)  # doctest: +SKIP
-BeamSearch(beam_size=3, length_penalty=0.6, n_best=1)
+>>> beam = make_strategy("beam", beam_size=4, temperature=0.5)  # doctest: +SKIP
+>>> beam.beam_size, beam.length_penalty == LENGTH_PENALTY, beam.n_best  # doctest: +SKIP
+(4, True, 1)
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from common.decoding.defaults import LENGTH_PENALTY
 from common.registry import Registry
 
 #: name -> "module:class" of its `Strategy`, imported on first use.
@@ -34,7 +37,9 @@ def strategy_class(name: str) -> Any:
 def make_strategy(name: str, **options: Any) -> Any:
     """The strategy `name`, built with those of `options` it takes (`beam_size`,
     `length_penalty`, `n_best` for beam search; `temperature`, `top_k`, `seed` for sampling;
-    None means the strategy's default)."""
+    None means the strategy's default, and the length penalty's is `LENGTH_PENALTY`)."""
+    if options.get("length_penalty") is None:
+        options["length_penalty"] = LENGTH_PENALTY
     return strategy_class(name).from_options(**options)
 
 

@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from common.decoding import Decoded, default_method, make_strategy
+from common.decoding.defaults import BEAM_SIZE, EXPORT_BEAM_SIZES, LENGTH_PENALTY
 from common.errors import UserError
 from common.export import savedmodel
 from common.export.beam_sizes import (
@@ -42,7 +43,7 @@ from common.export.beam_sizes import (
 )
 from common.text import Vocabulary, detokenize_tf
 
-DEFAULT_BEAM_SIZES = (1, 2, 3, 4, 5)
+DEFAULT_BEAM_SIZES = EXPORT_BEAM_SIZES  # (`common.decoding.defaults`)
 N_BEST_SUFFIXES = ("tokens", "lengths", "scores", "normalized_scores", "finished")
 
 
@@ -89,7 +90,7 @@ class DecodingModule(tf.Module):
 
     def __init__(self, name: str, vocab: Vocabulary, max_decode_length: int,
                  max_length_limit: int, beam_sizes: Sequence[int] = DEFAULT_BEAM_SIZES,
-                 default_beam_size: int = 1, length_penalty: float = 0.6):
+                 default_beam_size: int = BEAM_SIZE, length_penalty: float = LENGTH_PENALTY):
         super().__init__(name=name)
         self.beam_sizes = check_export_options(beam_sizes, default_beam_size,
                                                max_decode_length, max_length_limit)
@@ -261,7 +262,7 @@ class DecodingModule(tf.Module):
 
     # -- in process ----------------------------------------------------------------------------
 
-    def predict(self, features: Any, method: str | None = None, beam_size: int = 1,
+    def predict(self, features: Any, method: str | None = None, beam_size: int = BEAM_SIZE,
                 max_length: int | None = None, n_best: int | None = None,
                 **options: Any) -> dict[str, np.ndarray]:
         """The signatures' outputs for features (`read_inputs`'s output) with any method of
