@@ -52,6 +52,23 @@ def test_too_few_checkpoints_or_a_taken_directory_is_one_line(run_dir, tmp_path,
 
 
 @pytest.mark.slow
+def test_resuming_an_averaged_run_is_refused_before_anything_is_written(run_dir, tmp_path,
+                                                                       capsys):
+    out = tmp_path / "averaged"
+    assert main(["average", str(run_dir), "--last", "2", "--out", str(out)]) == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["train", "--out", str(out), "--resume", "--verbose", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"seq2seq: error: {out}: an averaged run holds no optimizer to resume: use "
+                   f"--init-from {out} with a new --out"), err
+    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before  # not even config.json rewritten
+    for p in before:
+        assert p.stat().st_mtime_ns <= (out / "status.json").stat().st_mtime_ns, p
+
+
+@pytest.mark.slow
 def test_a_refused_average_leaves_no_directory_behind(run_dir, tmp_path, capsys):
     """A source that is the other family's run is refused before the new directory exists."""
     from captioner.cli import main as captioner_main

@@ -154,13 +154,17 @@ def check_target(export_dir: str | os.PathLike, overwrite: bool = False) -> None
 
 def _tf_variables(module: Any, functions: Any) -> list:
     """The tf.Variables under `module` and those `functions` capture, Keras ones unwrapped."""
+    import keras
+    import tensorflow as tf
+
     candidates = list(getattr(module, "variables", ()))
     for fn in functions:
         candidates.extend(getattr(fn, "variables", ()))
     found: dict[int, Any] = {}
     for v in candidates:
-        v = v if hasattr(v, "_handle_name") else getattr(v, "value", None)  # Keras -> tf
-        if v is not None and hasattr(v, "_handle_name"):
+        if isinstance(v, keras.Variable):
+            v = v.value  # the TensorFlow backend's tf.Variable (a tensor when autocast)
+        if isinstance(v, tf.Variable):
             found.setdefault(id(v), v)
     return list(found.values())
 

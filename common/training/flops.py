@@ -35,8 +35,9 @@ attention `A`, vocabulary `V`, `T` steps): per caption
 The decoder's part is × 3; the encoder's × 3 when it trains, × 1 when frozen, 0 when its
 features are cached.
 
-The TensorFlow tutorial's Transformer captioner (the peer of `scripts/benchmark_training.py
---model captioner --vs-peer`; `tutorial_captioner_training_flops`) is counted from its layers'
+The TensorFlow tutorial's Transformer captioner (the peer of
+`scripts/benchmarks/benchmark_training.py --model captioner --vs-peer`;
+`tutorial_captioner_training_flops`) is counted from its layers'
 kernels: per caption of `T` tokens over `S` image regions, each `MultiHeadAttention` costs
 `T·(|W_q| + |W_o|) + Tₖ·(|W_k| + |W_v|) + 2·T·Tₖ·H·K` multiply-adds (`Tₖ = T` for the causal
 self-attention, `S` for the cross-attention, whose keys and values are the 576-wide image
@@ -127,8 +128,10 @@ def conv_forward_flops(model: Any) -> float:
     `2·H·W·kh·kw·C`), `2·C_in·C_out` per position for dense layers."""
     import keras
 
+    from common.training.sublayers import sublayers
+
     total = 0.0
-    for layer in model._flatten_layers(include_self=False, recursive=True):
+    for layer in sublayers(model):
         if not layer.built or not hasattr(layer, "output"):
             continue
         try:

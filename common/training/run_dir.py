@@ -226,7 +226,8 @@ class RunDir:
 
         Raises:
             UserError: the path is a file or an export, or it holds another run (or files a
-                fresh `first` claim would write over) and `resume` is false.
+                fresh `first` claim would write over) and `resume` is false, or `resume` is
+                true and it holds an averaged run (`Runner.average`: no optimizer to resume).
             RunDirError: the directory cannot be created or written.
         """
         if self.path.exists() and not self.path.is_dir():
@@ -241,6 +242,9 @@ class RunDir:
                 f"run directory {self.path} is a run of the JAX trainer ({jax_checkpoints}/"
                 "ckpt-N); TensorFlow --resume would train over it from scratch: resume it on JAX "
                 "(KERAS_BACKEND=jax ... train --prepared DIR --resume) or export it")
+        if resume and (self.read_status() or {}).get("averaged"):  # `Runner.average` wrote it
+            raise UserError(f"{self.path}: an averaged run holds no optimizer to resume: use "
+                            f"--init-from {self.path} with a new --out")
         entries = self.run_entries()
         if entries and not resume:
             raise UserError(

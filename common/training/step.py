@@ -139,7 +139,9 @@ def _distributing(strategy: tf.distribute.Strategy) -> bool:
 
 
 def _all_reduces_in_forward(model: keras.Model) -> bool:
-    return any(getattr(layer, "synchronized", False) for layer in model._flatten_layers())
+    from common.training.sublayers import sublayers
+
+    return any(getattr(layer, "synchronized", False) for layer in [model, *sublayers(model)])
 
 
 def _jit_replica_step(model, optimizer, num_replicas, clip_norm, loss_scaled):

@@ -304,34 +304,27 @@ def task_layer_norm(args):
     return result
 
 
-def task_greedy(args):
-    """The JAX model of a run directory decodes `args["sources"]` greedily, step by step
-    through its public `initial_state` / `make_step`, up to `<end>` or `max_length` tokens."""
+def task_log_probs(args):
+    """The teacher-forced log-probabilities `(B, T, V)` (float64) of the JAX model of a run
+    directory (its `model.weights.h5`, built through the family's public hooks) on
+    `args["batch"]`'s `source` and `target_in` ids."""
     import keras
 
-    from common.training.jax_trainer import WEIGHTS_FILE, build_family_model
+    from common.family import family_named
+    from common.training.jax_trainer import WEIGHTS_FILE
     from common.training.prepare import load_prepared
 
     prepared = load_prepared(args["prepared"])
+    family = family_named(prepared.family)
     sizes = {name: len(tokens) for name, tokens in prepared.vocabularies.items()}
-    model, _ = build_family_model("seq2seq", prepared.config, sizes)
-    model({"source": np.ones((1, 2), np.int32), "target_in": np.ones((1, 2), np.int32)})
+    model = family.build_model(prepared.config, sizes)
+    family.create_variables(model, prepared.config)
     model.load_weights(Path(args["run_dir"]) / WEIGHTS_FILE)
-    outputs = []
-    for row in args["sources"]:
-        source = np.asarray([row], np.int32)
-        state = model.initial_state(source, max_length=args["max_length"])
-        step = model.make_step()
-        token, ids = np.asarray([1], np.int32), []  # <start>
-        for index in range(args["max_length"]):
-            logits, state, _ = step(token, state, index)
-            token = np.asarray(keras.ops.argmax(logits, axis=-1), np.int32)
-            if int(token[0]) == 2:  # <end>
-                break
-            ids.append(int(token[0]))
-        outputs.append(ids)
-    return {"ids": outputs}
-
+    inputs = {k: np.asarray(args["batch"][k], np.int32) for k in ("source", "target_in")}
+    logits = np.asarray(keras.ops.convert_to_numpy(model(inputs, training=False)), np.float64)
+    top = logits.max(axis=-1, keepdims=True)
+    log_probs = logits - top - np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
+    return {"log_probs": log_probs.tolist(), "backend": keras.backend.backend()}
 
 
 def task_fused_attention(args):

@@ -115,6 +115,18 @@ def test_resolve_checkpoint_names_best_last_a_step_or_a_path(run_dir):
         resolve_checkpoint(run_dir, "newest")
 
 
+def test_a_checkpoint_number_is_ascii_digits_only(run_dir):
+    from common.training.checkpoints import resolve_checkpoint
+
+    _train(run_dir, [1.0, 3.0], epochs=2)  # ckpt-1, ckpt-2
+    assert resolve_checkpoint(run_dir, "01") == str(run_dir / "checkpoints" / "ckpt-1")
+    # str.isdigit accepts both; int() fails on the first and reads the second as 1.
+    for which in ("\u00b2", "\u0661"):
+        with pytest.raises(UserError, match=f"--checkpoint '{which}': expected best, last, a "
+                                            "checkpoint number N"):
+            resolve_checkpoint(run_dir, which)
+
+
 def test_without_a_best_the_default_is_the_last(run_dir):
     from common.training.checkpoints import resolve_checkpoint
 

@@ -32,16 +32,31 @@ def test_the_query_projection_is_counted_from_its_kernel(query):
     assert (rows > paper_rows) == (query == "hidden+word")
 
 
+def test_the_encoder_convolutions_are_counted_as_by_hand():
+    """small-cnn on 16x16 images: 3x3 convs of 3->4 channels (16x16), 4->6 (8x8, after a
+    pooling) and one context conv 6->6 (4x4); batch norms, activations and poolings add none."""
+    from common.training.flops import conv_forward_flops
+
+    model = ShowAttendTell(20, EncoderConfig("small-cnn", (16, 16), "none", filters=(4, 6),
+                                             context_convs=1),
+                           DecoderConfig(embedding_dim=8, units=16, attention_units=8))
+    by_hand = 2 * (16 * 16 * 3 * 3 * 3 * 4 + 8 * 8 * 3 * 3 * 4 * 6 + 4 * 4 * 3 * 3 * 6 * 6)
+    assert conv_forward_flops(model.encoder.backbone) == by_hand
+    # Trained from scratch, the encoder counts forward and backward (x 3) per image.
+    cached, computed = (captioner_training_flops(model, B, T, cached) for cached in (True, False))
+    assert computed - cached == 3 * B * by_hand
+
+
 def test_the_tutorial_captioner_is_counted_from_its_layers_as_by_hand():
     """The peer's decoder (2 layers, width 8, 2 heads of 8, 12-wide features on a 2x3 grid)
     against a hand count of its multiply-adds."""
     import numpy as np
     import tensorflow as tf
 
-    from common.training.benchmark import load_peer
     from common.training.flops import tutorial_captioner_training_flops
+    from tests.helpers.benchmarks import benchmark_lib
 
-    peer = load_peer("tf_captioning")
+    peer = benchmark_lib("benchmark").load_peer("tf_captioning")
     if peer is None:
         pytest.skip("no peer programs folder")
     captions = ["a b c", "b c d e"]

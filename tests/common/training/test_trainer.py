@@ -356,6 +356,50 @@ def test_restore_model_counts_a_weight_created_on_the_model_itself(run_dir):
         np.testing.assert_array_equal(trained, restored)
 
 
+class Generators(keras.Model):
+    """Random generators at three depths: a dropout of the model's, dropouts in a list, and
+    one under a layer held privately."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.drop = keras.layers.Dropout(0.1, seed=1)
+        self.stack = [keras.layers.Dropout(0.2, seed=2), keras.layers.Dropout(0.3, seed=3)]
+        self._block = keras.Sequential([keras.layers.Dense(3), keras.layers.Dropout(0.4, seed=4)])
+
+    def call(self, x, training=False):
+        for layer in (self.drop, *self.stack, self._block):
+            x = layer(x, training=training)
+        return x
+
+    def dropouts(self):
+        return [self.drop, *self.stack, self._block.layers[-1]]
+
+
+def test_seed_generator_states_are_every_generator_and_restore_in_any_rng_order(
+        tmp_path, monkeypatch):
+    """Every generator's state is found (each dropout's own `seed_generator`), and comes back
+    from a checkpoint whose `rng` entry lists the states in another order: they are restored
+    from their `model_variables` entries, so checkpoints written when `rng` was in layer order
+    restore the same."""
+    import common.training.checkpoints as checkpoints
+    from common.training.checkpoints import TrainingState, make_checkpoint
+
+    saved, fresh = Generators(), Generators()
+    for model in (saved, fresh):
+        model(np.zeros((1, 3), "float32"))
+        assert [id(v) for v in checkpoints.seed_generator_states(model)] == [
+            id(d.seed_generator.state) for d in model.dropouts()]
+    for i, dropout in enumerate(saved.dropouts()):
+        dropout.seed_generator.state.assign([10 + i, 100 * i])
+    with monkeypatch.context() as patch:
+        reversed_states = list(reversed(checkpoints.seed_generator_states(saved)))
+        patch.setattr(checkpoints, "seed_generator_states", lambda model: reversed_states)
+        path = make_checkpoint(saved, None, TrainingState()).save(str(tmp_path / "ckpt"))
+    make_checkpoint(fresh, None, TrainingState()).restore(path).assert_existing_objects_matched()
+    assert [np.asarray(d.seed_generator.state).tolist() for d in fresh.dropouts()] == [
+        [10 + i, 100 * i] for i in range(4)]
+
+
 def test_restore_model_reads_a_checkpoint_without_the_count(tmp_path):
     from common.training.checkpoints import model_variables
 
