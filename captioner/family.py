@@ -16,6 +16,7 @@ from captioner.catalog import ENCODERS
 from captioner.config import (
     ATTENTION_KINDS,
     ATTENTION_QUERIES,
+    BEAM_SIZE,
     REWARDS,
     WEIGHTS,
     CaptionerRunConfig,
@@ -24,7 +25,7 @@ from captioner.datasets import DATASETS
 from captioner.presets import PRESETS, get_preset
 from common.catalog import SCORES
 from common.cli import ON_OFF, add_checkpoint_argument, choose, non_negative_float, positive_int
-from common.config import add_config_option
+from common.config import add_config_option, from_dict
 from common.errors import UserError
 from common.family import Family
 from common.training.run_dir import RunDir
@@ -91,7 +92,7 @@ Typical use:
     datasets = DATASETS
     output = "caption"
     export_signature = "caption_with_options"
-    export_beam_size = 3
+    export_beam_size = BEAM_SIZE
     export_module = "captioner.export"
     serve_model_name = "captioner"
     serve_instances = "images"
@@ -154,9 +155,34 @@ Typical use:
         return get_preset(name, dataset)
 
     def prepare(self, config, out_dir: Path) -> Path:
-        from common.training.prepare import prepare_captions
+        from captioner.prepared import prepare_captions
 
         return prepare_captions(config, out_dir)
+
+    def prepared_layout(self):
+        from captioner.prepared import LAYOUT
+
+        return LAYOUT
+
+    def build_model(self, config: dict[str, Any], vocab_sizes: dict[str, int]):
+        from captioner.train import build_model
+
+        return build_model(from_dict(CaptionerRunConfig, config), vocab_sizes["words"])
+
+    def learning_rate(self, config: dict[str, Any], training, steps_per_epoch: int):
+        """The rate, decayed to 0 over the run by a cosine where `cosine_decay` is set."""
+        if not from_dict(CaptionerRunConfig, config).cosine_decay:
+            return training.learning_rate
+        import keras
+
+        return keras.optimizers.schedules.CosineDecay(
+            training.learning_rate, decay_steps=steps_per_epoch * training.epochs)
+
+    def full_pass_validation(self, config: dict[str, Any], prepared, examples: int):
+        """CIDEr and BLEU-4 of greedy full-pass captions (`captioner.full_pass`)."""
+        from captioner.full_pass import full_pass_validation
+
+        return full_pass_validation(config, prepared, examples)
 
     def train(self, config, run_dir: Path, resume: bool, verbose: int, init_from=None):
         from captioner.train import train
@@ -178,7 +204,7 @@ Typical use:
                        "dataset name, one of: {names} (default: the run's)"))
         add_data_arguments(p)
         p.add_argument("--split", default="test", help="train, valid or test")
-        p.add_argument("--beam-size", type=positive_int, default=3,
+        p.add_argument("--beam-size", type=positive_int, default=BEAM_SIZE,
                        help="hypotheses kept per image (1: greedy decoding)")
         p.add_argument("--batch-size", type=positive_int, default=32,
                        help="images decoded together")

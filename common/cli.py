@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from common.decoding.defaults import EXPORT_BEAM_SIZES
 from common.errors import UserError
 from common.registry import Registry
 
@@ -411,7 +412,7 @@ def add_export_arguments(p: argparse.ArgumentParser, default_beam_size: int,
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("out_dir", metavar="OUT_DIR", help="the SavedModel directory to write")
     add_checkpoint_argument(p)
-    p.add_argument("--beam-sizes", type=beam_size_list, default=(1, 2, 3, 4, 5),
+    p.add_argument("--beam-sizes", type=beam_size_list, default=EXPORT_BEAM_SIZES,
                    help="the beam sizes compiled in (each adds export time and graph size)")
     p.add_argument("--beam-size", type=positive_int, default=default_beam_size,
                    help=f"the default beam size (of the `{row_signature}` signature and the "
@@ -492,7 +493,6 @@ def add_config_options(parser: argparse.ArgumentParser, family: Any) -> None:
 def add_training_options(group: Any) -> None:
     """The `train` options of `common.training.TrainingConfig`, every family's `training`."""
     from common.config import add_config_option
-    from common.training.config import DROPOUT_RNG_CHOICES
 
     def add(flag: str, **kwargs: Any) -> None:
         field = flag[2:].replace("-", "_")
@@ -530,10 +530,8 @@ def add_training_options(group: Any) -> None:
     add("--early-stopping", type=int, metavar="PATIENCE",
         help="stop after PATIENCE validations without a better --best-metric (0: never)")
     add("--distribute", help="none, mirrored, multi-worker or auto")
-    add("--logical-cpus", type=int, help="split the CPU into this many devices")
-    add("--dropout-rng", choices=DROPOUT_RNG_CHOICES,
-        help="dropout's random bits: keras (the default) or, with --prepared on JAX, rbg "
-             "(XLA's RngBitGenerator: cheaper on a GPU, another stream of masks)")
+    # `logical_cpus` and `dropout_rng`, for experiments and the GPU lab, have no option: a
+    # config file sets them (docs/training.md, "Settings only a config file sets").
 
 
 # -- the sub-commands every family has --------------------------------------------------------
@@ -559,7 +557,8 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
                                                    "options override it"))
         p.add_argument("--config", metavar="FILE",
                        help="a JSON file nested like RUN_DIR/config.json (any part of it): "
-                            "over the preset, under the options")
+                            "over the preset, under the options; it also sets what no option "
+                            "does (docs/training.md)")
         p.add_argument("--out", required=True, metavar="RUN_DIR", help="the run directory")
         p.add_argument("--resume", action="store_true",
                        help="continue the run in RUN_DIR from its last checkpoint (its model "
@@ -657,11 +656,12 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
 
     def prepare(args: argparse.Namespace) -> int:
         from common.config import config_overrides, to_dict
-        from common.runner import Runner, refuse_jax_ignored
+        from common.runner import Runner
+        from common.training.capabilities import refuse_unsupported
 
         # The folder is for the JAX trainer: what it would not honour is refused here too.
         given = config_overrides(args, None, to_dict(family.config_class()))
-        refuse_jax_ignored(given.get("training", {}), "of `prepare`")
+        refuse_unsupported(given.get("training", {}), "jax", "of `prepare`")
         runner = Runner(family, args.out)
         out = runner.prepare(runner.make_config(args.preset, args.config, args))
         print(f"Prepared {out}: train on JAX with `KERAS_BACKEND=jax {prog} train --prepared "

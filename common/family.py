@@ -6,12 +6,18 @@ field it sets), how it trains, evaluates, opens and exports a run. `common.runne
 drives any family through these hooks, and `common.cli.family_subcommands` builds the shared
 sub-commands (train, evaluate, export, serve) from them, so a third family is one new package
 with its `Family` and no edit to the command line, export or serving code.
+
+`common/` never imports a family (`tests/test_layering.py`): where it has only a family's name
+(a prepared folder's `prepared.json`, a run's `config.json`), `family_named(name)` finds it. A
+family named N is the package N beside `common/`, whose module `N.family` holds its instance
+as `FAMILY`; being there registers it.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import importlib
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
@@ -42,6 +48,11 @@ class Family(ABC):
         serve_model_name, serve_instances, serve_max_batch_size: `serve` defaults.
         export_kind: `(module, kind attribute, what attribute)` of the family's export module,
             read when serving to refuse a SavedModel of another kind.
+
+    The JAX path (docs/jax.md) reaches the family through `prepare`, `prepared_layout`,
+    `build_model`, `learning_rate`, `create_variables` and `full_pass_validation`; its config
+    comes in as the dict of `config.json` there, and its vocabularies by the names of
+    `prepared_layout().vocabularies`.
     """
 
     name: ClassVar[str]
@@ -113,9 +124,48 @@ class Family(ABC):
         """A line for the user once training ends (None: nothing)."""
         return None
 
+    # -- the prepared folder and the JAX trainer ------------------------------------------
+
     def prepare(self, config: Any, out_dir: Path) -> Path:
-        """Write the TensorFlow-free training folder of `config` (`common.training.prepare`)."""
+        """Write the TensorFlow-free training folder of `config` (`common.training.prepare`:
+        its helpers write the folder, the family reads its data and builds its vocabularies,
+        as its `train` does); returns the folder."""
         raise NotImplementedError(f"{self.name} has no prepared-data path")
+
+    def prepared_layout(self) -> Any:
+        """How the family's data lies in a prepared folder and is served from it: a
+        `common.training.prepare.PreparedLayout` (its vocabularies by name, its arrays, its
+        batches, their checks), from a module that imports neither TensorFlow nor Keras."""
+        raise NotImplementedError(f"{self.name} has no prepared-data path")
+
+    def build_model(self, config: dict[str, Any], vocab_sizes: dict[str, int]) -> Any:
+        """The Keras model of the run config `config` (a `config.json` as a dict) with
+        vocabularies of `vocab_sizes` (by `prepared_layout().vocabularies`' names), built as
+        the family's `train` builds it, through its public builder. It has
+        `loss_terms(batch, training)` (`common.training.step`); its variables may wait for the
+        first call (`create_variables`)."""
+        raise NotImplementedError(f"{self.name} has no JAX path")
+
+    def learning_rate(self, config: dict[str, Any], training: Any, steps_per_epoch: int) -> Any:
+        """What the family's `train` gives Adam as its learning rate for `config` (a dict) and
+        the `common.training.TrainingConfig` `training`: `training.learning_rate`, or a
+        `keras.optimizers.schedules` schedule (over `steps_per_epoch * training.epochs`
+        steps where it decays)."""
+        return training.learning_rate
+
+    def create_variables(self, model: Any, config: dict[str, Any]) -> None:
+        """Create the variables of a `build_model` model without data, so that a weights file
+        loads into it (`common.training.cross_backend`); by default the builder made them."""
+        return None
+
+    def full_pass_validation(self, config: dict[str, Any], prepared: Any,
+                             examples: int) -> Any:
+        """The JAX trainer's validation of a run config `config` (a dict) from the prepared
+        folder `prepared` (`common.training.prepare.Prepared`): a
+        `common.decoding.full_pass.FullPassValidation` of its first `examples` validation
+        examples, scored with the metrics of the family's TensorFlow validation (its
+        `validation_metrics`, the first one first); None: nothing to validate on."""
+        return None
 
     @abstractmethod
     def add_evaluate_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -148,3 +198,30 @@ class Family(ABC):
     def serve_options(self, args: argparse.Namespace) -> dict[str, Any]:
         """The keyword arguments of `common.cli.serve_savedmodel` from them."""
         return {}
+
+
+def family_named(name: str) -> Family:
+    """The family named `name` (a `config.json`'s or `prepared.json`'s "family"): `FAMILY` of
+    the module `NAME.family` of the package `NAME` beside `common/` (`family_names()`).
+
+    Raises:
+        UserError: no such family.
+    """
+    from common.errors import UserError
+
+    known = family_names()
+    if name not in known:
+        raise UserError(f"unknown family {name!r}; expected one of: {', '.join(known)}")
+    family = getattr(importlib.import_module(f"{name}.family"), "FAMILY", None)
+    if not isinstance(family, Family) or family.name != name:
+        raise TypeError(f"{name}.family.FAMILY is {family!r}; expected the Family named {name!r}")
+    return family
+
+
+def family_names() -> tuple[str, ...]:
+    """The names of the families: the packages beside `common/` that hold a `family.py`
+    (found on disk, without importing them)."""
+    root = Path(__file__).resolve().parents[1]
+    return tuple(sorted(path.parent.name for path in root.glob("*/family.py")
+                        if path.parent.name != "common"
+                        and (path.parent / "__init__.py").is_file()))

@@ -31,23 +31,6 @@ from common.training.run_dir import RunDir, failed_writes_named
 
 # The training settings that say where a run goes on, not what it trains.
 PLACEMENT = ("distribute", "logical_cpus")
-# The TensorFlow trainer's settings that the JAX trainer does not honour: it validates by the
-# loss (no decoding, so no best checkpoint or early stopping) and always compiles with XLA.
-# A JAX run's config.json records what it did instead (`jax_trainer.JAX_TRAINING_FACTS`).
-JAX_IGNORES = ("validation_examples", "validation_beam_size", "best_metric", "best_mode",
-               "early_stopping", "deterministic", "jit_compile", "logical_cpus")
-
-
-def refuse_jax_ignored(given: dict[str, Any], where: str) -> None:
-    """Refuse, in one line, training settings given as options (`given`) that the JAX
-    trainer does not honour (`JAX_IGNORES`), rather than drop them."""
-    from common.errors import UserError
-
-    ignored = [f"--{name.replace('_', '-')}" for name in JAX_IGNORES if name in given]
-    if ignored:
-        raise UserError(f"{', '.join(ignored)}: not honoured by the JAX trainer, which "
-                        "validates by the loss alone and always compiles with XLA "
-                        f"(docs/jax.md); expected them left out {where}")
 
 
 class Runner:
@@ -163,11 +146,13 @@ class Runner:
         apply, `distribute` being the JAX one (none, data-parallel, model-parallel, with
         `model_parallel` devices on the model axis). A resumed run keeps its own training
         settings (`RUN_DIR/config.json`), as on TensorFlow; the options given change them.
-        Settings of the TensorFlow trainer that the JAX one does not honour (`JAX_IGNORES`),
-        given as options, are refused rather than dropped.
+        Settings of the TensorFlow trainer that the JAX one does not honour
+        (`common.training.capabilities.CAPABILITIES`), given as options, are refused rather
+        than dropped.
         """
         from common.config import load_json
         from common.errors import UserError
+        from common.training.capabilities import refuse_unsupported
         from common.training.jax_trainer import resumed_training, train_jax
 
         folder = Path(prepared)
@@ -181,7 +166,7 @@ class Runner:
             raise UserError(f"--prepared {prepared}: the model and data come from the prepared "
                             f"folder; options of {', '.join(others)} apply to `prepare`")
         given = flags.get("training", {})
-        refuse_jax_ignored(given, "with --prepared")
+        refuse_unsupported(given, "jax", "with --prepared")
         training = deep_merge(resumed_training(self.run.path, saved.get("training", {}), resume),
                               given)
         distribute = given.get("distribute", "data-parallel")

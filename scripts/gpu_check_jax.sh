@@ -5,10 +5,10 @@
 #   1. the spa-eng Transformer trained by the project's JAX trainer in bf16
 #      (scripts/gpu_train_jax.py): throughput, MFU, and the last and averaged weights, which
 #      are imported, exported and scored on test.tsv back on a machine with TensorFlow;
-#   2. Transformer-base at sequence 64 in bf16 (scripts/benchmark_transformer_jax.py): MFU with
-#      the levers of the search added one at a time (see below; MFU_STEPS picks steps), the last
-#      with a profile of the step by kernel and by the part of the model each kernel computes
-#      (from the optimized HLO).
+#   2. Transformer-base at sequence 64 in bf16 (scripts/benchmarks/benchmark_transformer_jax.py):
+#      MFU with the levers of the search added one at a time (see below; MFU_STEPS picks
+#      steps), the last with a profile of the step by kernel and by the part of the model each
+#      kernel computes (from the optimized HLO).
 #
 #   bash scripts/gpu_check_jax.sh [PART]          # on the GPU machine, from the repository
 #   bash scripts/gpu_check_jax.sh --quick [PART]  # tiny sizes on CPU: the smoke test CI runs
@@ -154,7 +154,7 @@ if [ "$PART" = all ] || [ "$PART" = mfu ]; then
     shift 2
     [[ " $MFU_STEPS " == *" $name "* ]] || return 0
     step "$name" "$limit" env XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_gpu_enable_triton_gemm=false" \
-      "$PY" scripts/benchmark_transformer_jax.py "${BASE[@]}" --attention-dropout 0 \
+      "$PY" scripts/benchmarks/benchmark_transformer_jax.py "${BASE[@]}" --attention-dropout 0 \
       --dropout-rng rbg "$@" --out "$LOGS/${name}_bf16.json"
   }
   bench before $LIMIT --batch-size $ONE --loss autodiff

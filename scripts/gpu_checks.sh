@@ -100,7 +100,7 @@ fi
 DEVICE_FLAG=()
 [ "$GPUS" -gt 0 ] && DEVICE_FLAG=(--gpu)
 
-step train_base_bf16_xla 150 "$PY" scripts/benchmark_training.py "${BASE[@]}" \
+step train_base_bf16_xla 150 "$PY" scripts/benchmarks/benchmark_training.py "${BASE[@]}" \
   --precision mixed_bfloat16 --jit-compile --out "$OUT/train_base_bf16_xla.json"
 step mirrored_translators 90 bash -c "\"$PY\" tests/seq2seq/distributed_check.py \
   transformer bahdanau ${DEVICE_FLAG[*]} | tail -n 1 > \"$OUT/mirrored_translators.json\""
@@ -108,10 +108,11 @@ step mirrored_captioner 90 bash -c "\"$PY\" tests/captioner/distributed_check.py
   ${DEVICE_FLAG[*]} | tail -n 1 > \"$OUT/mirrored_captioner.json\" && \"$PY\" \
   tests/captioner/distributed_check.py --jit-compile ${DEVICE_FLAG[*]} | tail -n 1 \
   > \"$OUT/mirrored_captioner_xla.json\""
-step train_captioner 100 "$PY" scripts/benchmark_training.py --model captioner \
+step train_captioner 100 "$PY" scripts/benchmarks/benchmark_training.py --model captioner \
   "${CAPTIONER[@]}" --precision mixed_bfloat16 --out "$OUT/train_captioner.json"
-step latency 150 "$PY" scripts/benchmark_latency.py "${LATENCY[@]}" --out "$OUT/latency.json"
-step train_base_fp32 60 "$PY" scripts/benchmark_training.py "${BASE[@]}" \
+step latency 150 "$PY" scripts/benchmarks/benchmark_latency.py "${LATENCY[@]}" \
+  --out "$OUT/latency.json"
+step train_base_fp32 60 "$PY" scripts/benchmarks/benchmark_training.py "${BASE[@]}" \
   --precision float32 --steps 10 --warmup 2 --out "$OUT/train_base_fp32.json"
 
 "$PY" - "$OUT" <<'EOF'

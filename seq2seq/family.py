@@ -12,7 +12,8 @@ from typing import Any
 
 from common.catalog import SCORES, SENTENCEPIECE_TYPES
 from common.cli import ON_OFF, add_checkpoint_argument, choose, non_negative_float, positive_int
-from common.config import add_config_option
+from common.config import add_config_option, from_dict
+from common.decoding.defaults import BEAM_SIZE, LENGTH_PENALTY
 from common.errors import UserError
 from common.family import Family
 from common.training.run_dir import RunDir
@@ -37,15 +38,16 @@ def _dropout_path(config: dict[str, Any]) -> str:
 
 def add_decode_arguments(p: argparse.ArgumentParser) -> None:
     """The decoding options of `evaluate` and `translate`."""
-    p.add_argument("--beam-size", type=positive_int, default=1,
+    p.add_argument("--beam-size", type=positive_int, default=BEAM_SIZE,
                    help="hypotheses kept per sentence (1: greedy decoding)")
     p.add_argument("--batch-size", type=positive_int, default=64,
                    help="sentences decoded together")
     p.add_argument("--max-decode-length", type=positive_int,
                    help="longest output (default: the run's)")
     p.add_argument("--length-penalty", type=non_negative_float, metavar="ALPHA",
-                   help="beam search's length penalty (default: the run's, 0.6 unless trained "
-                        "with another; a SavedModel keeps the one it was exported with)")
+                   help=f"beam search's length penalty (default: the run's, {LENGTH_PENALTY} "
+                        "unless trained with another; a SavedModel keeps the one it was "
+                        "exported with)")
     add_attention_arguments(p)
     add_checkpoint_argument(p, saved_model=True)
 
@@ -79,7 +81,7 @@ Typical use:
     datasets = DATASETS
     output = "output"
     export_signature = "translate_with_options"
-    export_beam_size = 1
+    export_beam_size = BEAM_SIZE
     export_module = "seq2seq.export"
     serve_model_name = "translator"
     serve_instances = "sentences"
@@ -160,16 +162,13 @@ Typical use:
         add(g, "--activation-dropout", path="model.transformer.activation_dropout",
             type=non_negative_float, help="transformer: dropout of the feed-forward block's "
             "inner activations (default: --dropout; the paper's is 0)")
-        add(g, "--fused-projections", path="model.transformer.fused_projections",
-            action=ON_OFF, help="transformer: each attention's projections as one matrix "
-            "product over all positions (faster on a GPU; the same weights)")
         add(g, "--label-smoothing", path="model.label_smoothing", type=non_negative_float,
             help="the training target's weight spread over the vocabulary (eps, in [0, 1))")
         add(g, "--max-decode-length", path="model.max_decode_length", type=positive_int,
             help="longest translation the run decodes (validation, translate, export)")
         add(g, "--length-penalty", path="model.length_penalty", type=non_negative_float,
-            help="beam search's length penalty alpha (default 0.6): the run's default for "
-                 "validation, evaluate, translate and export")
+            help=f"beam search's length penalty alpha (default {LENGTH_PENALTY}): the run's "
+                 "default for validation, evaluate, translate and export")
 
     def preset(self, name: str | None, explicit: dict[str, Any]) -> dict[str, Any]:
         """The preset's values for the architecture chosen, and its name (`preset`); a new run
@@ -197,9 +196,42 @@ Typical use:
         SCORES.get(config.model.bahdanau.score)
 
     def prepare(self, config, out_dir: Path) -> Path:
-        from common.training.prepare import prepare_translation
+        from seq2seq.prepared import prepare_translation
 
         return prepare_translation(config, out_dir)
+
+    def prepared_layout(self):
+        from seq2seq.prepared import LAYOUT
+
+        return LAYOUT
+
+    def build_model(self, config: dict[str, Any], vocab_sizes: dict[str, int]):
+        from seq2seq.models import build_model
+
+        return build_model(from_dict(RunConfig, config).model, vocab_sizes["source"],
+                           vocab_sizes["target"])
+
+    def learning_rate(self, config: dict[str, Any], training, steps_per_epoch: int):
+        """The Transformer's inverse-square-root warm-up, a constant rate otherwise."""
+        from seq2seq.models import learning_rate
+
+        return learning_rate(from_dict(RunConfig, config).model, training.learning_rate)
+
+    def create_variables(self, model, config: dict[str, Any]) -> None:
+        """A call on a one-pair batch: a translator creates its variables on its first
+        call."""
+        import numpy as np
+
+        inputs = {"source": np.ones((1, 2), np.int32), "target_in": np.ones((1, 2), np.int32)}
+        if config["model"].get("copy"):
+            inputs["source_copy"] = np.ones((1, 2), np.int32)
+        model(inputs, training=False)
+
+    def full_pass_validation(self, config: dict[str, Any], prepared, examples: int):
+        """BLEU, chrF and exact match of greedy full-pass decodes (`seq2seq.full_pass`)."""
+        from seq2seq.full_pass import full_pass_validation
+
+        return full_pass_validation(config, prepared, examples)
 
     def train(self, config, run_dir: Path, resume: bool, verbose: int, init_from=None):
         from seq2seq.train import train

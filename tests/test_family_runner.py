@@ -123,12 +123,12 @@ def test_captioner_config_file_sits_between_the_preset_and_the_options(monkeypat
 def test_seq2seq_config_file_sits_between_the_preset_and_the_options(monkeypatch, tmp_path):
     seen = captured(monkeypatch, "seq2seq.train")
     file = tmp_path / "mine.json"
-    file.write_text(json.dumps({"model": {"transformer": {"num_layers": 3, "hidden_dim": 12}}}))
+    file.write_text(json.dumps({"model": {"transformer": {"num_layers": 3, "hidden_dim": 12,
+                                                          "fused_projections": True}}}))
     assert seq2seq_main(["train", "--dataset", "dates", "--arch", "transformer", "--preset",
                          "tiny", "--config", str(file), "--hidden-dim", "16", "--post-norm",
                          "--dropout", "0.2", "--attention-dropout", "0",
-                         "--activation-dropout", "0.05", "--fused-projections",
-                         "--out", str(tmp_path / "r")]) == 0
+                         "--activation-dropout", "0.05", "--out", str(tmp_path / "r")]) == 0
     (config,) = seen
     t = config.model.transformer
     assert (t.num_layers, t.hidden_dim, t.num_heads, t.norm_first, t.dropout,
@@ -136,6 +136,40 @@ def test_seq2seq_config_file_sits_between_the_preset_and_the_options(monkeypatch
             t.fused_projections) == (3, 16, 2, False, 0.2, 0.0, 0.05, True)
     assert config.model.bahdanau.dropout == 0.1  # --dropout is the chosen architecture's
     assert config.preset == "tiny" and config.training["steps_per_epoch"] == 3
+
+
+# What only an experiment or the GPU lab sets: a config file, not an option of `train`.
+LAB_OPTIONS = ("--fused-projections", "--no-fused-projections", "--dropout-rng",
+               "--logical-cpus")
+
+
+@pytest.mark.parametrize("main, subcommands, new_run", [
+    (seq2seq_main, seq2seq_subcommands, ["--dataset", "dates", "--arch", "transformer"]),
+    (captioner_main, captioner_subcommands, []),
+], ids=["seq2seq", "captioner"])
+def test_the_lab_settings_are_a_config_files_not_train_options(
+        main, subcommands, new_run, monkeypatch, tmp_path, capsys):
+    for name in ("train", "prepare"):
+        text = help_text(subcommands, name)
+        assert not [option for option in LAB_OPTIONS if option in text], name
+    for option, value in (("--dropout-rng", "keras"), ("--logical-cpus", "2")):
+        assert main(["train", "--preset", "tiny", *new_run, option, value,
+                     "--out", str(tmp_path / "refused")]) == 2
+        assert f"unrecognized arguments: {option}" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
+    family = "seq2seq" if main is seq2seq_main else "captioner"
+    seen = captured(monkeypatch, f"{family}.train")
+    file = tmp_path / "lab.json"
+    lab = {"training": {"logical_cpus": 2, "dropout_rng": "keras"}}
+    if family == "seq2seq":
+        lab["model"] = {"transformer": {"fused_projections": True}}
+    file.write_text(json.dumps(lab))
+    assert main(["train", "--preset", "tiny", *new_run, "--config", str(file),
+                 "--out", str(tmp_path / "r")]) == 0
+    (config,) = seen
+    assert (config.training["logical_cpus"], config.training["dropout_rng"]) == (2, "keras")
+    if family == "seq2seq":
+        assert config.model.transformer.fused_projections is True
 
 
 @pytest.mark.parametrize("arch, flags, expected", [

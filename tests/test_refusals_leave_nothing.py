@@ -1,6 +1,7 @@
 """A new run refused after it wrote its config and vocabularies takes them back, so the
 corrected command runs into the same directory (`common.runner.taken_back_on_failure`)."""
 
+import json
 import shutil
 
 import pytest
@@ -164,8 +165,9 @@ def test_an_image_size_the_encoder_cannot_take_is_refused(options, needle, tmp_p
 
 def test_the_jax_dropout_generator_on_tensorflow_is_refused_before_the_data(tmp_path, capsys,
                                                                           monkeypatch):
-    """`--dropout-rng rbg` is the JAX trainer's: `train` on TensorFlow refuses it in one line,
-    before it reads any data (the family's `train` is never reached), and leaves no run."""
+    """`dropout_rng: rbg` (a config file's) is the JAX trainer's: `train` on TensorFlow
+    refuses it in one line, before it reads any data (the family's `train` is never reached),
+    and leaves no run."""
     from seq2seq import family
 
     def reached(*args, **kwargs):
@@ -173,6 +175,8 @@ def test_the_jax_dropout_generator_on_tensorflow_is_refused_before_the_data(tmp_
 
     monkeypatch.setattr(family.FAMILY, "train", reached)
     out = tmp_path / "run"
-    assert seq2seq_main([*TINY, "--dropout-rng", "rbg", "--out", str(out)]) == 2
+    lab = tmp_path / "rbg.json"
+    lab.write_text(json.dumps({"training": {"dropout_rng": "rbg"}}))
+    assert seq2seq_main([*TINY, "--config", str(lab), "--out", str(out)]) == 2
     assert "dropout_rng 'rbg' is the JAX trainer's" in _one_line_error(capsys)
     assert not out.exists()

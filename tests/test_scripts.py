@@ -1,5 +1,11 @@
 """scripts/ stays thin: every script imports the installed packages as they are (no `sys.path`
-edits, no script importing another), and each answers `--help` on its own."""
+edits, no script importing another), and each answers `--help` on its own.
+
+The product and the lab live apart: `scripts/` holds what a user runs, `scripts/benchmarks/`
+and `scripts/experiments/` the benchmarks and one-off experiments. The lab may import the
+packages; the packages and the user's scripts never import the lab, and the packages hold no
+module that only the lab uses (the benchmarks' helpers live beside them, in
+`scripts/benchmarks/_lib`)."""
 
 import ast
 import os
@@ -10,8 +16,25 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPTS = sorted((REPO / "scripts").glob("*.py"))
+PACKAGES = ("common", "captioner", "seq2seq")
+USER_SCRIPTS = sorted((REPO / "scripts").glob("*.py"))
+LAB_SCRIPTS = sorted([*(REPO / "scripts" / "benchmarks").glob("*.py"),
+                      *(REPO / "scripts" / "experiments").glob("*.py")])
+SCRIPTS = USER_SCRIPTS + LAB_SCRIPTS
 NAMES = {path.stem for path in SCRIPTS}
+IDS = [str(path.relative_to(REPO / "scripts")) for path in SCRIPTS]
+LAB_HELPERS = "_lib"  # scripts/benchmarks/_lib, found beside the scripts that import it
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import statement of `path` (absolute imports only)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.append((node.lineno, node.module or ""))
+    return found
 
 
 def _problems(path: Path) -> list[str]:
@@ -20,29 +43,124 @@ def _problems(path: Path) -> list[str]:
         if (isinstance(node, ast.Attribute) and node.attr == "path"
                 and isinstance(node.value, ast.Name) and node.value.id == "sys"):
             found.append(f"line {node.lineno}: sys.path")
-        modules = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                   else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-        found += [f"line {node.lineno}: imports the script {m}" for m in modules
-                  if m.split(".")[0] in NAMES | {"tests"}]
+    for line, module in _imports(path):
+        top = module.split(".")[0]
+        if top in NAMES | {"tests"}:
+            found.append(f"line {line}: imports the script {module}")
+        elif top == LAB_HELPERS and not (path.parent / LAB_HELPERS).is_dir():
+            found.append(f"line {line}: imports {module}, which is not beside it")
     return sorted(found)
 
 
 def test_there_are_scripts_to_check():
-    assert len(SCRIPTS) >= 10 and "benchmark_training" in NAMES
+    assert len(USER_SCRIPTS) >= 4 and len(LAB_SCRIPTS) >= 10
+    assert "benchmark_training" in NAMES and "serve_client_example" in NAMES
 
 
-@pytest.mark.parametrize("path", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_the_lab_scripts_are_not_among_the_users():
+    """Benchmarks and profiles live in scripts/benchmarks/, not beside the user's tools."""
+    names = {path.stem for path in USER_SCRIPTS}
+    assert not [name for name in names if name.startswith(("benchmark_", "profile_"))]
+    assert {path.parent.name for path in LAB_SCRIPTS} == {"benchmarks", "experiments"}
+
+
+def test_a_script_name_is_unique_across_the_folders():
+    """`tests.helpers.benchmarks.script_path(NAME)` finds a script by its name alone."""
+    assert len(NAMES) == len(SCRIPTS)
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=IDS)
 def test_no_script_edits_sys_path_or_imports_another(path):
     assert _problems(path) == []
 
 
-def test_the_check_finds_both_faults(tmp_path):
+def test_the_check_finds_every_fault(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("import sys\nsys.path.insert(0, '.')\nfrom benchmark_decoding import x\n")
+    bad.write_text("import sys\nsys.path.insert(0, '.')\nfrom benchmark_decoding import x\n"
+                   "from _lib.benchmark import alternate\n")
+    assert _problems(bad) == ["line 2: sys.path", "line 3: imports the script benchmark_decoding",
+                              "line 4: imports _lib.benchmark, which is not beside it"]
+    (tmp_path / LAB_HELPERS).mkdir()
     assert _problems(bad) == ["line 2: sys.path", "line 3: imports the script benchmark_decoding"]
 
 
-@pytest.mark.parametrize("path", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def _module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _package_modules_used(root: Path, path: Path, modules: set[str]) -> set[str]:
+    """The modules of `modules` that `path` imports: by import statements (relative ones
+    too) or by name for a lazy import (`"seq2seq.transformer:TransformerTranslator"`,
+    `common.training`'s `{"Trainer": "trainer"}`)."""
+    own = _module_name(root, path) if path.relative_to(root).parts[0] in PACKAGES else ""
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package
+                for _ in range(node.level - 1):
+                    parent = parent.rpartition(".")[0]
+                base = f"{parent}.{base}" if base else parent
+            names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        elif own and isinstance(node, ast.Constant) and isinstance(node.value, str):
+            name = node.value.partition(":")[0]
+            names = [name, f"{package}.{name}"]
+        else:
+            continue
+        found |= {name for name in names if name in modules}
+    return found
+
+
+def _lab_only_modules(root: Path) -> list[str]:
+    """Package modules that the lab's scripts import and nothing else does (neither a
+    package nor a user's script): they belong beside the lab."""
+    files = [path for package in PACKAGES for path in (root / package).rglob("*.py")]
+    modules = {_module_name(root, path) for path in files}
+    lab = [*(root / "scripts" / "benchmarks").rglob("*.py"),
+           *(root / "scripts" / "experiments").rglob("*.py")]
+    product = files + sorted((root / "scripts").glob("*.py"))
+    used = set().union(*(_package_modules_used(root, p, modules) for p in product))
+    by_lab = set().union(*(_package_modules_used(root, p, modules) for p in lab))
+    return sorted(by_lab - used)
+
+
+def test_the_packages_hold_no_module_only_the_lab_uses():
+    assert _lab_only_modules(REPO) == []
+
+
+def test_the_packages_never_import_the_lab():
+    files = [path for package in PACKAGES for path in (REPO / package).rglob("*.py")]
+    assert len(files) > 50
+    found = [f"{path.relative_to(REPO)}:{line} imports {module}" for path in files
+             for line, module in _imports(path)
+             if module.split(".")[0] in NAMES | {LAB_HELPERS, "scripts"}]
+    assert found == []
+
+
+def test_the_lab_only_check_finds_a_module_only_a_benchmark_imports(tmp_path):
+    for name, text in {
+        "common/__init__.py": "",
+        "common/timing.py": "",
+        "common/used.py": "from . import lazy\n",
+        "common/lazy.py": "MAP = {'Thing': 'common.thing:Thing'}\n",
+        "common/thing.py": "",
+        "scripts/demo.py": "from common import used\n",
+        "scripts/benchmarks/bench.py": ("from common.timing import time_steps\n"
+                                        "from common import used, thing\n"),
+    }.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    for package in PACKAGES[1:]:
+        (tmp_path / package).mkdir()
+    assert _lab_only_modules(tmp_path) == ["common.timing"]
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=IDS)
 def test_every_script_answers_help(path, tmp_path):
     # run from elsewhere, the checkout's packages importable as an installed package would be
     env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -95,7 +213,7 @@ def _parses_with_the_project_parser(path: Path) -> list[str]:
     return missing
 
 
-@pytest.mark.parametrize("path", SCRIPTS, ids=[p.name for p in SCRIPTS])
+@pytest.mark.parametrize("path", SCRIPTS, ids=IDS)
 def test_every_script_parses_with_the_project_parser(path):
     assert _parses_with_the_project_parser(path) == []
 
@@ -113,7 +231,7 @@ def _run_script(path: Path, *args: str, cwd: Path) -> subprocess.CompletedProces
                           cwd=cwd, env=env, timeout=300)
 
 
-@pytest.mark.parametrize("path", SCRIPTS, ids=[p.name for p in SCRIPTS])
+@pytest.mark.parametrize("path", SCRIPTS, ids=IDS)
 def test_every_script_refuses_an_unknown_option_in_one_line(path, tmp_path):
     """No usage block, no traceback, no TensorFlow log lines: one line (naming the option, or
     the required arguments missing, which argparse checks first)."""
@@ -130,9 +248,9 @@ def test_a_tensorflow_script_under_the_jax_backend_is_one_line(tmp_path):
     """`run_cli` named the sub-command, which a script without sub-commands has not: an
     AttributeError traceback."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "KERAS_BACKEND": "jax"}
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "benchmark_latency.py"),
-                           "--quick"], capture_output=True, text=True, cwd=tmp_path, env=env,
-                          timeout=300)
+    script = REPO / "scripts" / "benchmarks" / "benchmark_latency.py"
+    done = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True,
+                          text=True, cwd=tmp_path, env=env, timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip() == (
         "benchmark_latency.py: error: benchmark_latency.py runs on the TensorFlow backend; got "

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.benchmarks import load_script, script_path
+
 REPO = Path(__file__).resolve().parents[1]
-SCRIPTS = REPO / "scripts"
 
 # Small settings, so that a script that failed to refuse would still end soon.
 GRADIENTS = ["--rows", "4", "--width", "8", "--steps", "1", "--rounds", "1"]
@@ -142,13 +143,13 @@ def _files(folder: Path) -> list[str]:
 
 
 def _run_script(name: str, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
-    """`scripts/NAME ARGS` as a user runs it: the checkout importable, no TensorFlow log
-    level or Keras backend of the caller's."""
+    """`scripts/benchmarks/NAME ARGS` as a user runs it: the checkout importable, no
+    TensorFlow log level or Keras backend of the caller's."""
     clean = {k: v for k, v in os.environ.items()
              if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND")}
-    return subprocess.run([sys.executable, str(SCRIPTS / name), *args], capture_output=True,
-                          text=True, cwd=cwd, env={**clean, "PYTHONPATH": str(REPO), **env},
-                          timeout=600)
+    path = script_path(name.removesuffix(".py"))
+    return subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
+                          cwd=cwd, env={**clean, "PYTHONPATH": str(REPO), **env}, timeout=600)
 
 
 def _assert_refused(done: subprocess.CompletedProcess, name: str, named: list[str]) -> None:
@@ -193,12 +194,7 @@ def test_the_jax_benchmark_refuses_another_keras_backend(folder):
 def test_the_jax_benchmark_needs_no_tensorflow():
     """It is for GPU machines without TensorFlow: it neither imports TensorFlow itself nor
     has `run_cli` import it."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "benchmark_transformer_jax", SCRIPTS / "benchmark_transformer_jax.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("benchmark_transformer_jax")
     args = module.build_parser().parse_args([])
     assert args._uses_tensorflow is False and args._runs_on_jax is True
 
@@ -208,8 +204,6 @@ def test_the_default_image_and_samples_folder_are_the_repositorys_from_any_folde
     """benchmark_serving.py's default `--image` and make_sample_images.py's default `--out`
     are the repository's files wherever the script runs (they were relative to the working
     folder, and the samples' --help printed this machine's absolute path)."""
-    from tests.helpers.benchmarks import load_script
-
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.json").write_text('{"family": "captioner"}', encoding="utf-8")

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.benchmarks import script_path
+
 REPO = Path(__file__).resolve().parents[1]
-SCRIPTS = REPO / "scripts"
 
 TRAIN = "Tom is here.\tTom está aquí.\nno way\tde ninguna manera\nMary sings.\tMary canta.\n"
 TEST = "Tom is tired.\tTom está cansado.\nMary saw Tom.\tMary vio a Tom.\n"
@@ -28,13 +29,15 @@ TEST = "Tom is tired.\tTom está cansado.\nMary saw Tom.\tMary vio a Tom.\n"
 
 def _run(script: str, *args: str, cwd: Path, quiet_tensorflow: bool = False,
          **env: str) -> subprocess.CompletedProcess:
-    """`scripts/SCRIPT ARGS` from `cwd`; TensorFlow's start-up lines let through unless
-    `quiet_tensorflow` (for checks that need TensorFlow's packages loaded first)."""
+    """`scripts/[experiments/]SCRIPT ARGS` from `cwd`; TensorFlow's start-up lines let
+    through unless `quiet_tensorflow` (for checks that need TensorFlow's packages loaded
+    first)."""
     full = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "0", **env}
     if quiet_tensorflow:
         del full["TF_CPP_MIN_LOG_LEVEL"]
-    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], capture_output=True,
-                          text=True, cwd=cwd, env=full, timeout=300)
+    path = script_path(script.removesuffix(".py"))
+    return subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
+                          cwd=cwd, env=full, timeout=300)
 
 
 def _snapshot(root: Path) -> dict[str, bytes | None]:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.benchmarks import script_path
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
 
@@ -175,13 +177,13 @@ def _files(folder: Path) -> dict[str, bytes | None]:
 
 
 def _run_script(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """`scripts/NAME ARGS` as a user runs it: the checkout importable, no TensorFlow log
-    level or Keras backend of the caller's."""
+    """`scripts/[experiments/]NAME ARGS` as a user runs it: the checkout importable, no
+    TensorFlow log level or Keras backend of the caller's."""
     clean = {k: v for k, v in os.environ.items()
              if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND")}
-    return subprocess.run([sys.executable, str(SCRIPTS / name), *args], capture_output=True,
-                          text=True, cwd=cwd, env={**clean, "PYTHONPATH": str(REPO)},
-                          timeout=600)
+    path = script_path(name.removesuffix(".py"))
+    return subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
+                          cwd=cwd, env={**clean, "PYTHONPATH": str(REPO)}, timeout=600)
 
 
 def _one_line(done: subprocess.CompletedProcess, name: str, status: int = 2) -> str:

@@ -2,8 +2,8 @@
 
 `LayerNormalization` is `keras.layers.LayerNormalization`: the same arguments, variables and
 names (checkpoints are unchanged) and, by default, the same `call`. With the class attribute
-`CLOSED_FORM_GRADIENT` set (`scripts/benchmark_transformer_jax.py --layer-norm closed`), a layer
-that normalizes over the last axis with a scale and an offset computes `layer_norm` instead:
+`CLOSED_FORM_GRADIENT` set (`scripts/benchmarks/benchmark_transformer_jax.py --layer-norm
+closed`), a layer that normalizes over the last axis with a scale and an offset computes `layer_norm` instead:
 the same function, in float32 (or wider) as Keras does, with the gradient written out rather than
 differentiated automatically, so that the backward pass keeps only the input (in its own
 dtype) and two float32 numbers per row. On an H200, Transformer-base's 32 layer norms took

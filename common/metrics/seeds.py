@@ -1,8 +1,8 @@
 """Results over several seeds: one JSON line per run, and a summary line with the spread.
 
 A stochastic result is reported over at least three seeds with its spread; the ablation and
-recipe scripts (`scripts/captioner_ablation.py`, `scripts/translator_recipe.py`) write one
-line per run with `record` and a `summarize` line per variant.
+recipe scripts (`scripts/experiments/captioner_ablation.py`, `scripts/translator_recipe.py`)
+write one line per run with `record` and a `summarize` line per variant.
 
 Example:
 >>> summary = summarize({"name": "x"}, [{"bleu": 40.0}, {"bleu": 42.0}, {"bleu": 41.0}])

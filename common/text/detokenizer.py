@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import tensorflow as tf
+if TYPE_CHECKING:  # `detokenize` serves the JAX side, where TensorFlow may be absent
+    import tensorflow as tf
 
 # (pattern, rewrite, passes): the same string serves Python's `re` (with \\1 rewrites) and RE2.
 _RULES: tuple[tuple[str, str, int], ...] = (
@@ -78,6 +80,8 @@ def detokenize_tf(tokens) -> tf.Tensor:
     >>> detokenize_tf(tf.ragged.constant([["Hola", ",", "Tom", "!"]])).numpy()
     array([b'Hola, Tom!'], dtype=object)
     """
+    import tensorflow as tf
+
     if not isinstance(tokens, tf.RaggedTensor):
         tokens = tf.convert_to_tensor(tokens, dtype=tf.string)
         tokens = tf.ragged.boolean_mask(tokens, tf.strings.length(tokens) > 0)

@@ -8,7 +8,9 @@ validation that beats the best so far into `RUN_DIR/best/` (a model-only checkpo
     {"metric": "bleu", "mode": "max", "value": 31.2, "epoch": 4, "step": 5000,
      "checkpoint": "best/ckpt-5000"}
 
-(the checkpoint relative to the run directory, so that a moved run keeps its best).
+(the checkpoint relative to the run directory, so that a moved run keeps its best). The JAX
+trainer, which has no TensorFlow, gives `write` and keeps `best/model.weights.h5` instead
+(`"checkpoint": "best/model.weights.h5"`), by the same rules.
 
 Early stopping reads the same record: training stops once `patience` validations in a row
 have not beaten it. Both survive a resume, since they are read back from `best.json`.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,16 +54,23 @@ class BestCheckpoint:
         mode: `"max"` (higher is better) or `"min"`.
         patience: stop after this many validations without a new best (0: never stop).
         chief: whether this process writes (every worker tracks, only the chief saves).
+        write: `(model, path)` writes the weights to `path` (a file of `best/`, which the
+            record names) instead of the TensorFlow checkpoint `best/ckpt-STEP`: the JAX
+            trainer's `best/model.weights.h5` (the name is `file`).
+        file: the file `write` writes, in `best/`.
     """
 
     def __init__(self, run_dir: str | os.PathLike, metric: str, mode: str = "max",
-                 patience: int = 0, chief: bool = True):
+                 patience: int = 0, chief: bool = True,
+                 write: Callable[[Any, Path], None] | None = None,
+                 file: str = "model.weights.h5"):
         if mode not in MODES:
             raise UserError(f"unknown best-checkpoint mode {mode!r}; choose one of: "
                             f"{', '.join(MODES)}")
         self.run_dir = Path(run_dir)
         self.directory = self.run_dir / BEST_DIR
         self.metric, self.mode, self.patience, self.chief = metric, mode, patience, chief
+        self.write, self.file = write, file
         record = best_record(run_dir)
         if record is not None and (record.get("metric"), record.get("mode")) != (metric, mode):
             raise UserError(
@@ -94,18 +104,25 @@ class BestCheckpoint:
         value = float(metrics[self.metric])
         if not self.better(value):
             return False
-        import tensorflow as tf
-
-        from common.training.checkpoints import write_model_checkpoint
-
+        name = self.file if self.write is not None else f"ckpt-{step}"
         record = {"metric": self.metric, "mode": self.mode, "value": value, "epoch": epoch,
-                  "step": step, "checkpoint": f"{BEST_DIR}/ckpt-{step}"}
+                  "step": step, "checkpoint": f"{BEST_DIR}/{name}"}
         if self.chief:
             old = self.record["checkpoint"] if self.record else None
+            if self.write is not None:  # no TensorFlow (the JAX trainer)
+                errors: tuple[type[BaseException], ...] = (OSError,)
+                write = self.write
+            else:
+                import tensorflow as tf
+
+                from common.training.checkpoints import write_model_checkpoint
+
+                errors, write = (OSError, tf.errors.OpError), write_model_checkpoint
             try:
-                write_model_checkpoint(model, self.run_dir / record["checkpoint"])
+                self.directory.mkdir(parents=True, exist_ok=True)
+                write(model, self.run_dir / record["checkpoint"])
                 save_json(self.directory / BEST_FILE, record)  # atomic: the new one is complete
-            except (OSError, tf.errors.OpError) as exc:  # no space, a file in the way, ...
+            except errors as exc:  # no space, a file in the way, ...
                 raise write_failure(self.directory, exc) from None
             if old and Path(old).name != Path(record["checkpoint"]).name:
                 for file in self.directory.glob(Path(old).name + ".*"):

@@ -77,12 +77,16 @@ class TrainingState:
 
 
 def seed_generator_states(model: keras.Model) -> list:
-    """The state variables of the `SeedGenerator`s owned by the model's layers, in layer order."""
-    states = []
-    for layer in model._flatten_layers(include_self=True):
-        for generator in getattr(layer, "_seed_generators", []) or []:
-            states.append(generator.state)
-    return states
+    """The state variables of the `keras.random.SeedGenerator`s of the model and its layers, in
+    `model.variables` order (which lists every layer's generators' states, each named
+    `seed_generator_state`).
+
+    They are `model_variables` entries too, so a checkpoint stores each once, under its
+    position there, and restores it from there: the order of the `rng` entry does not decide
+    which generator gets which state (checkpoints written when it listed them in another
+    order restore the same).
+    """
+    return [v for v in model.variables if v.name == "seed_generator_state"]
 
 
 def model_variables(model: keras.Model) -> dict[str, tf.Variable]:
@@ -476,7 +480,7 @@ def resolve_checkpoint(run_dir: str | os.PathLike, which: str | None = None,
         if not available:
             raise UserError(f"no checkpoint in {directory}; expected a training run directory")
         return available[0]
-    if which.isdigit():
+    if which.isascii() and which.isdigit():  # not "²" or "١", which str.isdigit accepts
         path = str(directory / f"ckpt-{int(which)}")
         if path not in available:
             raise UserError(f"{run_dir} has no checkpoint number {which}; it has: {have()}")
@@ -509,12 +513,17 @@ def restore_run_checkpoint(model: keras.Model, run_dir: str | os.PathLike,
     The last checkpoint (`which` "last", or None when the run keeps no best) is read as
     `restore_model` reads a directory: one cut short by a kill is skipped for the one before.
     A run trained on JAX (`common.training.jax_trainer`), which has no TensorFlow checkpoint,
-    is read from its backend-neutral weights (`jax_run_weights`).
+    is read from its backend-neutral weights: its best (`best/model.weights.h5`) before its
+    last (`jax_run_weights`), as for a TensorFlow run.
     """
     from common.training.best import best_checkpoint
     from common.training.run_dir import RunDir
 
     run = RunDir(run_dir)
+    best = best_checkpoint(run_dir)
+    if which in (None, "best") and best is not None and best.endswith(".weights.h5"):
+        model.load_weights(best)  # a JAX run's best
+        return best
     weights = jax_run_weights(run) if which in (None, "last") else None
     if weights is not None and not complete_checkpoints(run.checkpoints):
         model.load_weights(weights)

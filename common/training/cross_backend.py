@@ -2,7 +2,8 @@
 
 `common.training.jax_trainer` leaves `RUN_DIR/model.weights.h5` (Keras's backend-neutral
 weights file) beside the run's `config.json` and vocabularies. `import_jax_weights(run_dir)`
-builds the same model with TensorFlow through the family's public builder, loads that file
+builds the same model with TensorFlow through the hooks of the family the config names
+(`Family.build_model`, `Family.create_variables`), loads that file
 and writes it as `RUN_DIR/checkpoints/ckpt-N` with `write_model_checkpoint`, the checkpoint
 every TensorFlow command reads (`evaluate`, `translate`/`caption`, `export`):
 
@@ -17,12 +18,11 @@ import os
 import re
 from pathlib import Path
 
-import numpy as np
-
 from common.config import load_json
 from common.errors import UserError
-from common.training.jax_trainer import WEIGHTS_FILE, build_family_model
-from common.training.prepare import vocab_files
+from common.family import family_named
+from common.training.best import best_checkpoint
+from common.training.jax_trainer import WEIGHTS_FILE
 
 
 def import_jax_weights(run_dir: str | os.PathLike,
@@ -31,7 +31,8 @@ def import_jax_weights(run_dir: str | os.PathLike,
 
     Args:
         run_dir: a run directory written by the JAX trainer.
-        weights: the `.weights.h5` to import (default `RUN_DIR/model.weights.h5`; a
+        weights: the `.weights.h5` to import (default: the best, `RUN_DIR/best/
+            model.weights.h5`, where the run keeps one, else `RUN_DIR/model.weights.h5`; a
             checkpoint's `RUN_DIR/jax/ckpt-STEP/model.weights.h5` works too).
 
     Raises:
@@ -43,22 +44,22 @@ def import_jax_weights(run_dir: str | os.PathLike,
     config = load_json(run_dir / "config.json") if run_dir.is_dir() else None
     if not isinstance(config, dict) or "family" not in config:
         raise UserError(f"{run_dir}: not a run directory (no config.json with a family)")
-    weights = Path(weights) if weights is not None else run_dir / WEIGHTS_FILE
+    if weights is None:
+        best = best_checkpoint(run_dir)
+        weights = best if best is not None and best.endswith(".weights.h5") else (
+            run_dir / WEIGHTS_FILE)
+    weights = Path(weights)
     if not weights.is_file():
         raise UserError(f"{weights}: no such weights file; expected the JAX trainer's "
                         f"{WEIGHTS_FILE}")
-    family = config["family"]
+    family = family_named(config["family"])
     sizes = {}
-    for name, file in vocab_files(family).items():
+    for name, file in family.prepared_layout().vocabularies.items():
         if not (run_dir / file).is_file():
             raise UserError(f"{run_dir / file}: missing; expected the run's vocabulary")
         sizes[name] = len((run_dir / file).read_text(encoding="utf-8").splitlines())
-    model, _ = build_family_model(family, config, sizes)
-    if family == "seq2seq":  # variables are created on the first call
-        inputs = {"source": np.ones((1, 2), np.int32), "target_in": np.ones((1, 2), np.int32)}
-        if config["model"].get("copy"):
-            inputs["source_copy"] = np.ones((1, 2), np.int32)
-        model(inputs, training=False)
+    model = family.build_model(config, sizes)
+    family.create_variables(model, config)
     model.load_weights(weights)
     checkpoints = run_dir / "checkpoints"
     numbers = [int(m.group(1)) for p in checkpoints.glob("ckpt-*.index")

@@ -2,7 +2,8 @@
 
 `train_jax(prepared_dir, run_dir, training)` is the JAX counterpart of the families' `train`:
 it reads only the folder `common.training.prepare` wrote (NumPy; no TensorFlow is imported),
-builds the family's model through its public builder, and trains it with the model's own
+builds the model and learning rate through the hooks of the folder's family
+(`Family.build_model`, `Family.learning_rate`), and trains it with the model's own
 `loss_terms(batch, training=True)`, as `common.training.Trainer` does:
 
     loss = loss_sum / count + sum(model.losses)       over the global batch
@@ -37,7 +38,13 @@ RUN_DIR/status.json               training | finished | failed, step, epoch, che
 RUN_DIR/jax/ckpt-STEP/            model.weights.h5 + state.npz (every variable's value, the
                                   optimizer's and the position) + position.json
 RUN_DIR/model.weights.h5          the final weights, for `import_jax_weights` (TensorFlow)
+RUN_DIR/best/model.weights.h5     the best validation's weights, and `best/best.json`
 ```
+
+Validation (`validation_examples`): the family's `Family.full_pass_validation` decodes its
+validation examples greedily over the model's full pass (`common.decoding.full_pass`) and
+scores them with its TensorFlow validation's metrics; the best weights and early stopping
+follow `common.training.best.BestCheckpoint`, as on TensorFlow, and survive a resume.
 
 A checkpoint is written into `jax/.ckpt-STEP.tmp/` and renamed when complete, so a kill never
 leaves a partial `ckpt-STEP`. `resume=True` restores the newest one (the position, the
@@ -74,6 +81,8 @@ from common.config import (
     save_json,
 )
 from common.errors import DataError, UserError
+from common.family import Family, family_named
+from common.training.best import BestCheckpoint, best_record
 from common.training.config import TrainingConfig
 from common.training.prepare import Prepared, load_prepared
 from common.training.progress import RunningMeans, say_epoch_already_ran
@@ -85,11 +94,10 @@ WEIGHTS_FILE = RunDir.jax_weights
 STATE_FILE = "state.npz"
 POSITION_FILE = "position.json"
 #: What this trainer does where the TensorFlow trainer has a setting it does not honour
-#: (`common.runner.JAX_IGNORES`), written so in the run's `config.json`: it validates by the
-#: loss alone (no decoding, no best checkpoint, no early stopping) and always compiles with XLA.
-#: (`validation_beam_size` and `best_mode` keep the folder's values: moot without those.)
-JAX_TRAINING_FACTS = {"validation_examples": 0, "best_metric": None, "early_stopping": 0,
-                      "jit_compile": True, "deterministic": False, "logical_cpus": 0}
+#: (`common.training.capabilities.CAPABILITIES`), written so in the run's `config.json`: it
+#: validates by greedy decoding and always compiles with XLA.
+JAX_TRAINING_FACTS = {"validation_beam_size": 1, "jit_compile": True, "deterministic": False,
+                      "logical_cpus": 0}
 
 
 def initialize_processes(coordinator: str, num_processes: int, process_id: int,
@@ -157,44 +165,27 @@ def make_distribution(distribute: str, model_parallel: int = 1) -> Any:
                                             batch_dim_name="batch")
 
 
-def build_family_model(family: str, config: dict[str, Any], vocab_sizes: dict[str, int]
+def build_family_model(family: str | Family, config: dict[str, Any],
+                       vocab_sizes: dict[str, int]
                        ) -> tuple[Any, Callable[[TrainingConfig, int], Any]]:
-    """The family's model (through its public builder) and `(training, steps per epoch) ->
-    optimizer`, as the family's `train` makes them.
+    """The family's model (`Family.build_model`) and `(training, steps per epoch) ->
+    optimizer`: Adam at the family's `learning_rate`, clipped to `training.clip_norm`, as the
+    family's `train` makes them.
 
     Args:
-        family: `"seq2seq"` or `"captioner"`.
+        family: a `Family` or its name (`common.family.family_named`).
         config: the run config as a dict (`config.json`).
-        vocab_sizes: seq2seq `source`, `target`; captioner `words`.
+        vocab_sizes: name -> tokens, by the names of the family's
+            `prepared_layout().vocabularies`.
     """
     import keras
 
-    if family == "seq2seq":
-        from seq2seq.config import RunConfig
-        from seq2seq.models import build_model, learning_rate
-
-        config = from_dict(RunConfig, config)
-        model = build_model(config.model, vocab_sizes["source"], vocab_sizes["target"])
-
-        def schedule(training, steps):
-            return learning_rate(config.model, training.learning_rate)
-    elif family == "captioner":
-        from captioner.config import CaptionerRunConfig
-        from captioner.train import build_model
-
-        config = from_dict(CaptionerRunConfig, config)
-        model = build_model(config, vocab_sizes["words"])
-
-        def schedule(training, steps):
-            if not config.cosine_decay:
-                return training.learning_rate
-            return keras.optimizers.schedules.CosineDecay(
-                training.learning_rate, decay_steps=steps * training.epochs)
-    else:
-        raise UserError(f"unknown family {family!r}; expected seq2seq or captioner")
+    family = family_named(family) if isinstance(family, str) else family
+    model = family.build_model(config, vocab_sizes)
 
     def build_optimizer(training: TrainingConfig, steps: int):
-        return keras.optimizers.Adam(schedule(training, steps), global_clipnorm=training.clip_norm)
+        return keras.optimizers.Adam(family.learning_rate(config, training, steps),
+                                     global_clipnorm=training.clip_norm)
 
     return model, build_optimizer
 
@@ -272,6 +263,11 @@ class JaxTrainer:
         self._eval_step = self._compile(training=False)
         self.state = self._variables_state()
         self.position = {"step": 0, "epoch": 0, "step_in_epoch": 0}
+        # Validation by decoding (the family's `full_pass_validation`) and the best checkpoint.
+        self.validation = (family_named(prepared.family).full_pass_validation(
+            prepared.config, prepared, config.validation_examples)
+            if config.validation_examples else None)
+        self.best: BestCheckpoint | None = None
 
     # -- the step ------------------------------------------------------------------------------
 
@@ -358,10 +354,11 @@ class JaxTrainer:
 
     def _batches(self, split: str, epoch: int, repeat: bool = False, training: bool = True):
         """`split`'s batches. Every example is served: a bucket's last rows are padded to the
-        batch (rows of no target token, which add nothing to the token sums), except in the
-        captioner's training, whose hard attention moves its baseline by the batch's mean
-        reward: there each pass drops other `< batch_size` captions (one bucket)."""
-        remainder = "drop" if training and self.prepared.family == "captioner" else "pad"
+        batch (rows of no target token, which add nothing to the token sums), except in
+        training where the family's layout says `"drop"` (`PreparedLayout.train_remainder`:
+        the captioner's, whose hard attention moves its baseline by the batch's mean reward):
+        there each pass drops other `< batch_size` rows."""
+        remainder = self.prepared.layout.train_remainder if training else "pad"
         return self.prepared.batches(split, self.config.batch_size, self.config.seed, epoch,
                                      repeat=repeat, remainder=remainder)
 
@@ -402,6 +399,7 @@ class JaxTrainer:
     def fit(self, resume: bool = False, verbose: int = 1) -> list[dict[str, Any]]:
         """Train up to `config.epochs` epochs; returns one record per epoch run (as the
         TensorFlow trainer's, with `val_loss` when the folder has a `valid` split)."""
+        self._start_best()
         if self.chief:
             self.run_dir.claim(resume, first=True, backend="jax")
         # Nothing of the run is written before it is known to be this model's: its config,
@@ -418,6 +416,14 @@ class JaxTrainer:
         try:
             skip = self.position["step_in_epoch"]
             for epoch in range(self.position["epoch"], self.config.epochs):
+                if self._stops_early(epoch - 1):  # after the epoch before (or when resumed)
+                    if verbose:
+                        record = self.best.record
+                        print(f"Early stopping after epoch {epoch}: no better "
+                              f"{self.best.metric} for {self.config.early_stopping} "
+                              f"validations (best {record['value']:.4g} at epoch "
+                              f"{record['epoch'] + 1})", flush=True)
+                    break
                 records.append(self._run_epoch(epoch, skip, verbose))
                 skip = 0
             final = self.run_dir.path / WEIGHTS_FILE
@@ -504,6 +510,8 @@ class JaxTrainer:
         # validating resumes within this epoch and writes its record, rather than past it.
         if "valid" in self.prepared.splits:
             record.update({f"val_{k}": v for k, v in self.evaluate("valid").items()})
+        if self.validation is not None:
+            self._validate(record, epoch, step)
         # The record before the checkpoint, as on TensorFlow: a run killed between the two
         # resumes from the checkpoint before, which drops this line (`truncate_history`), and
         # records the epoch again; the other way round it would resume past the epoch, never
@@ -513,9 +521,66 @@ class JaxTrainer:
         self._save(host)
         if verbose:
             shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items()
-                              if k in ("loss", "val_loss"))
+                              if k == "loss" or k.startswith("val_"))
             print(f"Epoch {epoch + 1}/{self.config.epochs}: step {step}, {shown}", flush=True)
         return record
+
+    # -- validation by decoding, the best checkpoint, early stopping --------------------------
+
+    def _start_best(self) -> None:
+        """Track the best checkpoint as the TensorFlow trainer's `fit` does: by `best_metric`
+        from the start; "auto": by the metric a resumed run's `best.json` names, else by the
+        validation's first metric once it has run."""
+        metric = self.config.best_metric
+        if self.validation is None and self.config.early_stopping:
+            raise UserError(f"early_stopping {self.config.early_stopping} needs validation; "
+                            "this training has none (no validation split, or "
+                            "validation_examples 0)")
+        if metric not in (None, "auto"):
+            if self.validation is None:
+                raise UserError(f"best_metric {metric!r} needs a validation function; this "
+                                "training has none")
+            self._track_best(metric)
+        elif metric == "auto" and self.validation is not None:
+            record = best_record(self.run_dir.path)
+            if record is not None:  # a resumed run keeps the metric it started with
+                self._track_best(record["metric"])
+
+    def _track_best(self, metric: str) -> None:
+        """Keep the best weights by `metric` from now on, as `RUN_DIR/best/model.weights.h5`
+        (`common.training.best`)."""
+        def write(model: Any, path: Path) -> None:
+            self._sync_variables()
+            self._write_weights(path)
+
+        self.best = BestCheckpoint(self.run_dir.path, metric, self.config.best_mode,
+                                   self.config.early_stopping, self.chief, write=write,
+                                   file=WEIGHTS_FILE)
+
+    def _stops_early(self, epoch: int) -> bool:
+        """Whether early stopping ends the run after `epoch` (done; -1 before the first)."""
+        return self.best is not None and epoch >= 0 and self.best.should_stop(epoch)
+
+    def validate(self) -> dict[str, float]:
+        """The family's metrics of the greedy full-pass decodes of its validation examples
+        (`common.decoding.full_pass`) with the current state."""
+        from common.decoding.full_pass import greedy_full_pass
+
+        decoded = greedy_full_pass(self.model, self.validation,
+                                   batch_size=min(self.config.batch_size, self.validation.size),
+                                   state=(self.state[0], self.state[1]))
+        return {k: float(v) for k, v in self.validation.score(decoded).items()}
+
+    def _validate(self, record: dict[str, Any], epoch: int, step: int) -> None:
+        """Add the epoch's `val_*` metrics and `best_epoch` to `record`, and keep the weights
+        when they are the best, as the TensorFlow trainer's `_run_epoch` does."""
+        metrics = self.validate()
+        record.update({f"val_{k}": v for k, v in metrics.items()})
+        if self.best is None and self.config.best_metric == "auto" and metrics:
+            self._track_best(next(iter(metrics)))
+        if self.best is not None:
+            self.best.update(self.model, metrics, epoch, step)
+            record["best_epoch"] = self.best.record["epoch"] if self.best.record else None
 
     def evaluate(self, split: str = "valid") -> dict[str, float]:
         """Count-weighted mean `loss` and extra terms over all of `split` (no update; dropout

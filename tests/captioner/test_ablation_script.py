@@ -1,4 +1,4 @@
-"""scripts/captioner_ablation.py: a preset variant trained and scored on shapes."""
+"""scripts/experiments/captioner_ablation.py: a preset variant trained and scored on shapes."""
 
 import json
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "captioner_ablation.py"
+SCRIPT = REPO / "scripts" / "experiments" / "captioner_ablation.py"
 # The script imports the packages as installed: this checkout first, so it is what is tested.
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 

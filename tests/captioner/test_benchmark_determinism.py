@@ -1,4 +1,5 @@
-"""scripts/benchmark_determinism.py: both settings measured in child processes, in turns."""
+"""scripts/benchmarks/benchmark_determinism.py: both settings measured in child processes, in
+turns."""
 
 import json
 import os
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "benchmark_determinism.py"
+SCRIPT = REPO / "scripts" / "benchmarks" / "benchmark_determinism.py"
 # The script imports the packages as installed: this checkout first, so it is what is tested.
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 

@@ -1,7 +1,7 @@
-"""scripts/benchmark_serving.py on a captioner: both sides give the same words, the figures
-are medians of alternating rounds and the ratio is theirs; the signature's `n_best` 1 outputs
-(taken from the best caption's, not post-processed again) are those of the general path; the
-graph's image reading skips the resize only where it changes nothing."""
+"""scripts/benchmarks/benchmark_serving.py on a captioner: both sides give the same words, the
+figures are medians of alternating rounds and the ratio is theirs; the signature's `n_best` 1
+outputs (taken from the best caption's, not post-processed again) are those of the general path;
+the graph's image reading skips the resize only where it changes nothing."""
 
 import json
 

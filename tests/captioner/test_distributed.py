@@ -53,8 +53,10 @@ def test_two_workers_match_one_process_and_the_checkpoint_resumes(tmp_path):
     processes = start_workers(lambda index: train_command(run, "--distribute", "multi-worker"))
     # The reference: one process mirroring over two logical CPUs.
     reference = tmp_path / "mirrored"
+    two_cpus = tmp_path / "two_cpus.json"  # logical_cpus: a config file's setting alone
+    two_cpus.write_text(json.dumps({"training": {"logical_cpus": 2}}))
     processes.append(start(train_command(reference, "--distribute", "mirrored",
-                                         "--logical-cpus", "2")))
+                                         "--config", str(two_cpus))))
     chief_output, worker_output, _ = finish(processes)
 
     np.testing.assert_allclose(epoch_losses(run), epoch_losses(reference), rtol=1e-5)

@@ -1,5 +1,6 @@
-"""`scripts/benchmark_gradients.py`: both forms of each op's gradient timed on TensorFlow, and
-the same gradients from each (the figures themselves are the benchmark's, not a test's)."""
+"""`scripts/benchmarks/benchmark_gradients.py`: both forms of each op's gradient timed on
+TensorFlow, and the same gradients from each (the figures themselves are the benchmark's, not a
+test's)."""
 
 import json
 import subprocess
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "benchmark_gradients.py"
+SCRIPT = REPO / "scripts" / "benchmarks" / "benchmark_gradients.py"
 ENV = {"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"}
 
 

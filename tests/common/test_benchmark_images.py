@@ -1,5 +1,5 @@
-"""`scripts/benchmark_images.py`: both forms of each op timed, and the re-encoded images decode
-to the same pixels (the figures themselves are the benchmark's, not a test's)."""
+"""`scripts/benchmarks/benchmark_images.py`: both forms of each op timed, and the re-encoded
+images decode to the same pixels (the figures themselves are the benchmark's, not a test's)."""
 
 import json
 import subprocess
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "benchmark_images.py"
+SCRIPT = REPO / "scripts" / "benchmarks" / "benchmark_images.py"
 ENV = {"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"}
 
 

@@ -3,5 +3,6 @@
 - `tests.helpers.layers.run_layer_test`: checks a Keras layer from every side.
 - `tests.helpers.isolated`: runs an export's signature in a process that imports TensorFlow and
   NumPy only (`run_signature_isolated`), and TensorFlow's `saved_model_cli`.
-- `tests.helpers.benchmarks`: loads a `scripts/benchmark_*.py` and checks its report.
+- `tests.helpers.benchmarks`: finds and loads a script of `scripts/` (or of its `benchmarks/`
+  and `experiments/`) and its helpers, and checks a benchmark report.
 """

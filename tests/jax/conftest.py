@@ -76,8 +76,8 @@ TINY_TRANSFORMER = {"num_layers": 1, "hidden_dim": 16, "num_heads": 2, "intermed
 def _prepare_pairs(root: Path, lines: list[str], max_length: int, training: dict) -> Path:
     """The prepared folder of these spa-eng `lines` for the tiny Transformer."""
     from common.config import from_dict
-    from common.training.prepare import prepare_translation
     from seq2seq.config import RunConfig
+    from seq2seq.prepared import prepare_translation
 
     tsv = root / "pairs.tsv"
     tsv.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -85,7 +85,9 @@ def _prepare_pairs(root: Path, lines: list[str], max_length: int, training: dict
         "model": {"arch": "transformer", "transformer": TINY_TRANSFORMER,
                   "max_decode_length": max_length + 6},
         "data": {"dataset": "tsv", "data": str(tsv), "max_length": max_length},
-        "training": {"batch_size": 8, "learning_rate": 0.01, "log_every": 5, **training},
+        # Validated by the loss alone: decoding is tested in test_jax_validation.py.
+        "training": {"batch_size": 8, "learning_rate": 0.01, "log_every": 5,
+                     "validation_examples": 0, **training},
     })
     return prepare_translation(config, root / "prepared", verbose=0)
 
@@ -120,16 +122,16 @@ def two_bucket_folder(tmp_path_factory, shared_data) -> Path:
 @pytest.fixture(scope="session")
 def caption_folder(tmp_path_factory) -> Path:
     """A prepared folder of 24 generated shapes images (16 x 16) for a tiny soft-attention
-    captioner; batches of 8."""
+    captioner; batches of 8, validated by the loss alone."""
     from captioner.config import CaptionerRunConfig, DataConfig, DecoderConfig, EncoderConfig
-    from common.training.prepare import prepare_captions
+    from captioner.prepared import prepare_captions
 
     config = CaptionerRunConfig(
         encoder=EncoderConfig(image_size=(16, 16), weights="none", filters=(4, 8)),
         decoder=DecoderConfig(embedding_dim=8, units=16, attention_units=8, dropout=0.0),
         data=DataConfig(dataset="shapes", max_length=8, options={"num_images": 24}),
         training={"batch_size": 8, "epochs": 3, "learning_rate": 0.01, "log_every": 5,
-                  "seed": 3},
+                  "seed": 3, "validation_examples": 0},
     )
     return prepare_captions(config, tmp_path_factory.mktemp("prepared") / "captions", verbose=0)
 

@@ -24,7 +24,8 @@ def test_prepare_train_on_jax_then_translate_and_export_with_tensorflow(tmp_path
                             "tiny", "--out", str(prepared))
     assert status == 0, err[-2000:]
     status, out, err = _run("train", "--prepared", str(prepared), "--out", str(run),
-                            "--epochs", "2", "--distribute", "data-parallel")
+                            "--epochs", "2", "--distribute", "data-parallel",
+                            "--validation-examples", "0")
     assert status == 0, err[-2000:]
     assert (run / "model.weights.h5").is_file() and not (run / "checkpoints").exists()
 
@@ -77,7 +78,8 @@ def test_a_resumed_jax_run_keeps_its_settings_and_refuses_another_run_untouched(
     mine, other = dates_folders
     run = tmp_path / "run"
     status, _, err = _run("train", "--prepared", str(mine), "--out", str(run), "--epochs", "1",
-                          "--steps-per-epoch", "2", "--batch-size", "16", "--seed", "7")
+                          "--steps-per-epoch", "2", "--batch-size", "16", "--seed", "7",
+                          "--validation-examples", "0")
     assert status == 0, err[-2000:]
     status, _, err = _run("train", "--prepared", str(mine), "--out", str(run), "--epochs", "2",
                           "--resume")
@@ -85,9 +87,10 @@ def test_a_resumed_jax_run_keeps_its_settings_and_refuses_another_run_untouched(
     training = json.loads((run / "config.json").read_text())["training"]
     assert (training["batch_size"], training["seed"], training["epochs"],
             training["steps_per_epoch"]) == (16, 7, 2, 2)
-    # What the JAX trainer did, not the TensorFlow trainer's defaults ("auto", 200, None).
-    assert (training["best_metric"], training["early_stopping"], training["validation_examples"],
-            training["jit_compile"], training["deterministic"]) == (None, 0, 0, True, False)
+    # The run's validation setting kept, and what the JAX trainer does where it has no
+    # choice (`JAX_TRAINING_FACTS`), not the TensorFlow trainer's default `jit_compile` None.
+    assert (training["validation_examples"], training["validation_beam_size"],
+            training["jit_compile"], training["deterministic"]) == (0, 1, True, False)
     epochs = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
     epochs = [r for r in epochs if r["kind"] == "epoch"]
     assert [r["step"] for r in epochs] == [2, 4]
@@ -120,9 +123,9 @@ def test_a_resumed_jax_run_keeps_its_settings_and_refuses_another_run_untouched(
 @requires_jax
 @pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
-    (["--early-stopping", "3", "--validation-examples", "50"],
-     "--validation-examples, --early-stopping: not honoured by the JAX trainer"),
-    (["--deterministic"], "--deterministic: not honoured by the JAX trainer"),
+    (["--early-stopping", "3", "--validation-beam-size", "3"],
+     "--validation-beam-size above 1 needs the tensorflow trainer"),
+    (["--deterministic"], "--deterministic needs the tensorflow trainer"),
     (["--model-parallel", "2"], "--model-parallel 2 needs --distribute model-parallel"),
     (["--distribute", "model-parallel", "--model-parallel", "3"],
      "model_parallel 3 does not divide the 2 devices"),
@@ -150,7 +153,7 @@ def test_model_parallel_from_the_command_line_splits_the_model(dates_folders, tm
     result = subprocess.run([sys.executable, "-m", "seq2seq", "train", "--prepared",
                              str(dates_folders[0]), "--out", str(tmp_path / "r"), "--epochs", "1",
                              "--steps-per-epoch", "2", "--distribute", "model-parallel",
-                             "--model-parallel", "2"],
+                             "--model-parallel", "2", "--validation-examples", "0"],
                             env=worker_env("jax", devices=2), cwd=REPO, capture_output=True,
                             text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -178,7 +181,7 @@ def test_jax_path_mistakes_are_one_line_and_lose_nothing(dates_folders, tmp_path
     for args, message in (
             (["--out", str(a_file / "sub")], f"cannot write {a_file / 'sub'}: "),
             (["--out", str(tmp_path / "p"), "--early-stopping", "1", "--deterministic"],
-             "--early-stopping, --deterministic: not honoured by the JAX trainer"),
+             "--deterministic needs the tensorflow trainer (not the jax one"),
             (["--out", str(tmp_path / "p"), "--seed", str(2**32)],
              "seed must be an integer <= 4294967295")):
         status, _, err = _run("prepare", "--dataset", "dates", "--arch", "transformer",
@@ -203,7 +206,7 @@ def test_a_jax_run_with_imported_checkpoints_is_told_how_to_resume(dates_folders
 
     run = tmp_path / "run"
     status, _, err = _run("train", "--prepared", str(dates_folders[0]), "--out", str(run),
-                          "--epochs", "1", "--steps-per-epoch", "2")
+                          "--epochs", "1", "--steps-per-epoch", "2", "--validation-examples", "0")
     assert status == 0, err[-2000:]
     import_jax_weights(run)
     status, _, err = _run("train", "--prepared", str(dates_folders[0]), "--out", str(run),

@@ -189,8 +189,9 @@ def test_the_device_script_skips_what_its_budget_leaves_no_time_for(translation_
      "gpu_train_jax.py: error: --prepared /no/such/folder: no such prepared folder"),
     ("gpu_train_jax.py", ["--prepared", "x", "--average", "0"],
      "argument --average: expected a positive integer, got 0"),
-    ("benchmark_transformer_jax.py", ["--size", "tiny", "--batch-size", "2", "--length", "4",
-                                      "--steps", "1", "--dropout", "1.5"],
+    ("benchmarks/benchmark_transformer_jax.py", ["--size", "tiny", "--batch-size", "2",
+                                                 "--length", "4", "--steps", "1", "--dropout",
+                                                 "1.5"],
      "benchmark_transformer_jax.py: error: --dropout must be in [0, 1), got 1.5"),
 ])
 def test_the_gpu_scripts_refuse_bad_input_in_one_line(script, args, message, tmp_path):

@@ -1,4 +1,4 @@
-"""scripts/benchmark_decoding.py runs at a tiny size, finds identical tokens on every path
+"""scripts/benchmarks/benchmark_decoding.py runs at a tiny size, finds identical tokens on every path
 and reports ratios of its own medians."""
 
 import json

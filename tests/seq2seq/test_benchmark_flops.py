@@ -1,23 +1,16 @@
 """The JAX benchmark's analytic FLOP count against the model's own kernels."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 from keras import ops
 
 from seq2seq.config import TransformerConfig
 from seq2seq.transformer import TransformerTranslator
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "benchmark_transformer_jax.py"
+from tests.helpers.benchmarks import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("benchmark_transformer_jax", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmark_transformer_jax")
 
 
 def test_weight_macs_match_the_kernels_each_token_meets():

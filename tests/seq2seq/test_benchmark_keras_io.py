@@ -8,18 +8,16 @@ and (when `../shared/peers` exists) from the transcribed example itself.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from keras import ops
 
-from common.training.benchmark import load_peer
 from common.training.flops import transformer_training_flops
 from seq2seq.config import TransformerConfig
 from seq2seq.transformer import TransformerTranslator
+from tests.helpers.benchmarks import benchmark_lib, load_script
 
 REPO = Path(__file__).resolve().parents[2]
 PEERS = REPO.parent / "shared" / "peers"
@@ -29,12 +27,7 @@ VOCAB, LENGTH, EMBED, LATENT, HEADS, KEY_DIM = 15000, 20, 256, 2048, 8, 256
 
 
 def _script():
-    path = REPO / "scripts" / "benchmark_training.py"
-    spec = importlib.util.spec_from_file_location("benchmark_training", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmark_training")
 
 
 def _keras_mha(d: int, heads: int, key_dim: int) -> int:
@@ -84,7 +77,7 @@ def test_keras_io_size_has_the_keras_io_examples_weights():
 
 
 def test_the_transcribed_example_has_the_hand_count():
-    peer = load_peer("keras_io_nmt", PEERS)
+    peer = benchmark_lib("benchmark").load_peer("keras_io_nmt", PEERS)
     if peer is None:
         pytest.skip(f"no peer programs at {PEERS}")
     assert peer.Peer(num_pairs=200).transformer.count_params() == keras_io_weights()

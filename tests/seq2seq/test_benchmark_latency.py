@@ -1,28 +1,22 @@
-"""scripts/benchmark_latency.py: the table runs end to end, and the keras-io comparison times
+"""scripts/benchmarks/benchmark_latency.py: the table runs end to end, and the keras-io comparison times
 the keras-io example in the same run (or gives no ratio without it)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from common.training.benchmark import load_peer
+from tests.helpers.benchmarks import benchmark_lib, load_script, script_path
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "benchmark_latency.py"
+SCRIPT = script_path("benchmark_latency")
 PEERS = REPO.parent / "shared" / "peers"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("benchmark_latency", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmark_latency")
 
 
 def _run(tmp_path, *argv):
@@ -61,7 +55,7 @@ def test_quick_table_without_the_peer_folder_gives_no_ratio(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_keras_io_is_timed_against_the_example_in_the_same_run(tmp_path, capsys):
-    peer = load_peer("keras_io_nmt", PEERS)
+    peer = benchmark_lib("benchmark").load_peer("keras_io_nmt", PEERS)
     if peer is None:
         pytest.skip(f"no peer programs at {PEERS}")
     keras_io = _run(tmp_path, "--models", "keras-io")["keras_io"]

@@ -1,17 +1,13 @@
 """The comparison scripts: BLEU by source length, and the copy test set of unseen names."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from PIL import Image
 
 from seq2seq.cli import main as seq2seq_main
 from seq2seq.datasets import load_pairs
-
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+from tests.helpers.benchmarks import load_script
 
 TRAIN = """Tom is here.\tTom está aquí.
 Tom, no.\tTom, no.
@@ -29,15 +25,7 @@ I like tea.\tMe gusta el té.
 """
 
 
-def script(name):
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # what @dataclass looks its module up in
-    spec.loader.exec_module(module)
-    return module
-
-
-by_length, copy_names = script("compare_by_length"), script("copy_names")
+by_length, copy_names = load_script("compare_by_length"), load_script("copy_names")
 
 
 @pytest.fixture(scope="module")

@@ -112,8 +112,10 @@ def test_two_workers_train_like_two_replicas_and_the_chief_checkpoint_resumes(tm
     # The reference: one process mirroring over two logical CPUs. With one input pipeline
     # the replicas take consecutive per-replica batches, as the two workers' shards do.
     reference = tmp_path / "mirrored"
+    two_cpus = tmp_path / "two_cpus.json"  # logical_cpus: a config file's setting alone
+    two_cpus.write_text(json.dumps({"training": {"logical_cpus": 2}}))
     processes.append(start(train_command(reference, "--distribute", "mirrored",
-                                         "--logical-cpus", "2")))
+                                         "--config", str(two_cpus))))
     chief_output, worker_output, _ = finish(processes)
 
     chief = step_losses(runs[0])

@@ -1,24 +1,16 @@
-"""scripts/profile_translator.py: op kinds grouped as the table says; a tiny profile runs."""
+"""scripts/benchmarks/profile_translator.py: op kinds grouped as the table says; a tiny profile runs."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.helpers import benchmarks
 
 
 def load_script():
-    path = REPO / "scripts" / "profile_translator.py"
-    spec = importlib.util.spec_from_file_location("profile_translator", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmarks.load_script("profile_translator")
 
 
 @pytest.mark.parametrize("name, op_type, group", [

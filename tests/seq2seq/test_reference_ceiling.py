@@ -1,4 +1,4 @@
-"""`scripts/reference_ceiling.py`: an oracle's scores, line by line and grouped by source,
+"""`scripts/experiments/reference_ceiling.py`: an oracle's scores, line by line and grouped by source,
 against sacreBLEU called directly; and on spa-eng's real test split."""
 
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 import sacrebleu
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "reference_ceiling.py"
+SCRIPT = REPO / "scripts" / "experiments" / "reference_ceiling.py"
 LINES = [("Hi, how are you today?", "Hola, ¿cómo estás hoy?"),
          ("Run to the station now!", "¡Corre a la estación ahora!"),
          ("Hi, how are you today?", "Buenas, ¿qué tal estás hoy?"),

@@ -113,8 +113,9 @@ def test_a_missing_attention_layer_or_head_is_a_user_error():
 @pytest.mark.parametrize("method,positions", [("greedy", "sine"), ("beam", "learned")])
 def test_cached_decoding_under_xla_matches_the_graph(method, positions):
     """The whole cached decode (encoder, in-place cache writes, the loop) compiled with XLA
-    (`scripts/benchmark_decoding.py`'s `cached_xla`) gives the tokens of the plain graph, and
-    both give the full pass' argmax at every greedy step (the independent reference)."""
+    (`scripts/benchmarks/benchmark_decoding.py`'s `cached_xla`) gives the tokens of the plain
+    graph, and both give the full pass' argmax at every greedy step (the independent
+    reference)."""
     from common.decoding import make_strategy
 
     model = tiny(positions=positions)

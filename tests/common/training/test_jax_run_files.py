@@ -68,10 +68,31 @@ def test_a_damaged_jax_checkpoint_is_one_line_naming_its_file(tmp_path, damage):
 
 
 def test_a_jax_run_records_what_it_does_for_each_setting_it_does_not_honour():
-    from common.runner import JAX_IGNORES
+    from common.training.capabilities import CAPABILITIES
     from common.training.config import TrainingConfig
     from common.training.jax_trainer import JAX_TRAINING_FACTS
 
-    assert set(JAX_TRAINING_FACTS) <= set(JAX_IGNORES)
-    assert set(JAX_IGNORES) - set(JAX_TRAINING_FACTS) == {"validation_beam_size", "best_mode"}
+    refused_on_jax = {name for name, c in CAPABILITIES.items() if "jax" not in c.backends}
+    assert set(JAX_TRAINING_FACTS) == refused_on_jax
     TrainingConfig(**JAX_TRAINING_FACTS)  # a valid config, so a resumed run reads it back
+
+
+@pytest.mark.parametrize("given, backend, refused", [
+    ({"validation_beam_size": 3, "deterministic": True}, "jax",
+     "--validation-beam-size above 1 needs the tensorflow trainer; JAX validates by full-pass "
+     "greedy decoding, --deterministic needs the tensorflow trainer (not the jax one"),
+    ({"jit_compile": False}, "jax", "--jit-compile needs the tensorflow trainer"),
+    ({"validation_beam_size": 1, "validation_examples": 50, "early_stopping": 2,
+      "best_metric": "bleu", "best_mode": "min"}, "jax", None),
+    ({"validation_beam_size": 3, "deterministic": True, "logical_cpus": 2}, "tensorflow", None),
+])
+def test_the_capability_table_refuses_in_one_line_naming_the_backend(given, backend, refused):
+    from common.errors import UserError
+    from common.training.capabilities import refuse_unsupported
+
+    if refused is None:
+        refuse_unsupported(given, backend, "here")
+        return
+    with pytest.raises(UserError) as caught:
+        refuse_unsupported(given, backend, "here")
+    assert refused in str(caught.value) and "\n" not in str(caught.value)

@@ -1,23 +1,19 @@
-"""Timing helpers (`common.training.benchmark`) and the training benchmark script."""
+"""The benchmarks' timing helpers (`scripts/benchmarks/_lib/benchmark.py`) and the training
+benchmark script (`scripts/benchmarks/benchmark_training.py`)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from common.errors import UserError
-from common.training.benchmark import (
-    Throughput,
-    alternate,
-    format_table,
-    load_peer,
-    time_steps,
-    write_json,
-)
+from tests.helpers import benchmarks
+
+_lib = benchmarks.benchmark_lib("benchmark")
+Throughput, alternate, format_table = _lib.Throughput, _lib.alternate, _lib.format_table
+load_peer, time_steps, write_json = _lib.load_peer, _lib.time_steps, _lib.write_json
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -124,12 +120,7 @@ def test_write_json_records_the_device_and_results(tmp_path):
 
 
 def load_script():
-    path = REPO / "scripts" / "benchmark_training.py"
-    spec = importlib.util.spec_from_file_location("benchmark_training", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return benchmarks.load_script("benchmark_training")
 
 
 def test_benchmark_script_times_both_translators(tmp_path, capsys):
@@ -195,6 +186,11 @@ def test_load_peer_imports_a_program_from_its_folder_or_gives_none(tmp_path):
 
 
 PEERS = REPO.parent / "shared" / "peers"
+
+
+def test_the_peers_folder_is_beside_the_repository():
+    """`../shared/peers` from the repository root, wherever the helpers live."""
+    assert _lib.PEERS_DIR == PEERS
 
 
 def run_vs_peer(tmp_path, *extra):

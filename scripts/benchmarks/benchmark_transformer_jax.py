@@ -1,7 +1,7 @@
 """Training throughput and model-FLOPs utilization of the project's Transformer on Keras's JAX
 backend: for GPU machines that have JAX but no TensorFlow.
 
-    KERAS_BACKEND=jax python scripts/benchmark_transformer_jax.py --size base \
+    KERAS_BACKEND=jax python scripts/benchmarks/benchmark_transformer_jax.py --size base \
         --precision mixed_bfloat16 --out runs/bench_jax.json
 
 Why a JAX script: the package trains with TensorFlow (`common.training`), but the model

@@ -1,7 +1,8 @@
 """Image costs of the captioner's input paths: the re-encoding an image takes on its way to an
 exported model's graph, and the dataset load check.
 
-    python scripts/benchmark_images.py --rounds 5 --out docs/benchmarks/images_cpu.json
+    python scripts/benchmarks/benchmark_images.py --rounds 5 \\
+        --out docs/records/benchmarks/images_cpu.json
 
 `--op encode`: a photo-like `--height x --width` RGB image (smooth colour waves and noise, as a
 camera's) re-encoded as `common.images.lossless_bytes` does (BMP, what the graph gets for a TIFF,
@@ -39,7 +40,7 @@ from common.cli import HelpFormatter, Parser, run_cli
 from common.errors import UserError
 from common.outputs import check_output_file, reported_write
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_JPEGS = REPO / ".." / "shared" / "data" / "coco-mini" / "train2017"
 
 

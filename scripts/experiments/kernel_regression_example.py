@@ -20,7 +20,7 @@ inside a compact kernel's support gets the prediction 0 (counted in the JSON as
 `test_points_without_support`). Everything is seeded by `--seed`.
 
 Usage:
-    python scripts/kernel_regression_example.py --out assets/kernel_regression.png
+    python scripts/experiments/kernel_regression_example.py --out assets/kernel_regression.png
 """
 
 from __future__ import annotations

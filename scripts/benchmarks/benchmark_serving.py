@@ -13,17 +13,18 @@ skips:
   pre- and post-processing around the module's `tf.function`.
 
 For each beam size both sides are warmed up (tracing), then timed in turns
-(`common.training.benchmark.alternate`, the order reversed every other round): one round of a
+(`_lib.benchmark.alternate`, the order reversed every other round): one round of a
 side is the median of `--runs` calls; a side's figure is the median of its `--rounds` round
 medians, and `ratio` (SavedModel / in-process) is the ratio of those two medians. The words
 and the text of both sides are compared. The JSON (`--out`) records the machine and its load
-average (`common.training.benchmark.device_info`). Without `--export`, the run is exported
+average (`_lib.benchmark.device_info`). Without `--export`, the run is exported
 first into a temporary directory with the beam sizes measured.
 
 Usage:
-    python scripts/benchmark_serving.py RUN_DIR [--export EXPORT_DIR] --out bench.json
-    python scripts/benchmark_serving.py CAPTIONER_RUN --image assets/samples/shapes_2.png \\
-        --beam-sizes 1,3 --out docs/benchmarks/serving_cpu.json
+    python scripts/benchmarks/benchmark_serving.py RUN_DIR [--export EXPORT_DIR] --out bench.json
+    python scripts/benchmarks/benchmark_serving.py CAPTIONER_RUN \\
+        --image assets/samples/shapes_2.png --beam-sizes 1,3 \\
+        --out docs/records/benchmarks/serving_cpu.json
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from common.outputs import check_output_file, reported_write  # noqa: E402
 
 SENTENCE = "the 25th of November 2026"
 IMAGE = "assets/samples/shapes_2.png"  # in the repository, wherever the script is run from
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # `config.json`'s family -> the name used in the report.
 FAMILIES = {"captioner": "captioner", "seq2seq": "translator"}
 
@@ -149,7 +150,7 @@ def median_ms(fn, runs: int) -> float:
 
 def compare(sides: dict, args: argparse.Namespace, beam: int) -> dict:
     """Times the two `sides` (name -> a call returning `(text, words)`) for one beam size."""
-    from common.training.benchmark import alternate
+    from _lib.benchmark import alternate
 
     results = {}
     for name, fn in sides.items():
@@ -240,7 +241,7 @@ def main(argv=None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     captioner = check_args(args) == "captioner"
-    from common.training.benchmark import write_json
+    from _lib.benchmark import write_json
 
     rows = captioner_rows(args) if captioner else translator_rows(args)
     image = IMAGE if args.image == str(ROOT / IMAGE) else args.image  # as the docs name it

@@ -1,7 +1,7 @@
 """Regenerate the README's attention figures from trained runs, training those that are absent.
 
-    nice -n 19 python scripts/make_readme_figures.py                  # the captioner figures
-    python scripts/make_readme_figures.py --translation-run RUN_DIR   # and the dates heatmaps
+    nice -n 19 python scripts/experiments/make_readme_figures.py  # the captioner figures
+    python scripts/experiments/make_readme_figures.py --translation-run RUN_DIR  # + dates heatmaps
 
 Caption overlays (Xu et al. 2015, figures 2-3: the image, then each word's attention over it,
 drawn as a mask that dims what was not attended; see docs/visualization.md):
@@ -27,7 +27,8 @@ dates sentences side by side (Bahdanau et al. 2015, figure 3): each output token
 source token a column. A Bahdanau run shows the clearest alignment:
 
     seq2seq train --dataset dates --arch bahdanau --preset dates-demo --out /tmp/l/dates-bahdanau
-    python scripts/make_readme_figures.py --only dates --translation-run /tmp/l/dates-bahdanau
+    python scripts/experiments/make_readme_figures.py --only dates \\
+        --translation-run /tmp/l/dates-bahdanau
 
 Deterministic for given runs (beam search or greedy decoding, fixed inputs).
 """
@@ -48,7 +49,7 @@ from common.cli import HelpFormatter, Parser, run_cli
 from common.errors import UserError
 from common.outputs import check_output_file, check_output_folder, reported_write
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ("example", "shapes", "coco", "dates")
 SHAPES_SAMPLE = ROOT / "assets" / "samples" / "shapes_2.png"
 SHAPES_TRAIN_OPTIONS = ("--dataset", "shapes", "--preset", "demo", "--attention", "soft")

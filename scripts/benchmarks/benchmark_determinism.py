@@ -1,7 +1,7 @@
 """What `--deterministic` costs: training-step time of the captioner demo with and without it.
 
-    python scripts/benchmark_determinism.py --rounds 3 --steps 30 \\
-        --out docs/benchmarks/determinism_cpu.json
+    python scripts/benchmarks/benchmark_determinism.py --rounds 3 --steps 30 \\
+        --out docs/records/benchmarks/determinism_cpu.json
 
 `--deterministic` turns Grappler (TensorFlow's graph optimizer) off for the whole process, so
 the two settings cannot share one: each measurement is a child process that builds the
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         check_output_file(args.out, "--out")
 
-    from common.training.benchmark import alternate
+    from _lib.benchmark import alternate
 
     def measure(setting: str):
         def once() -> float:
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
 
     figures = alternate({s: measure(s) for s in SETTINGS}, args.rounds)
     medians = {s: statistics.median(v) for s, v in figures.items()}
-    result = {"command": " ".join(["python", "scripts/benchmark_determinism.py",
+    result = {"command": " ".join(["python", "scripts/benchmarks/benchmark_determinism.py",
                                    *args._argv]),
               "attention": args.attention, "batch_size": args.batch_size, "steps": args.steps,
               "rounds": args.rounds, "ms_per_step": figures, "median_ms_per_step": medians,

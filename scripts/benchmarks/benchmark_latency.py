@@ -1,8 +1,9 @@
 """Decoding latency: greedy and beam search, per caption and per sentence, single and batched.
 
-    python scripts/benchmark_latency.py --out latency.json
-    python scripts/benchmark_latency.py --models keras-io --out docs/benchmarks/latency_cpu.json
-    python scripts/benchmark_latency.py --quick            # tiny models, for a smoke test
+    python scripts/benchmarks/benchmark_latency.py --out latency.json
+    python scripts/benchmarks/benchmark_latency.py --models keras-io \\
+        --out docs/records/benchmarks/latency_cpu.json
+    python scripts/benchmarks/benchmark_latency.py --quick    # tiny models, for a smoke test
 
 Models (randomly initialized from the project's own builders; nothing is downloaded):
 
@@ -98,9 +99,10 @@ def build(name: str, quick: bool) -> tuple[Any, int, str]:
         config = apply_overrides(CaptionerRunConfig(),
                                  get_preset("tiny" if quick else "demo"))
         return build_model(config, 64), 64, "captioner"
-    from seq2seq.benchmarking import TRANSLATOR_SIZES
     from seq2seq.models import build_model
     from seq2seq.train import make_run_config
+
+    from _lib.translators import TRANSLATOR_SIZES
 
     arch = "transformer" if name == "keras-io" else name
     if arch not in ("transformer", "bahdanau"):
@@ -135,7 +137,7 @@ def make_decoder(model, kind: str, vocab: int, method: str, beam: int, tokens: i
         if kind == "captioner":
             state, step = model.initial_decoding_state(images=inputs), model.make_step()
         elif uncached:
-            from seq2seq.benchmarking import uncached_initial_state, uncached_step
+            from _lib.translators import uncached_initial_state, uncached_step
 
             state, step = uncached_initial_state(model, inputs, tokens), uncached_step(model)
         elif kind == "transformer":
@@ -178,7 +180,7 @@ def run(args: argparse.Namespace, names: list[str]) -> list[dict[str, Any]]:
     import keras
     import numpy as np
 
-    from common.training.benchmark import format_table
+    from _lib.benchmark import format_table
 
     batches = sorted(set(args.batches))
     repeats = args.repeats
@@ -225,7 +227,7 @@ def versus_peer(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
     import tensorflow as tf
 
-    from common.training.benchmark import PEERS_DIR, alternate
+    from _lib.benchmark import PEERS_DIR, alternate
 
     folder = args.peers or str(PEERS_DIR)
     peer_module = check_keras_io(args)
@@ -283,8 +285,8 @@ def check_keras_io(args: argparse.Namespace) -> Any:
     """Refuses lengths the `keras-io` comparison cannot take (learned positions for 20
     tokens; the example decodes its own fixed length); returns the peer module, or None
     without the peer folder."""
-    from common.training.benchmark import PEERS_DIR, load_peer
-    from seq2seq.benchmarking import TRANSLATOR_SIZES
+    from _lib.benchmark import PEERS_DIR, load_peer
+    from _lib.translators import TRANSLATOR_SIZES
 
     limit = TRANSLATOR_SIZES["keras-io"][1]["max_length"]
     if args.tokens > limit or args.source_length > limit:
@@ -299,7 +301,7 @@ def check_keras_io(args: argparse.Namespace) -> Any:
 
 
 def run_main(args: argparse.Namespace) -> int:
-    from common.training.benchmark import format_table, write_json
+    from _lib.benchmark import format_table, write_json
 
     apply_quick(args, {"batches": [1, 4], "repeats": 2})
     names = args.models.split(",")

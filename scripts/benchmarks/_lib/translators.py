@@ -1,5 +1,5 @@
-"""What the translator benchmarks share (`scripts/benchmark_training.py`,
-`scripts/benchmark_latency.py`, `scripts/benchmark_decoding.py`).
+"""What the translator benchmarks share (`scripts/benchmarks/benchmark_training.py`,
+`benchmark_latency.py`, `benchmark_decoding.py` and `profile_translator.py` beside it).
 
 - `TRANSLATOR_SIZES`: size -> (preset or None, the Transformer's overrides, vocabulary size).
   `keras-io` is the keras-io English-Spanish example's Transformer (heads of 256, learned

@@ -1,19 +1,20 @@
 """Training throughput: examples/s, target tokens/s and the share of time waiting on input.
 
-    python scripts/benchmark_training.py --arch transformer --size keras-io --steps 20
-    python scripts/benchmark_training.py --arch transformer,bahdanau --size spa-eng-cpu \
+    python scripts/benchmarks/benchmark_training.py --arch transformer --size keras-io --steps 20
+    python scripts/benchmarks/benchmark_training.py --arch transformer,bahdanau --size spa-eng-cpu \
         --precision float32 --out runs/bench.json
-    python scripts/benchmark_training.py --size base --length 64 --precision mixed_bfloat16 \
-        --jit-compile --out runs/base.json          # on a GPU: MFU against its bf16 peak
-    python scripts/benchmark_training.py --model captioner --size demo,coco --batch-size 16
-    python scripts/benchmark_training.py --vs-peer --steps 5 --rounds 3 \
-        --out docs/benchmarks/training_cpu.json     # against the keras-io example, same size
-    python scripts/benchmark_training.py --vs-keras-attention --size spa-eng-cpu
+    python scripts/benchmarks/benchmark_training.py --size base --length 64 \
+        --precision mixed_bfloat16 --jit-compile --out runs/base.json  # on a GPU: MFU, bf16 peak
+    python scripts/benchmarks/benchmark_training.py --model captioner --size demo,coco \
+        --batch-size 16
+    python scripts/benchmarks/benchmark_training.py --vs-peer --steps 5 --rounds 3 \
+        --out docs/records/benchmarks/training_cpu.json  # against the keras-io example, same size
+    python scripts/benchmarks/benchmark_training.py --vs-keras-attention --size spa-eng-cpu
 
 Each (model, architecture, size, precision) is built with the project's own builders and
 timed through the Trainer's step (`common.training.step.make_train_step`) on synthetic batches
 of `--length` tokens served by `tf.data` (random ids, no padding), warm-up steps excluded (see
-`common.training.benchmark`). Sizes:
+`_lib.benchmark`). Sizes:
 
 | size | what |
 |---|---|
@@ -54,7 +55,7 @@ other program's figure is ever written into a ratio.
 TSV through the training pipeline) with its attention's fused projections and through keras'
 attention `call`, alternately in one process, and gives the steps/s of each and their ratio:
 
-    python scripts/benchmark_training.py --vs-keras-attention --size spa-eng-cpu \
+    python scripts/benchmarks/benchmark_training.py --vs-keras-attention --size spa-eng-cpu \
         --data ../shared/data/spa-eng/train.tsv --steps 10 --rounds 3
 
 A model family is one entry of `MODELS`: `(arch, size, data, batch_size, length) -> Bench`.
@@ -77,7 +78,8 @@ from common.cli import HelpFormatter, Parser, apply_quick, positive_float, run_c
 from common.errors import UserError  # noqa: E402
 from common.outputs import check_output_file, reported_write  # noqa: E402
 from common.registry import Registry  # noqa: E402
-from seq2seq.benchmarking import TRANSLATOR_SIZES  # noqa: E402
+
+from _lib.translators import TRANSLATOR_SIZES  # noqa: E402
 
 MODELS = Registry("benchmark model")
 
@@ -289,8 +291,9 @@ def benchmark(model: str, arch: str, size: str, data: str, batch_size: int, leng
     """Builds one model in `strategy`'s scope and times `steps` training steps."""
     import keras
 
-    from common.training.benchmark import time_steps
     from common.training.flops import mfu
+
+    from _lib.benchmark import time_steps
 
     bench, network, step, batches = prepare(model, arch, size, data, batch_size, length,
                                             precision, jit_compile, strategy)
@@ -326,8 +329,9 @@ def versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
     import time
 
     from common.training import make_strategy
-    from common.training.benchmark import PEERS_DIR, alternate, load_peer, time_steps
     from common.training.flops import transformer_training_flops
+
+    from _lib.benchmark import PEERS_DIR, alternate, load_peer, time_steps
 
     length = 20  # the peer's sequence_length: 20 source and 20 target tokens
     folder = peers_dir or str(PEERS_DIR)
@@ -415,7 +419,8 @@ def versus_keras_attention(size: str, data: str, batch_size: int, length: int, s
     import statistics
 
     from common.training import make_strategy
-    from common.training.benchmark import alternate, time_steps
+
+    from _lib.benchmark import alternate, time_steps
 
     sides = {}
     for side in ("fused", "keras-attention"):
@@ -441,7 +446,7 @@ def versus_keras_attention(size: str, data: str, batch_size: int, length: int, s
 
 
 def run_versus_keras_attention(args: argparse.Namespace) -> int:
-    from common.training.benchmark import format_table, write_json
+    from _lib.benchmark import format_table, write_json
 
     if args.model != "translator" or args.arch != "transformer":
         raise UserError("--vs-keras-attention times the Transformer translator: --model "
@@ -469,7 +474,7 @@ def run_versus_keras_attention(args: argparse.Namespace) -> int:
 
 
 def run_versus_peer(args: argparse.Namespace) -> int:
-    from common.training.benchmark import format_table
+    from _lib.benchmark import format_table
 
     bad = {"--model": (args.model, "translator"), "--arch": (args.arch, "transformer"),
            "--size": (args.size or "keras-io", "keras-io"), "--data": (args.data, "synthetic"),
@@ -483,7 +488,7 @@ def run_versus_peer(args: argparse.Namespace) -> int:
         raise UserError("--vs-peer times both sides without XLA (as Keras compiles the "
                         "keras-io example on a CPU); drop --jit-compile")
     _check_rounds(args.rounds)
-    from common.training.benchmark import PEERS_DIR, load_peer
+    from _lib.benchmark import PEERS_DIR, load_peer
 
     peer_module = load_peer("keras_io_nmt", args.peers or str(PEERS_DIR))
     if peer_module is not None and args.batch_size > peer_module.batch_size:
@@ -509,7 +514,7 @@ def _check_rounds(rounds: int) -> None:
 
 def _save_side_by_side(args: argparse.Namespace, result: dict[str, Any]) -> int:
     """Writes a side-by-side result (its rows and ratios) to `--out`, when given."""
-    from common.training.benchmark import write_json
+    from _lib.benchmark import write_json
 
     if args.out:
         with reported_write(args.out, "--out"):
@@ -597,8 +602,9 @@ def captioner_versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
 
     import numpy as np
 
-    from common.training.benchmark import PEERS_DIR, alternate, load_peer, time_steps
     from common.training.flops import tutorial_captioner_training_flops
+
+    from _lib.benchmark import PEERS_DIR, alternate, load_peer, time_steps
 
     folder = peers_dir or str(PEERS_DIR)
     peer_module = load_peer("tf_captioning", folder)
@@ -675,7 +681,7 @@ def captioner_versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
 
 def run_captioner_versus_peer(args: argparse.Namespace) -> int:
     """`--model captioner --vs-peer`: `captioner_versus_peer`, printed and written."""
-    from common.training.benchmark import format_table
+    from _lib.benchmark import format_table
 
     bad = {"--size": (args.size or "coco-cached", "coco-cached"),
            "--data": (args.data, "synthetic"), "--length": (args.length or 20, 20),
@@ -797,7 +803,8 @@ def run(args: argparse.Namespace) -> int:
                 translator_config(arch, size, args.data, args.length or 20)
 
     from common.training import make_strategy
-    from common.training.benchmark import format_table, write_json
+
+    from _lib.benchmark import format_table, write_json
 
     strategy = make_strategy(args.distribute, args.logical_cpus)  # before any other op
     if args.batch_size % strategy.num_replicas_in_sync:

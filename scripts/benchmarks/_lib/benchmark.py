@@ -1,9 +1,9 @@
 """Timing training steps: examples/s, tokens/s, the share of time spent waiting on input.
 
-Shared by the benchmark scripts of both families. `time_steps` drives any step function with
-the `common.training.step` contract (a dict of scalars holding the global `examples` and
-`count`, the tokens or captions the loss is over) over an iterator of batches, excluding warm-up
-steps, and splits each step's wall time into
+Shared by the benchmark scripts of both families (`scripts/benchmarks/`). `time_steps` drives
+any step function with the `common.training.step` contract (a dict of scalars holding the
+global `examples` and `count`, the tokens or captions the loss is over) over an iterator of
+batches, excluding warm-up steps, and splits each step's wall time into
 
 - input wait: the time in `next(iterator)` (the tf.data pipeline could not keep up), and
 - compute: the time in the step itself, until its outputs are read back to the host.
@@ -40,7 +40,7 @@ from typing import Any
 from common.errors import UserError
 
 # The peer programs' folder: `../shared/peers` relative to the repository root.
-PEERS_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "peers"
+PEERS_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "peers"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,7 +9,7 @@ source has to pass through one fixed-size vector. Writes the numbers as JSON
 (`plot_bleu_by_length`).
 
 Usage (the equal-budget runs of the README's comparison):
-    python scripts/compare_by_length.py --data ../shared/data/spa-eng/test.tsv \
+    python scripts/experiments/compare_by_length.py --data ../shared/data/spa-eng/test.tsv \
         noattn=runs/spa-eng-compare-noattn bahdanau=runs/spa-eng-compare-bahdanau \
         transformer=runs/spa-eng-compare-transformer \
         --out assets/bleu_by_length.png --json bleu_by_length.json

@@ -1,6 +1,6 @@
 """Where a `shapes` captioner's spatial relations go wrong, by the number of objects.
 
-    python scripts/shapes_relation_report.py runs/demo --beam-size 3 --json report.json
+    python scripts/experiments/shapes_relation_report.py runs/demo --beam-size 3 --json report.json
 
 Three views of the test split:
 - generated captions (beam search): per object count, how many captions name exactly the

@@ -1,8 +1,8 @@
 """Train one variant of the captioner `demo` preset and score it on the `shapes` test split.
 
-    python scripts/captioner_ablation.py word-query \\
+    python scripts/experiments/captioner_ablation.py word-query \\
         --override '{"decoder": {"query": "hidden+word"}}' --out-dir runs/ablation
-    python scripts/captioner_ablation.py hard-to-go --threads 1 \\
+    python scripts/experiments/captioner_ablation.py hard-to-go --threads 1 \\
         --override '{"decoder": {"attention": "hard", "reward": "to-go"}}'
 
 Each variant is the `demo` preset with nested overrides of any `CaptionerRunConfig` field

@@ -8,7 +8,8 @@ gives it, both ways: line by line, and grouped by source (`--references grouped`
 once against all its references, where the oracle scores 100). The pairs are read as `seq2seq
 evaluate --data` reads them (NFKC; no lowercasing).
 
-    python scripts/reference_ceiling.py ../shared/data/spa-eng/test.tsv --json ceiling.json
+    python scripts/experiments/reference_ceiling.py ../shared/data/spa-eng/test.tsv \\
+        --json ceiling.json
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """Where a translator's training step spends its time: a TensorFlow profiler trace of a few
 steps, summed per op kind.
 
-    python scripts/profile_translator.py --size keras-io --attention fused,keras
-    python scripts/profile_translator.py --size spa-eng-cpu --precision mixed_bfloat16 \
-        --steps 5 --out docs/benchmarks/profile_translator_spa-eng-cpu.json
+    python scripts/benchmarks/profile_translator.py --size keras-io --attention fused,keras
+    python scripts/benchmarks/profile_translator.py --size spa-eng-cpu --precision mixed_bfloat16 \
+        --steps 5 --out docs/records/benchmarks/profile_translator_spa-eng-cpu.json
 
-The step is `scripts/benchmark_training.py`'s (the Trainer's `make_train_step` on synthetic
-batches of `--length` random ids); after `--warmup` untimed steps, `--steps` steps run under
-`tf.profiler.experimental` and the trace's op events (each TensorFlow op the executor ran, on
-any thread) are summed by op type into the groups of `GROUPS` (matrix products, softmax,
+The step is `benchmark_training.py`'s, beside this script (the Trainer's `make_train_step` on
+synthetic batches of `--length` random ids); after `--warmup` untimed steps, `--steps` steps run
+under `tf.profiler.experimental` and the trace's op events (each TensorFlow op the executor ran,
+on any thread) are summed by op type into the groups of `GROUPS` (matrix products, softmax,
 dropout's random numbers, layer norm, embedding lookups and their gradient, optimizer update,
 ...). Op times are summed over threads, so their total can exceed the wall time of the steps
 (ops run side by side); the shares are of that total. Wall time per step is printed beside it.
@@ -32,7 +32,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from common.cli import HelpFormatter, Parser, run_cli  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.outputs import check_output_file, reported_write  # noqa: E402
-from seq2seq.benchmarking import TRANSLATOR_SIZES  # noqa: E402
+
+from _lib.translators import TRANSLATOR_SIZES  # noqa: E402
 
 # (group, regular expression on the op's name, on its type), the first match wins. The name
 # carries the Keras scope ("decoder_0/ffn_norm/...", "adam/...").
@@ -92,7 +93,7 @@ def profile(size: str, precision: str, jit_compile: bool, batch_size: int, lengt
     time per step and the op time by group and by op type. `attention`: "fused" (the
     attention's fused projections) or "keras" (keras' attention `call`, the default)."""
     # The step and batches are benchmark_training.py's own (one harness, not a copy), loaded
-    # from its file; moving that harness into common/training/benchmark.py is left to do.
+    # from its file; moving that harness into `_lib` beside it is left to do.
     import importlib.util
 
     import tensorflow as tf
@@ -196,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
         print("  top op types (ms per step): " + ", ".join(
             f"{t} {ms:.0f}" for t, ms in result["top_ops"].items()))
     if args.out:
-        from common.training.benchmark import write_json
+        from _lib.benchmark import write_json
 
         with reported_write(args.out, "--out"):
             write_json(args.out, results, command=" ".join(sys.argv))

@@ -1,10 +1,10 @@
 """Closed-form gradients against automatic differentiation: the token loss and the layer norm,
 on the backend Keras runs (TensorFlow by default; `KERAS_BACKEND=jax`).
 
-    python scripts/benchmark_gradients.py --op loss --rows 2048 --width 32000 --rounds 5 \\
-        --out docs/benchmarks/loss_gradient_cpu.json
-    python scripts/benchmark_gradients.py --op layer-norm --rows 16384 --width 512 --rounds 5 \\
-        --out docs/benchmarks/layer_norm_gradient_cpu.json
+    python scripts/benchmarks/benchmark_gradients.py --op loss --rows 2048 --width 32000 \\
+        --rounds 5 --out docs/records/benchmarks/loss_gradient_cpu.json
+    python scripts/benchmarks/benchmark_gradients.py --op layer-norm --rows 16384 --width 512 \\
+        --rounds 5 --out docs/records/benchmarks/layer_norm_gradient_cpu.json
 
 `--op loss`: `seq2seq.losses.token_loss_terms` over `(rows, width)` logits (a `width`-word
 vocabulary), its gradient through `smoothed_token_nll`'s closed form (`softmax - q`) or, with

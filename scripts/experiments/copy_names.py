@@ -3,8 +3,8 @@
 The copying comparison of issue #9 (See et al. 2017; the notes' "Caecilius" example), in two
 steps:
 
-    python scripts/copy_names.py make --data ../shared/data/spa-eng --out copy_test.tsv
-    python scripts/copy_names.py evaluate --data copy_test.tsv \
+    python scripts/experiments/copy_names.py make --data ../shared/data/spa-eng --out copy_test.tsv
+    python scripts/experiments/copy_names.py evaluate --data copy_test.tsv \
         bahdanau=runs/spa-eng-compare-bahdanau bahdanau-copy=runs/spa-eng-compare-bahdanau-copy \
         --json copy_names.json
 
@@ -175,22 +175,22 @@ def read_copy_testset(tsv: str | Path) -> list[CopyCase]:
     tsv = Path(tsv)
     if not tsv.is_file() or not names_path(tsv).is_file():
         raise DataError(f"{tsv}: expected it and {names_path(tsv).name} beside it, written by "
-                        "scripts/copy_names.py make")
+                        "scripts/experiments/copy_names.py make")
     try:
         lines = tsv.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError:
         raise DataError(f"{tsv}: not UTF-8 text; expected the OUT.tsv of "
-                        "scripts/copy_names.py make") from None
+                        "scripts/experiments/copy_names.py make") from None
     try:
         names = json.loads(names_path(tsv).read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise DataError(f"{names_path(tsv)}: not the JSON that scripts/copy_names.py make "
-                        f"writes ({exc})") from None
+        raise DataError(f"{names_path(tsv)}: not the JSON that scripts/experiments/copy_names.py "
+                        f"make writes ({exc})") from None
     if not isinstance(names, list) or not all(
             isinstance(entry, dict) and isinstance(entry.get("names"), list)
             and isinstance(entry.get("originals"), list) for entry in names):
         raise DataError(f"{names_path(tsv)}: expected a list of {{\"names\": [...], "
-                        "\"originals\": [...]}, as scripts/copy_names.py make writes")
+                        "\"originals\": [...]}, as scripts/experiments/copy_names.py make writes")
     if len(lines) != len(names):
         raise DataError(f"{tsv} has {len(lines)} lines but {names_path(tsv).name} "
                         f"{len(names)} entries")

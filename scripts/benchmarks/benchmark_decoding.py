@@ -19,18 +19,18 @@ tokens long.
   a `tf.function` (its growing shapes do not compile with XLA).
 
 Every path is traced (and compiled) once before timing. Then, per batch size, the paths are
-timed in turns (`common.training.benchmark.alternate`, the order reversed every other round),
+timed in turns (`_lib.benchmark.alternate`, the order reversed every other round),
 one decoding call each per round; a path's figure is the median of its `--rounds` calls and
 each speedup is the ratio of two medians (uncached / cached). The script checks that all paths
 give identical tokens, prints the figures and writes them as JSON (`--out`) with the machine
-and its load average (`common.training.benchmark.device_info`), and with the number of
+and its load average (`_lib.benchmark.device_info`), and with the number of
 operations in the decoding loop's body of each graph path as traced (`ops_per_step`: the
 nodes of the `while` body other than `Const`, `Identity` and `NoOp`, before Grappler): a
 figure that does not move with the machine's load.
 
 Usage:
-    python scripts/benchmark_decoding.py --out docs/benchmarks/decoding_cpu.json
-    python scripts/benchmark_decoding.py --beam-size 3 --batch-sizes 8 --out beam3.json
+    python scripts/benchmarks/benchmark_decoding.py --out docs/records/benchmarks/decoding_cpu.json
+    python scripts/benchmarks/benchmark_decoding.py --beam-size 3 --batch-sizes 8 --out beam3.json
 """
 
 from __future__ import annotations
@@ -149,10 +149,11 @@ def run(args: argparse.Namespace) -> int:
     import tensorflow as tf
 
     from common.decoding import default_method, make_strategy
-    from common.training.benchmark import alternate, write_json
-    from seq2seq.benchmarking import uncached_initial_state, uncached_step
     from seq2seq.config import TransformerConfig
     from seq2seq.transformer import TransformerTranslator
+
+    from _lib.benchmark import alternate, write_json
+    from _lib.translators import uncached_initial_state, uncached_step
 
     keras.utils.set_random_seed(args.seed)
     sizes = TransformerConfig(

@@ -1,0 +1,66 @@
+"""Which training settings each backend's trainer honours, and the one-line refusal of the rest.
+
+Every `train` option works on both trainers (`common.training.Trainer` on TensorFlow,
+`common.training.jax_trainer` on JAX) unless `CAPABILITIES` names it: option -> the backends
+that honour it, and for which values (`Capability.needs`: the values that need it; None: any
+value given). A setting given as an option to a backend not listed is refused in one line
+naming the backend that has it, rather than dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from common.errors import UserError
+
+BACKENDS = ("tensorflow", "jax")
+
+
+@dataclass(frozen=True)
+class Capability:
+    """Args:
+        backends: the backends whose trainer honours the setting.
+        needs: `value -> whether that value needs one of them` (None: every value does).
+        what: the values it refuses, in words ("above 1"), for the message.
+        why: what the other backends do instead, for the message.
+    """
+
+    backends: tuple[str, ...]
+    needs: Callable[[Any], bool] | None = None
+    what: str = ""
+    why: str = ""
+
+
+CAPABILITIES: dict[str, Capability] = {
+    "validation_beam_size": Capability(
+        ("tensorflow",), lambda value: int(value) > 1, "above 1",
+        "JAX validates by full-pass greedy decoding"),
+    "jit_compile": Capability(("tensorflow",), why="JAX always compiles the step with XLA"),
+    "deterministic": Capability(("tensorflow",)),
+    "logical_cpus": Capability(("tensorflow",)),
+}
+
+
+def refuse_unsupported(given: dict[str, Any], backend: str, where: str) -> None:
+    """Refuse, in one line, the training settings of `given` (options given explicitly, by
+    `TrainingConfig` field) that `backend`'s trainer does not honour (`CAPABILITIES`).
+
+    Raises:
+        UserError: naming each such option and the backend that has it.
+    """
+    refused = []
+    for name, capability in CAPABILITIES.items():
+        if name not in given or backend in capability.backends:
+            continue
+        if capability.needs is not None and not capability.needs(given[name]):
+            continue
+        option = f"--{name.replace('_', '-')}"
+        value = f" {capability.what}" if capability.what else ""
+        why = f"; {capability.why}" if capability.why else ""
+        refused.append(f"{option}{value} needs the {' or '.join(capability.backends)} "
+                       f"trainer{why}")
+    if refused:
+        raise UserError(f"{', '.join(refused)} (not the {backend} one; docs/jax.md); "
+                        f"expected it left out {where}")
