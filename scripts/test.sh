@@ -4,7 +4,8 @@
 #   bash scripts/test.sh              # everything, as CI runs it
 #   bash scripts/test.sh --fast       # the fast tier (tests not marked slow): before each commit
 #   bash scripts/test.sh tests/common -k beam    # extra arguments go to pytest
-# TEST_WORKERS sets the pytest-xdist workers (default: auto, one per core; 0 runs in-process).
+# TEST_WORKERS sets the pytest-xdist workers (default: one per core, at most 4, since each
+# worker holds its own TensorFlow; 0 runs in-process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/usage.sh
@@ -37,4 +38,6 @@ echo "==> pytest"
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 # Files go to the workers whole (--dist loadfile), so a module's trained-model fixture is
 # built once; the slowest files are listed first in tests/conftest.py's ordering hook.
-.venv/bin/python -m pytest -n "${TEST_WORKERS:-auto}" --dist loadfile "${fast[@]}" "$@"
+cores=$(nproc)
+workers=${TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
+.venv/bin/python -m pytest -n "$workers" --dist loadfile "${fast[@]}" "$@"

@@ -1,5 +1,13 @@
 """Test-wide settings: quiet TensorFlow, the TensorFlow backend, paths to shared data, the
-order files run in, and `--record-durations FILE`."""
+order files run in, the fast tier, and `--record-durations FILE`.
+
+The fast tier (`bash scripts/test.sh --fast`, i.e. `-m "not slow"`) leaves out the tests marked
+`slow` by hand and those that `durations.json` (a recorded run of the whole suite) shows to be
+slow: a test of more than `SLOW_TEST_S` seconds, or any test of a file of more than
+`SLOW_FILE_S` (its module fixtures train or export models). Re-record it after adding slow
+tests: `pytest --record-durations run.jsonl` then `python -m tests.durations run.jsonl
+--write-durations tests/durations.json`.
+"""
 
 import json
 import os
@@ -13,10 +21,13 @@ import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
-# Seconds each test file took in a recorded run of the whole suite (`file_durations.json`,
-# written by `python -m tests.durations`): the slowest files run first, so that pytest-xdist's
-# workers, which take whole files (`--dist loadfile`), finish together.
-FILE_DURATIONS = Path(__file__).with_name("file_durations.json")
+# Seconds each test took (every phase, fixtures included) in a recorded run of the whole suite
+# (`python -m tests.durations`): the slowest files run first, so that pytest-xdist's workers,
+# which take whole files (`--dist loadfile`), finish together; and the fast tier leaves out
+# the slow tests and files.
+DURATIONS = Path(__file__).with_name("durations.json")
+SLOW_TEST_S = 4.0
+SLOW_FILE_S = 30.0
 
 
 @pytest.fixture(scope="session")
@@ -33,17 +44,27 @@ def pytest_addoption(parser):
                           "seconds, worker) to FILE, as each finishes")
 
 
+def _file(item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Files in order of their recorded time, slowest first (unrecorded files after them, in
-    collection order); tests within a file keep their order."""
-    if not FILE_DURATIONS.is_file():
+    """Mark the recorded slow tests `slow`; order files by their recorded time, slowest first
+    (unrecorded files after them, in collection order; tests within a file keep theirs)."""
+    if not DURATIONS.is_file():
         return
-    seconds = json.loads(FILE_DURATIONS.read_text())
+    tests = json.loads(DURATIONS.read_text())["tests"]
+    files: dict[str, float] = {}
+    for nodeid, seconds in tests.items():
+        files[nodeid.split("::")[0]] = files.get(nodeid.split("::")[0], 0.0) + seconds
+    for item in items:
+        if tests.get(item.nodeid, 0.0) > SLOW_TEST_S or files.get(_file(item), 0.0) > SLOW_FILE_S:
+            item.add_marker(pytest.mark.slow)
     first_seen: dict[str, int] = {}
     for index, item in enumerate(items):
-        first_seen.setdefault(item.nodeid.split("::")[0], index)
-    items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], 0.0),
-                                 first_seen[item.nodeid.split("::")[0]]))
+        first_seen.setdefault(_file(item), index)
+    items.sort(key=lambda item: (-files.get(_file(item), 0.0), first_seen[_file(item)]))
 
 
 class _DurationRecorder:

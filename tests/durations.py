@@ -1,10 +1,11 @@
 """Summarize a `pytest --record-durations FILE` record: the slowest tests, each file's time,
 the wall time and each worker's busy time.
 
-    python -m tests.durations RECORD.jsonl [--top 25] [--json OUT.json] [--files FILES.json]
+    python -m tests.durations RECORD.jsonl [--top 25] [--json OUT.json]
+                              [--write-durations tests/durations.json]
 
-`--files` writes `{test file: seconds}` (every phase of every test in it, fixtures included),
-which `tests/conftest.py` reads to run the slowest files first.
+`--write-durations` writes `{"tests": {node id: seconds}}` (every phase, fixtures included),
+which `tests/conftest.py` reads to run the slowest files first and to choose the fast tier.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("record", type=Path, help="the JSONL of --record-durations")
     parser.add_argument("--top", type=int, default=25, help="how many slowest tests and files")
     parser.add_argument("--json", type=Path, help="write the summary here")
-    parser.add_argument("--files", type=Path, help="write {file: seconds} here")
+    parser.add_argument("--write-durations", type=Path,
+                        help='write {"tests": {node id: seconds}} here (tests/durations.json)')
     args = parser.parse_args(argv)
     try:
         lines = [json.loads(text) for text in args.record.read_text().splitlines() if text]
@@ -65,8 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['seconds']:9.2f}s  {row['test']}")
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1) + "\n")
-    if args.files:
-        args.files.write_text(json.dumps(summary["files"], indent=0, sort_keys=True) + "\n")
+    if args.write_durations:
+        tests = {line["nodeid"]: 0.0 for line in lines}
+        for line in lines:
+            tests[line["nodeid"]] += line["seconds"]
+        record = {"tests": {k: round(v, 2) for k, v in sorted(tests.items())}}
+        args.write_durations.write_text(json.dumps(record, indent=0) + "\n")
     return 0
 
 
