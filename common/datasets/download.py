@@ -196,7 +196,8 @@ class Fetcher:
                 if start and getattr(response, "status", 200) != 206:
                     start = 0  # the server sent the whole file: start over
                 length = response.headers.get("Content-Length")
-                total = start + int(length) if length and length.isdigit() else size
+                total = (start + int(length) if length and length.isascii() and length.isdigit()
+                         else size)
                 with open(part, "ab" if start else "wb") as f, tqdm(
                     total=total, initial=start, unit="B", unit_scale=True, unit_divisor=1024,
                     desc=remote.name, disable=None if self.progress else True, leave=False,

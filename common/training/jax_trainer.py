@@ -848,12 +848,17 @@ def resumed_training(run_dir: str | os.PathLike, default: dict[str, Any],
     return default
 
 
+def _ascii_number(text: str) -> bool:
+    """Digits 0-9 only (`str.isdigit` also accepts "²", which `int` refuses)."""
+    return text.isascii() and text.isdigit()
+
+
 def complete_jax_checkpoints(directory: str | os.PathLike) -> list[Path]:
     """The complete `ckpt-STEP` folders of `directory` (all three files), newest first."""
     directory = Path(directory)
     if not directory.is_dir():
         return []
-    found = [p for p in directory.glob("ckpt-*") if p.name[5:].isdigit()
+    found = [p for p in directory.glob("ckpt-*") if _ascii_number(p.name[5:])
              and all((p / f).is_file() for f in (WEIGHTS_FILE, STATE_FILE, POSITION_FILE))]
     return sorted(found, key=lambda p: int(p.name[5:]), reverse=True)
 

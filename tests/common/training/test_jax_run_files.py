@@ -96,3 +96,11 @@ def test_the_capability_table_refuses_in_one_line_naming_the_backend(given, back
     with pytest.raises(UserError) as caught:
         refuse_unsupported(given, backend, "here")
     assert refused in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_folder_named_with_a_non_ascii_digit_is_not_a_checkpoint(tmp_path):
+    """`str.isdigit` accepts "²", which `int` refuses: such a folder is passed over."""
+    newest = _checkpoint(tmp_path, 12)
+    _checkpoint(tmp_path, "²")
+    older = _checkpoint(tmp_path, 3)
+    assert complete_jax_checkpoints(tmp_path / "jax") == [newest, older]
