@@ -66,6 +66,13 @@ def test_resuming_an_averaged_run_is_refused_before_anything_is_written(run_dir,
     assert after == before  # not even config.json rewritten
     for p in before:
         assert p.stat().st_mtime_ns <= (out / "status.json").stat().st_mtime_ns, p
+    # Without --resume the refusal points at --init-from, not at the --resume just refused.
+    assert main(["train", "--dataset", "dates", "--arch", "transformer", "--out", str(out),
+                 "--verbose", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "already holds an averaged run" in err and f"--init-from {out}" in err, err
+    assert "--resume" not in err, err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
 @pytest.mark.slow

@@ -242,14 +242,17 @@ class RunDir:
                 f"run directory {self.path} is a run of the JAX trainer ({jax_checkpoints}/"
                 "ckpt-N); TensorFlow --resume would train over it from scratch: resume it on JAX "
                 "(KERAS_BACKEND=jax ... train --prepared DIR --resume) or export it")
-        if resume and (self.read_status() or {}).get("averaged"):  # `Runner.average` wrote it
+        averaged = bool((self.read_status() or {}).get("averaged"))  # `Runner.average` wrote it
+        if resume and averaged:
             raise UserError(f"{self.path}: an averaged run holds no optimizer to resume: use "
                             f"--init-from {self.path} with a new --out")
         entries = self.run_entries()
         if entries and not resume:
+            what = (f"start from it with --init-from {self.path} and another --out"
+                    if averaged else "resume it (--resume)")
             raise UserError(
-                f"run directory {self.path} already holds a run ({', '.join(entries)}); "
-                "resume it (--resume) or choose another directory"
+                f"run directory {self.path} already holds a{'n averaged' if averaged else ''} "
+                f"run ({', '.join(entries)}); {what} or choose another directory"
             )
         if first and not entries and not resume:  # files the run would write over, of no run
             own = sorted(p.name for p in self.own_files() if p.is_file())
