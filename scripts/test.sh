@@ -37,7 +37,7 @@ echo "==> ruff check"
 echo "==> pytest"
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 # Files go to the workers whole (--dist loadfile), so a module's trained-model fixture is
-# built once; the slowest files are listed first in tests/conftest.py's ordering hook.
+# built once.
 cores=$(nproc)
 workers=${TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
 .venv/bin/python -m pytest -n "$workers" --dist loadfile "${fast[@]}" "$@"

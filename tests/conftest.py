@@ -22,9 +22,7 @@ import pytest  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 # Seconds each test took (every phase, fixtures included) in a recorded run of the whole suite
-# (`python -m tests.durations`): the slowest files run first, so that pytest-xdist's workers,
-# which take whole files (`--dist loadfile`), finish together; and the fast tier leaves out
-# the slow tests and files.
+# (`python -m tests.durations`): the fast tier leaves out the slow tests and files.
 DURATIONS = Path(__file__).with_name("durations.json")
 SLOW_TEST_S = 4.0
 SLOW_FILE_S = 30.0
@@ -50,8 +48,7 @@ def _file(item) -> str:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark the recorded slow tests `slow`; order files by their recorded time, slowest first
-    (unrecorded files after them, in collection order; tests within a file keep theirs)."""
+    """Mark `slow` the tests that the recorded run shows to be slow (before `-m` selects)."""
     if not DURATIONS.is_file():
         return
     tests = json.loads(DURATIONS.read_text())["tests"]
@@ -61,10 +58,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if tests.get(item.nodeid, 0.0) > SLOW_TEST_S or files.get(_file(item), 0.0) > SLOW_FILE_S:
             item.add_marker(pytest.mark.slow)
-    first_seen: dict[str, int] = {}
-    for index, item in enumerate(items):
-        first_seen.setdefault(_file(item), index)
-    items.sort(key=lambda item: (-files.get(_file(item), 0.0), first_seen[_file(item)]))
 
 
 class _DurationRecorder:

@@ -242,11 +242,12 @@ class RunDir:
                 f"run directory {self.path} is a run of the JAX trainer ({jax_checkpoints}/"
                 "ckpt-N); TensorFlow --resume would train over it from scratch: resume it on JAX "
                 "(KERAS_BACKEND=jax ... train --prepared DIR --resume) or export it")
-        averaged = bool((self.read_status() or {}).get("averaged"))  # `Runner.average` wrote it
+        entries = self.run_entries()
+        # `Runner.average` wrote "averaged" (read only where a run may be there).
+        averaged = ((resume or entries) and bool((self.read_status() or {}).get("averaged")))
         if resume and averaged:
             raise UserError(f"{self.path}: an averaged run holds no optimizer to resume: use "
                             f"--init-from {self.path} with a new --out")
-        entries = self.run_entries()
         if entries and not resume:
             what = (f"start from it with --init-from {self.path} and another --out"
                     if averaged else "resume it (--resume)")
