@@ -135,3 +135,72 @@ class BestCheckpoint:
         if not self.patience or self.record is None:
             return False
         return epoch - self.record["epoch"] >= self.patience
+
+
+class BestPolicy:
+    """What `best_metric`, `best_mode` and `early_stopping` ask of a trainer, the same on every
+    backend: which metric the best checkpoint follows (a named one from the start; "auto": the
+    one a resumed run's `best.json` names, else the validation's first metric once it has run),
+    what an epoch's record says of it after each validation, and when early stopping ends the
+    run.
+
+    Args:
+        run_dir: the run directory.
+        training: the run's `common.training.TrainingConfig`.
+        validates: whether the training has a validation.
+        chief, write, file: as `BestCheckpoint`'s.
+
+    Raises:
+        UserError: `early_stopping` or a named `best_metric` without a validation.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, training: Any, validates: bool,
+                 chief: bool = True, write: Callable[[Any, Path], None] | None = None,
+                 file: str = "model.weights.h5"):
+        self.run_dir, self.training, self.chief = Path(run_dir), training, chief
+        self.write, self.file = write, file
+        self.checkpoint: BestCheckpoint | None = None
+        metric = training.best_metric
+        if not validates and training.early_stopping:
+            raise UserError(f"early_stopping {training.early_stopping} needs validation; "
+                            "this training has none (no validation split, or "
+                            "validation_examples 0)")
+        if metric not in (None, "auto"):
+            if not validates:
+                raise UserError(f"best_metric {metric!r} needs a validation function; this "
+                                "training has none")
+            self._track(metric)
+        elif metric == "auto" and validates:
+            record = best_record(run_dir)
+            if record is not None:  # a resumed run keeps the metric it started with
+                self._track(record["metric"])
+
+    def _track(self, metric: str) -> None:
+        self.checkpoint = BestCheckpoint(self.run_dir, metric, self.training.best_mode,
+                                         self.training.early_stopping, self.chief,
+                                         write=self.write, file=self.file)
+
+    def update(self, model: Any, metrics: dict[str, float], epoch: int,
+               step: int) -> dict[str, Any]:
+        """Record epoch `epoch`'s validation `metrics` (saving the weights of a new best);
+        returns what the epoch's record says of it: `{"best_epoch": ...}`, or `{}` when no
+        best checkpoint is kept."""
+        if self.checkpoint is None and self.training.best_metric == "auto" and metrics:
+            self._track(next(iter(metrics)))
+        if self.checkpoint is None:
+            return {}
+        self.checkpoint.update(model, metrics, epoch, step)
+        record = self.checkpoint.record
+        return {"best_epoch": record["epoch"] if record else None}
+
+    def stops_after(self, epoch: int) -> bool:
+        """Whether early stopping ends the run after `epoch` (done; -1 before the first)."""
+        return (self.checkpoint is not None and epoch >= 0
+                and self.checkpoint.should_stop(epoch))
+
+    def stop_message(self, epoch: int) -> str:
+        """The line a trainer prints when it stops after `epoch` (`stops_after`)."""
+        record = self.checkpoint.record
+        return (f"Early stopping after epoch {epoch + 1}: no better {self.checkpoint.metric} "
+                f"for {self.training.early_stopping} validations (best {record['value']:.4g} "
+                f"at epoch {record['epoch'] + 1})")

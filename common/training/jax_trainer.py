@@ -44,7 +44,7 @@ RUN_DIR/best/model.weights.h5     the best validation's weights, and `best/best.
 Validation (`validation_examples`): the family's `Family.full_pass_validation` decodes its
 validation examples greedily over the model's full pass (`common.decoding.full_pass`) and
 scores them with its TensorFlow validation's metrics; the best weights and early stopping
-follow `common.training.best.BestCheckpoint`, as on TensorFlow, and survive a resume.
+follow `common.training.best.BestPolicy`, as on TensorFlow, and survive a resume.
 
 A checkpoint is written into `jax/.ckpt-STEP.tmp/` and renamed when complete, so a kill never
 leaves a partial `ckpt-STEP`. `resume=True` restores the newest one (the position, the
@@ -82,7 +82,7 @@ from common.config import (
 )
 from common.errors import DataError, UserError
 from common.family import Family, family_named
-from common.training.best import BestCheckpoint, best_record
+from common.training.best import BestPolicy
 from common.training.config import TrainingConfig
 from common.training.prepare import Prepared, load_prepared
 from common.training.progress import RunningMeans, say_epoch_already_ran
@@ -267,7 +267,7 @@ class JaxTrainer:
         self.validation = (family_named(prepared.family).full_pass_validation(
             prepared.config, prepared, config.validation_examples)
             if config.validation_examples else None)
-        self.best: BestCheckpoint | None = None
+        self.best: BestPolicy | None = None  # made by `fit` (`common.training.best`)
 
     # -- the step ------------------------------------------------------------------------------
 
@@ -399,7 +399,8 @@ class JaxTrainer:
     def fit(self, resume: bool = False, verbose: int = 1) -> list[dict[str, Any]]:
         """Train up to `config.epochs` epochs; returns one record per epoch run (as the
         TensorFlow trainer's, with `val_loss` when the folder has a `valid` split)."""
-        self._start_best()
+        self.best = BestPolicy(self.run_dir.path, self.config, self.validation is not None,
+                               self.chief, write=self._write_best, file=WEIGHTS_FILE)
         if self.chief:
             self.run_dir.claim(resume, first=True, backend="jax")
         # Nothing of the run is written before it is known to be this model's: its config,
@@ -416,13 +417,9 @@ class JaxTrainer:
         try:
             skip = self.position["step_in_epoch"]
             for epoch in range(self.position["epoch"], self.config.epochs):
-                if self._stops_early(epoch - 1):  # after the epoch before (or when resumed)
+                if self.best.stops_after(epoch - 1):  # after the epoch before (or when resumed)
                     if verbose:
-                        record = self.best.record
-                        print(f"Early stopping after epoch {epoch}: no better "
-                              f"{self.best.metric} for {self.config.early_stopping} "
-                              f"validations (best {record['value']:.4g} at epoch "
-                              f"{record['epoch'] + 1})", flush=True)
+                        print(self.best.stop_message(epoch - 1), flush=True)
                     break
                 records.append(self._run_epoch(epoch, skip, verbose))
                 skip = 0
@@ -527,39 +524,10 @@ class JaxTrainer:
 
     # -- validation by decoding, the best checkpoint, early stopping --------------------------
 
-    def _start_best(self) -> None:
-        """Track the best checkpoint as the TensorFlow trainer's `fit` does: by `best_metric`
-        from the start; "auto": by the metric a resumed run's `best.json` names, else by the
-        validation's first metric once it has run."""
-        metric = self.config.best_metric
-        if self.validation is None and self.config.early_stopping:
-            raise UserError(f"early_stopping {self.config.early_stopping} needs validation; "
-                            "this training has none (no validation split, or "
-                            "validation_examples 0)")
-        if metric not in (None, "auto"):
-            if self.validation is None:
-                raise UserError(f"best_metric {metric!r} needs a validation function; this "
-                                "training has none")
-            self._track_best(metric)
-        elif metric == "auto" and self.validation is not None:
-            record = best_record(self.run_dir.path)
-            if record is not None:  # a resumed run keeps the metric it started with
-                self._track_best(record["metric"])
-
-    def _track_best(self, metric: str) -> None:
-        """Keep the best weights by `metric` from now on, as `RUN_DIR/best/model.weights.h5`
-        (`common.training.best`)."""
-        def write(model: Any, path: Path) -> None:
-            self._sync_variables()
-            self._write_weights(path)
-
-        self.best = BestCheckpoint(self.run_dir.path, metric, self.config.best_mode,
-                                   self.config.early_stopping, self.chief, write=write,
-                                   file=WEIGHTS_FILE)
-
-    def _stops_early(self, epoch: int) -> bool:
-        """Whether early stopping ends the run after `epoch` (done; -1 before the first)."""
-        return self.best is not None and epoch >= 0 and self.best.should_stop(epoch)
+    def _write_best(self, model: Any, path: Path) -> None:
+        """`BestPolicy`'s writer: the current weights as `path` (`best/model.weights.h5`)."""
+        self._sync_variables()
+        self._write_weights(path)
 
     def validate(self) -> dict[str, float]:
         """The family's metrics of the greedy full-pass decodes of its validation examples
@@ -576,11 +544,7 @@ class JaxTrainer:
         when they are the best, as the TensorFlow trainer's `_run_epoch` does."""
         metrics = self.validate()
         record.update({f"val_{k}": v for k, v in metrics.items()})
-        if self.best is None and self.config.best_metric == "auto" and metrics:
-            self._track_best(next(iter(metrics)))
-        if self.best is not None:
-            self.best.update(self.model, metrics, epoch, step)
-            record["best_epoch"] = self.best.record["epoch"] if self.best.record else None
+        record.update(self.best.update(self.model, metrics, epoch, step))
 
     def evaluate(self, split: str = "valid") -> dict[str, float]:
         """Count-weighted mean `loss` and extra terms over all of `split` (no update; dropout

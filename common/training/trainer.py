@@ -66,7 +66,7 @@ import numpy as np
 import tensorflow as tf
 
 from common.errors import UserError
-from common.training.best import BestCheckpoint, best_record
+from common.training.best import BestPolicy
 from common.training.checkpoints import (
     CheckpointKeeper,
     TrainingState,
@@ -171,7 +171,7 @@ class Trainer:
                 f"{type(self.model).__name__} has no loss_terms(batch, training) method"
             )
         self.state = TrainingState()
-        self.best: BestCheckpoint | None = None  # made by `fit` (see `_track_best`)
+        self.best: BestPolicy | None = None  # made by `fit` (`common.training.best`)
         self._keeper: CheckpointKeeper | None = None
         self._step_fn = None
         self._pass_steps: int | None = None  # steps of one pass, for the progress bar
@@ -268,20 +268,7 @@ class Trainer:
                 put back to the last good checkpoint, and nothing bad is saved.
             RunDirError: a checkpoint or log file could not be written.
         """
-        metric = self.config.best_metric
-        if validate is None and self.config.early_stopping:
-            raise UserError(f"early_stopping {self.config.early_stopping} needs validation; "
-                            "this training has none (no validation split, or "
-                            "validation_examples 0)")
-        if metric not in (None, "auto"):
-            if validate is None:
-                raise UserError(f"best_metric {metric!r} needs a validation function; this "
-                                "training has none")
-            self._track_best(metric)
-        elif metric == "auto" and validate is not None:
-            record = best_record(self.run_dir.path)
-            if record is not None:  # a resumed run keeps the metric it started with
-                self._track_best(record["metric"])
+        self.best = BestPolicy(self.run_dir.path, self.config, validate is not None, self.chief)
         if self.chief:
             self.run_dir.claim(resume)
         self.build(make_dataset)
@@ -314,7 +301,7 @@ class Trainer:
             with failed_writes_named(self.run_dir.logs,
                                      errors=_WRITE_ERRORS + (tf.errors.OpError,)):
                 truncate_events(self.run_dir.logs, position["step"])
-        if position["epoch"] >= self.config.epochs or self._stops_early(position["epoch"] - 1):
+        if position["epoch"] >= self.config.epochs or self.best.stops_after(position["epoch"] - 1):
             if verbose:
                 print(f"Nothing to train: the run is at epoch {position['epoch']} of "
                       f"{self.config.epochs}" + (" and stopped early" if position["epoch"] <
@@ -332,12 +319,9 @@ class Trainer:
                 for epoch in range(position["epoch"], self.config.epochs):
                     records.append(self._run_epoch(epoch, skip, make_dataset, validate, verbose))
                     skip = 0
-                    if self._stops_early(epoch):
+                    if self.best.stops_after(epoch):
                         if verbose:
-                            print(f"Early stopping after epoch {epoch + 1}: no better "
-                                  f"{self.best.metric} for {self.config.early_stopping} "
-                                  f"validations (best {self.best.record['value']:.4g} at epoch "
-                                  f"{self.best.record['epoch'] + 1})", flush=True)
+                            print(self.best.stop_message(epoch), flush=True)
                         break
             with failed_writes_named(self.run_dir.logs):  # flushes the events still queued
                 writer.close()
@@ -413,11 +397,7 @@ class Trainer:
             for name, value in metrics.items():
                 record[f"val_{name}"] = float(value)
             self._log_samples({k: v for k, v in results.items() if k not in metrics}, step)
-            if self.best is None and self.config.best_metric == "auto" and metrics:
-                self._track_best(next(iter(metrics)))
-            if self.best is not None:
-                self.best.update(self.model, metrics, epoch, step)
-                record["best_epoch"] = self.best.record["epoch"] if self.best.record else None
+            record.update(self.best.update(self.model, metrics, epoch, step))
             if verbose:
                 shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k[:4] == "val_")
                 print(f"Epoch {epoch + 1}: {shown}", flush=True)
@@ -431,15 +411,6 @@ class Trainer:
         return record
 
     # -- helpers ---------------------------------------------------------------------------
-
-    def _track_best(self, metric: str) -> None:
-        """Keep the best checkpoint by `metric` from now on (`common.training.best`)."""
-        self.best = BestCheckpoint(self.run_dir.path, metric, self.config.best_mode,
-                                   self.config.early_stopping, self.chief)
-
-    def _stops_early(self, epoch: int) -> bool:
-        """Whether early stopping ends the run after `epoch` (done; -1 before the first)."""
-        return self.best is not None and epoch >= 0 and self.best.should_stop(epoch)
 
     def _diverged(self, what: str, epoch: int, step: int, bad_weights_step: int | None) -> None:
         """Put the model back to the newest good checkpoint and raise `TrainingDiverged`.
