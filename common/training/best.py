@@ -45,6 +45,13 @@ def best_checkpoint(run_dir: str | os.PathLike) -> str | None:
     return str(Path(run_dir) / record["checkpoint"]) if record else None
 
 
+def best_weights_file(run_dir: str | os.PathLike) -> str | None:
+    """The run's best weights when they are a `.weights.h5` file (the JAX trainer's
+    `best/model.weights.h5`), or None (no best, or a TensorFlow checkpoint)."""
+    best = best_checkpoint(run_dir)
+    return best if best is not None and best.endswith(".weights.h5") else None
+
+
 class BestCheckpoint:
     """Tracks the best value of `metric` and saves the weights that reach it.
 

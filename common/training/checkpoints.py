@@ -516,12 +516,12 @@ def restore_run_checkpoint(model: keras.Model, run_dir: str | os.PathLike,
     is read from its backend-neutral weights: its best (`best/model.weights.h5`) before its
     last (`jax_run_weights`), as for a TensorFlow run.
     """
-    from common.training.best import best_checkpoint
+    from common.training.best import best_checkpoint, best_weights_file
     from common.training.run_dir import RunDir
 
     run = RunDir(run_dir)
-    best = best_checkpoint(run_dir)
-    if which in (None, "best") and best is not None and best.endswith(".weights.h5"):
+    best = best_weights_file(run_dir) if which in (None, "best") else None
+    if best is not None:
         model.load_weights(best)  # a JAX run's best
         return best
     weights = jax_run_weights(run) if which in (None, "last") else None

@@ -21,7 +21,7 @@ from pathlib import Path
 from common.config import load_json
 from common.errors import UserError
 from common.family import family_named
-from common.training.best import best_checkpoint
+from common.training.best import best_weights_file
 from common.training.jax_trainer import WEIGHTS_FILE
 
 
@@ -44,11 +44,7 @@ def import_jax_weights(run_dir: str | os.PathLike,
     config = load_json(run_dir / "config.json") if run_dir.is_dir() else None
     if not isinstance(config, dict) or "family" not in config:
         raise UserError(f"{run_dir}: not a run directory (no config.json with a family)")
-    if weights is None:
-        best = best_checkpoint(run_dir)
-        weights = best if best is not None and best.endswith(".weights.h5") else (
-            run_dir / WEIGHTS_FILE)
-    weights = Path(weights)
+    weights = Path(weights or best_weights_file(run_dir) or run_dir / WEIGHTS_FILE)
     if not weights.is_file():
         raise UserError(f"{weights}: no such weights file; expected the JAX trainer's "
                         f"{WEIGHTS_FILE}")
