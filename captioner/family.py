@@ -170,13 +170,10 @@ Typical use:
         return build_model(from_dict(CaptionerRunConfig, config), vocab_sizes["words"])
 
     def learning_rate(self, config: dict[str, Any], training, steps_per_epoch: int):
-        """The rate, decayed to 0 over the run by a cosine where `cosine_decay` is set."""
-        if not from_dict(CaptionerRunConfig, config).cosine_decay:
-            return training.learning_rate
-        import keras
+        """`captioner.train.learning_rate`: cosine decay where `cosine_decay` is set."""
+        from captioner.train import learning_rate
 
-        return keras.optimizers.schedules.CosineDecay(
-            training.learning_rate, decay_steps=steps_per_epoch * training.epochs)
+        return learning_rate(from_dict(CaptionerRunConfig, config), training, steps_per_epoch)
 
     def full_pass_validation(self, config: dict[str, Any], prepared, examples: int):
         """CIDEr and BLEU-4 of greedy full-pass captions (`captioner.full_pass`)."""

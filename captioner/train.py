@@ -63,6 +63,18 @@ def check_config(config: CaptionerRunConfig) -> None:
         raise UserError(f"max_length must be >= 2, got {config.data.max_length}")
 
 
+def learning_rate(config: CaptionerRunConfig, training: Any, steps_per_epoch: int) -> Any:
+    """Adam's learning rate: `training.learning_rate`, decayed to 0 over the run's
+    `steps_per_epoch * training.epochs` steps by a cosine where `config.cosine_decay` is set
+    (both trainers read it here)."""
+    if not config.cosine_decay:
+        return training.learning_rate
+    import keras
+
+    return keras.optimizers.schedules.CosineDecay(
+        training.learning_rate, decay_steps=steps_per_epoch * training.epochs)
+
+
 def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool = False,
           verbose: int = 1, init_from: Any = None) -> list[dict[str, Any]]:
     """Train `config` into `run_dir`; returns the trainer's epoch records.
@@ -125,9 +137,7 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
         steps = training.steps_per_epoch or max(1, split.num_captions // training.batch_size)
 
         def build_optimizer(training_config):
-            schedule = keras.optimizers.schedules.CosineDecay(
-                training_config.learning_rate, decay_steps=steps * training_config.epochs)
-            return keras.optimizers.Adam(schedule)
+            return keras.optimizers.Adam(learning_rate(config, training_config, steps))
 
     trainer = Trainer(run_dir, training, lambda: build_model(config, len(vocab)),
                       build_optimizer, strategy=strategy)
