@@ -13,7 +13,7 @@ _HOMES = {
     "TrainingConfig": "config",
     "DeviceConfigError": "distribute", "is_chief": "distribute", "make_strategy": "distribute",
     "RunDir": "run_dir",
-    "Trainer": "trainer", "TrainingDiverged": "trainer",
+    "Trainer": "trainer", "TrainingDiverged": "loop",
 }
 
 __getattr__ = lazy_getattr(__name__, {name: f"common.training.{home}" for name, home in _HOMES.items()})

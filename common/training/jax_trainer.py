@@ -60,10 +60,8 @@ Dimensions: `B` global batch, `P` processes.
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import shutil
-import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import replace
@@ -84,8 +82,9 @@ from common.errors import DataError, UserError
 from common.family import Family, family_named
 from common.training.best import BestPolicy
 from common.training.config import TrainingConfig
+from common.training.loop import TrainingLoop
 from common.training.prepare import Prepared, load_prepared
-from common.training.progress import RunningMeans, say_epoch_already_ran
+from common.training.progress import RunningMeans
 from common.training.run_dir import RunDir, write_failure
 
 DISTRIBUTIONS = ("none", "data-parallel", "model-parallel")
@@ -248,8 +247,14 @@ class JaxTrainer:
                                 f"batch_size {config.batch_size}; expected at least one batch")
             try:
                 self.model.loss_terms(batch, training=False)  # creates the variables
-                steps = config.steps_per_epoch or max(1, self._pass_steps())
+                self._steps_per_pass = (None if config.steps_per_epoch
+                                        else max(1, self._pass_steps()))
+                steps = config.steps_per_epoch or self._steps_per_pass
                 self.optimizer = build_optimizer(config, steps)
+                # The rate the step logs show (`learning_rate`): the family's, as the
+                # optimizer has it.
+                self._rate = family_named(prepared.family).learning_rate(
+                    prepared.config, config, steps)
                 self.optimizer.build(self.model.trainable_variables)
             except ValueError as exc:  # jax's IndivisibleError: a split that does not divide
                 if model_parallel == 1 or "evenly divide" not in str(exc):
@@ -267,7 +272,8 @@ class JaxTrainer:
         self.validation = (family_named(prepared.family).full_pass_validation(
             prepared.config, prepared, config.validation_examples)
             if config.validation_examples else None)
-        self.best: BestPolicy | None = None  # made by `fit` (`common.training.best`)
+        self.loop: TrainingLoop | None = None  # made by `fit`
+        self._host: tuple[int, dict[str, np.ndarray]] | None = None  # `weights_finite`'s
 
     # -- the step ------------------------------------------------------------------------------
 
@@ -398,45 +404,18 @@ class JaxTrainer:
 
     def fit(self, resume: bool = False, verbose: int = 1) -> list[dict[str, Any]]:
         """Train up to `config.epochs` epochs; returns one record per epoch run (as the
-        TensorFlow trainer's, with `val_loss` when the folder has a `valid` split)."""
-        self.best = BestPolicy(self.run_dir.path, self.config, self.validation is not None,
-                               self.chief, write=self._write_best, file=WEIGHTS_FILE)
-        if self.chief:
-            self.run_dir.claim(resume, first=True, backend="jax")
-        # Nothing of the run is written before it is known to be this model's: its config,
-        # vocabularies and checkpoint shapes are checked first.
-        restored = self._restore() if resume else None
-        if self.chief:
-            self._copy_run_files()
-        if verbose and restored:
-            print(f"Resuming from {restored} at {self.position}", flush=True)
-        if self.chief:
-            self.run_dir.truncate_history(self.position["step"])
-        records = []
-        self._write_status("training")
-        try:
-            skip = self.position["step_in_epoch"]
-            for epoch in range(self.position["epoch"], self.config.epochs):
-                if self.best.stops_after(epoch - 1):  # after the epoch before (or when resumed)
-                    if verbose:
-                        print(self.best.stop_message(epoch - 1), flush=True)
-                    break
-                records.append(self._run_epoch(epoch, skip, verbose))
-                skip = 0
-            final = self.run_dir.path / WEIGHTS_FILE
-            try:
-                self.save_weights(final)
-            except OSError as exc:
-                raise write_failure(final, exc) from None
-        except BaseException as exc:
-            reason = " ".join(str(exc).split())[:500] or type(exc).__name__
-            try:
-                self._write_status("failed", error=f"{type(exc).__name__}: {reason}")
-            except UserError:
-                pass
-            raise
-        self._write_status("finished", checkpoint=self._latest())
-        return records
+        TensorFlow trainer's, with `val_loss` when the folder has a `valid` split).
+
+        The epochs run in `common.training.loop.TrainingLoop`, the loop the TensorFlow
+        trainer runs too; this class is its JAX backend."""
+        validate = None if self.validation is None else lambda epoch: self.validate()
+        self.loop = TrainingLoop(self, validate)
+        return self.loop.fit(resume, verbose)
+
+    @property
+    def best(self) -> BestPolicy | None:
+        """The best checkpoint and early stopping of the run `fit` trains (None before)."""
+        return self.loop.best if self.loop is not None else None
 
     def epoch_batches(self, epoch: int):
         """The host batches epoch `epoch` trains on, in order: `steps_per_epoch` of them from
@@ -445,82 +424,98 @@ class JaxTrainer:
         batches = self._batches("train", epoch, repeat=steps is not None)
         return itertools.islice(batches, steps) if steps is not None else batches
 
-    def _run_epoch(self, epoch: int, skip: int, verbose: int) -> dict[str, Any]:
-        steps = self.config.steps_per_epoch
-        every = self.config.checkpoint_every
-        batches = self.epoch_batches(epoch)
-        means, window = RunningMeans(), RunningMeans()
-        step, step_in_epoch = self.position["step"], skip
-        started = time.perf_counter()
-        if verbose:
-            say_epoch_already_ran(epoch, skip, steps)
+    # -- the loop's backend (`common.training.loop.StepBackend`) -------------------------------
 
-        def settle(number: int, queued: dict[str, Any]) -> None:
-            """Read step `number`'s metrics (waiting for it), check and log them."""
-            metrics = {k: float(v) for k, v in queued.items()}
-            if not math.isfinite(metrics["loss"]):
-                raise UserError(f"training diverged: the loss was {metrics['loss']} at step "
-                                f"{number} (epoch {epoch}); stopped without saving. Last "
-                                f"good checkpoint: {self._latest() or 'none yet'}; expected a "
-                                "finite loss, try a lower learning_rate or set clip_norm")
-            means.add(metrics)
-            window.add(metrics)
-            if number % self.config.log_every == 0:
-                self._log({"kind": "step", "epoch": epoch, "step": number, **window.result()})
-                window.reset()
+    name, first_claim, pipelined = "jax", True, True
 
-        # Step N's metrics are read after step N + 1 is queued, so the device never waits on
-        # Python between steps (JAX dispatches asynchronously); a checkpoint reads its step's
-        # metrics first, so that a diverged step is never saved. A checkpoint due mid-epoch is
-        # written once the next batch exists: on the epoch's last step the epoch-end one is
-        # written instead (at the next epoch's start), not a second one at its end.
-        pending, save_due = None, False
-        for index, batch in enumerate(batches):
-            if index < skip:
-                continue
-            if save_due:
-                self._save()
-                save_due = False
-            queued = self.step(batch)
-            step += 1
-            step_in_epoch += 1
-            self.position = {"step": step, "epoch": epoch, "step_in_epoch": step_in_epoch}
-            if pending is not None:
-                settle(*pending)
-            pending = (step, queued)
-            if every and step % every == 0:
-                settle(*pending)
-                pending = None
-                save_due = True
-        if pending is not None:
-            settle(*pending)
-        examples = means.examples
-        if step_in_epoch == 0:
-            raise UserError(f"epoch {epoch} gave no batches; expected at least one")
-        elapsed = time.perf_counter() - started
-        record = {"kind": "epoch", "epoch": epoch, "step": step, **means.result(),
-                  "examples_per_s": examples / max(elapsed, 1e-9), "time_s": elapsed}
-        # Weights gone non-finite stop the run before validation and the record, as on
-        # TensorFlow: the record of an epoch whose checkpoint is never written would stay.
-        host = self._checked_host_state()
-        # Validation before the epoch-end checkpoint, as on TensorFlow: a run killed while
-        # validating resumes within this epoch and writes its record, rather than past it.
-        if "valid" in self.prepared.splits:
-            record.update({f"val_{k}": v for k, v in self.evaluate("valid").items()})
-        if self.validation is not None:
-            self._validate(record, epoch, step)
-        # The record before the checkpoint, as on TensorFlow: a run killed between the two
-        # resumes from the checkpoint before, which drops this line (`truncate_history`), and
-        # records the epoch again; the other way round it would resume past the epoch, never
-        # recorded.
-        self._log(record)
-        self.position = {"step": step, "epoch": epoch + 1, "step_in_epoch": 0}
-        self._save(host)
-        if verbose:
-            shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items()
-                              if k == "loss" or k.startswith("val_"))
-            print(f"Epoch {epoch + 1}/{self.config.epochs}: step {step}, {shown}", flush=True)
-        return record
+    def begin(self, resume: bool, verbose: int) -> None:
+        # Nothing of the run is written before it is known to be this model's: its config,
+        # vocabularies and checkpoint shapes are checked first.
+        restored = self._restore() if resume else None
+        if self.chief:
+            self._copy_run_files()
+        if verbose and restored:
+            print(f"Resuming from {restored} at {self.position}", flush=True)
+
+    def get_position(self) -> dict[str, int]:
+        return dict(self.position)
+
+    def set_position(self, step: int, epoch: int, step_in_epoch: int) -> None:
+        self.position = {"step": step, "epoch": epoch, "step_in_epoch": step_in_epoch}
+
+    def pass_steps(self) -> int | None:
+        return self._steps_per_pass
+
+    def batches(self, epoch: int, skip: int):
+        return itertools.islice(self.epoch_batches(epoch), skip, None)
+
+    def learning_rate(self, step: int) -> float:
+        """The state's constant rate, or the family's schedule at `step`."""
+        for variable, value in zip(self.optimizer.variables, self.state[2]):
+            if variable.name == "learning_rate":
+                return float(np.asarray(value))
+        if callable(self._rate):
+            import keras
+
+            return float(keras.ops.convert_to_numpy(self._rate(step)))
+        return float(self._rate)
+
+    def weights_finite(self) -> bool:
+        """Whether every floating value of the state is finite (a collective under several
+        processes); the values gathered are kept for the checkpoint that follows."""
+        host = self.host_state()
+        self._host = (self.position["step"], host)
+        return all(np.all(np.isfinite(v)) for v in host.values()
+                   if np.issubdtype(v.dtype, np.floating))
+
+    def save_checkpoint(self) -> str | None:
+        host, self._host = self._host, None
+        return self._save(host[1] if host and host[0] == self.position["step"] else None)
+
+    def newest_checkpoint(self) -> str | None:
+        return self._latest()
+
+    def rollback(self, bad_weights_step: int | None) -> str | None:
+        found = complete_jax_checkpoints(self.checkpoints)
+        if found and bad_weights_step is not None and int(found[0].name[5:]) == bad_weights_step:
+            if self.chief:
+                shutil.rmtree(found[0], ignore_errors=True)
+            found = found[1:]
+        if not found:
+            return None
+        self._load_checkpoint(found[0])
+        return str(found[0])
+
+    def evaluate_losses(self) -> dict[str, float]:
+        return self.evaluate("valid") if "valid" in self.prepared.splits else {}
+
+    def best_writer(self) -> dict[str, Any]:
+        return {"write": self._write_best, "file": WEIGHTS_FILE}
+
+    def summaries(self):
+        import contextlib
+
+        return contextlib.nullcontext()  # no TensorBoard without TensorFlow
+
+    def write_scalars(self, record: dict[str, Any]) -> None:
+        pass
+
+    def write_samples(self, samples: dict[str, Any], step: int) -> None:
+        pass
+
+    def truncate_logs(self, step: int) -> None:
+        pass
+
+    def finish(self) -> None:
+        """The final weights, `RUN_DIR/model.weights.h5` (for `import_jax_weights`)."""
+        final = self.run_dir.path / WEIGHTS_FILE
+        try:
+            self.save_weights(final)
+        except OSError as exc:
+            raise write_failure(final, exc) from None
+
+    def status_fields(self) -> dict[str, Any]:
+        return {"backend": "jax", "mesh": self.mesh()}
 
     # -- validation by decoding, the best checkpoint, early stopping --------------------------
 
@@ -538,13 +533,6 @@ class JaxTrainer:
                                    batch_size=min(self.config.batch_size, self.validation.size),
                                    state=(self.state[0], self.state[1]))
         return {k: float(v) for k, v in self.validation.score(decoded).items()}
-
-    def _validate(self, record: dict[str, Any], epoch: int, step: int) -> None:
-        """Add the epoch's `val_*` metrics and `best_epoch` to `record`, and keep the weights
-        when they are the best, as the TensorFlow trainer's `_run_epoch` does."""
-        metrics = self.validate()
-        record.update({f"val_{k}": v for k, v in metrics.items()})
-        record.update(self.best.update(self.model, metrics, epoch, step))
 
     def evaluate(self, split: str = "valid") -> dict[str, float]:
         """Count-weighted mean `loss` and extra terms over all of `split` (no update; dropout
@@ -630,12 +618,13 @@ class JaxTrainer:
                                 f"{self.position['step']}; stopped without saving")
         return host
 
-    def _save(self, host: dict[str, np.ndarray] | None = None) -> None:
-        """Write a checkpoint of `host` (default: the state now, checked) at `position`."""
+    def _save(self, host: dict[str, np.ndarray] | None = None) -> str | None:
+        """Write a checkpoint of `host` (default: the state now, checked) at `position`;
+        returns its folder (None where this process does not write)."""
         if host is None:
             host = self._checked_host_state()
         if not self.chief:
-            return
+            return None
         self._sync_variables()
         final = self.checkpoints / f"ckpt-{self.position['step']}"
         tmp = self.checkpoints / f".ckpt-{self.position['step']}.tmp"
@@ -653,7 +642,7 @@ class JaxTrainer:
             raise write_failure(self.checkpoints, exc) from None
         for old in complete_jax_checkpoints(self.checkpoints)[self.config.keep_checkpoints:]:
             shutil.rmtree(old, ignore_errors=True)
-        self._write_status("training", checkpoint=str(final))
+        return str(final)
 
     def _restore(self) -> str | None:
         """Restore the newest JAX checkpoint (None: there is none, the run starts afresh),
@@ -662,15 +651,19 @@ class JaxTrainer:
         found = complete_jax_checkpoints(self.checkpoints)
         if not found:
             return None
-        self._put_host_state(self._read_state(found[0]), found[0])
+        self._load_checkpoint(found[0])
+        return str(found[0])
+
+    def _load_checkpoint(self, folder: Path) -> None:
+        """Put `folder`'s state and position in place (the config's learning rate kept)."""
+        self._put_host_state(self._read_state(folder), folder)
         self._apply_learning_rate()
-        position = load_json(found[0] / POSITION_FILE)
+        position = load_json(folder / POSITION_FILE)
         if not (isinstance(position, dict) and all(
                 isinstance(position.get(k), int) for k in ("step", "epoch", "step_in_epoch"))):
-            raise DataError(f"{found[0] / POSITION_FILE}: not a training position; expected "
+            raise DataError(f"{folder / POSITION_FILE}: not a training position; expected "
                             "a complete checkpoint: move the folder away to use the one before")
         self.position = position
-        return str(found[0])
 
     def _apply_learning_rate(self) -> None:
         """Set the optimizer's rate in the state to the config's after a restore, which brings
@@ -790,15 +783,6 @@ class JaxTrainer:
             except OSError as exc:
                 raise write_failure(self.run_dir.path / file, exc) from None
         self.run_dir.record_vocabularies(self.prepared.vocab_files.values())
-
-    def _log(self, record: dict[str, Any]) -> None:
-        if self.chief:
-            self.run_dir.append_history(record)
-
-    def _write_status(self, state: str, **fields: Any) -> None:
-        if self.chief:
-            self.run_dir.write_status(state, **self.position, epochs=self.config.epochs,
-                                      backend="jax", mesh=self.mesh(), **fields)
 
 
 def resumed_training(run_dir: str | os.PathLike, default: dict[str, Any],

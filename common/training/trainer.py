@@ -1,4 +1,10 @@
-"""`Trainer`: the one training loop of both families.
+"""`Trainer`: training on TensorFlow, the TensorFlow backend of the one training loop.
+
+The epochs, checkpoint cadence, validation, best checkpoint, early stopping, records and
+divergence checks are `common.training.loop.TrainingLoop`'s, which the JAX trainer
+(`common.training.jax_trainer`) runs too; this module supplies the TensorFlow side: the
+strategy, the compiled step (`tf.function` through `strategy.run`), `tf.train.Checkpoint`s and
+TensorBoard.
 
 A family supplies a model with `loss_terms(batch, training) -> {"loss_sum", "count", ...}` (see
 `common.training.step`) and a function `make_dataset(epoch, input_context) -> tf.data.Dataset`;
@@ -56,7 +62,6 @@ set globally from `config.precision` before the model is built.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -77,9 +82,11 @@ from common.training.checkpoints import (
 from common.training.config import TrainingConfig, refuse_jax_dropout_rng, resolve_auto
 from common.training.distribute import is_chief, make_strategy
 from common.training.events import truncate_events
-from common.training.progress import EpochProgress, RunningMeans, say_epoch_already_ran
+from common.training.loop import TrainingDiverged, TrainingLoop
 from common.training.run_dir import RunDir, failed_writes_named, write_errors
 from common.training.step import make_train_step
+
+__all__ = ["Trainer", "TrainingDiverged", "make_deterministic"]
 
 DatasetFn = Callable[[int, tf.distribute.InputContext], tf.data.Dataset]
 ValidateFn = Callable[[keras.Model, int], dict[str, float]]
@@ -108,10 +115,6 @@ def make_deterministic(seed: int, strict: bool = False) -> None:
         tf.config.experimental.enable_op_determinism()
     if strict:
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-
-
-class TrainingDiverged(UserError):
-    """The loss became NaN or infinite; training stopped without saving the bad state."""
 
 
 class Trainer:
@@ -171,7 +174,7 @@ class Trainer:
                 f"{type(self.model).__name__} has no loss_terms(batch, training) method"
             )
         self.state = TrainingState()
-        self.best: BestPolicy | None = None  # made by `fit` (`common.training.best`)
+        self.loop: TrainingLoop | None = None  # made by `fit`
         self._keeper: CheckpointKeeper | None = None
         self._step_fn = None
         self._pass_steps: int | None = None  # steps of one pass, for the progress bar
@@ -242,6 +245,9 @@ class Trainer:
     ) -> list[dict[str, Any]]:
         """Train up to `config.epochs` epochs; returns one record per epoch run.
 
+        The epochs run in `common.training.loop.TrainingLoop`, the loop the JAX trainer
+        runs too; this class is its TensorFlow backend.
+
         Args:
             make_dataset: `(epoch, input_context) -> tf.data.Dataset` (see the module doc).
             resume: continue from the latest checkpoint of the run directory (from scratch
@@ -268,10 +274,24 @@ class Trainer:
                 put back to the last good checkpoint, and nothing bad is saved.
             RunDirError: a checkpoint or log file could not be written.
         """
-        self.best = BestPolicy(self.run_dir.path, self.config, validate is not None, self.chief)
-        if self.chief:
-            self.run_dir.claim(resume)
-        self.build(make_dataset)
+        self._make_dataset = make_dataset
+        self._start = {"init_from": init_from, "reset_optimizer": reset_optimizer}
+        self.loop = TrainingLoop(
+            self, None if validate is None else lambda epoch: validate(self.model, epoch))
+        return self.loop.fit(resume, verbose)
+
+    @property
+    def best(self) -> BestPolicy | None:
+        """The best checkpoint and early stopping of the run `fit` trains (None before)."""
+        return self.loop.best if self.loop is not None else None
+
+    # -- the loop's backend (`common.training.loop.StepBackend`) ---------------------------
+
+    name, first_claim, pipelined = "tensorflow", False, False
+
+    def begin(self, resume: bool, verbose: int) -> None:
+        init_from, reset_optimizer = self._start["init_from"], self._start["reset_optimizer"]
+        self.build(self._make_dataset)
         resumed = True  # from the run's own checkpoint
         if resume and reset_optimizer and self._keeper.latest:
             partial = make_checkpoint(self.model, None, self.state)
@@ -295,51 +315,18 @@ class Trainer:
         if resumed and init_from is not None and verbose:
             print(f"Not starting from the weights of {init_from}: a warm start is for a run's "
                   "start, and this run goes on from its own checkpoint", flush=True)
-        position = self.state.as_dict()
-        if self.chief:
-            self.run_dir.truncate_history(position["step"])
-            with failed_writes_named(self.run_dir.logs,
-                                     errors=_WRITE_ERRORS + (tf.errors.OpError,)):
-                truncate_events(self.run_dir.logs, position["step"])
-        if position["epoch"] >= self.config.epochs or self.best.stops_after(position["epoch"] - 1):
-            if verbose:
-                print(f"Nothing to train: the run is at epoch {position['epoch']} of "
-                      f"{self.config.epochs}" + (" and stopped early" if position["epoch"] <
-                                                 self.config.epochs else ""), flush=True)
-            self._write_status("finished", checkpoint=self._keeper.latest)
-            return []
-        with failed_writes_named(self.run_dir.logs):
-            writer = (tf.summary.create_file_writer(str(self.run_dir.logs)) if self.chief
-                      else tf.summary.create_noop_writer())
-        self._write_status("training")
-        records = []
-        try:
-            with writer.as_default():
-                skip = position["step_in_epoch"]
-                for epoch in range(position["epoch"], self.config.epochs):
-                    records.append(self._run_epoch(epoch, skip, make_dataset, validate, verbose))
-                    skip = 0
-                    if self.best.stops_after(epoch):
-                        if verbose:
-                            print(self.best.stop_message(epoch), flush=True)
-                        break
-            with failed_writes_named(self.run_dir.logs):  # flushes the events still queued
-                writer.close()
-        except BaseException as exc:
-            reason = " ".join(str(exc).split())[:500] or type(exc).__name__
-            try:
-                self._write_status("failed", error=f"{type(exc).__name__}: {reason}")
-            except UserError:  # the directory cannot be written: the first error tells why
-                pass
-            with contextlib.suppress(*_WRITE_ERRORS):  # likewise
-                writer.close()
-            raise
-        self._write_status("finished", checkpoint=self._keeper.latest)
-        return records
 
-    def _run_epoch(self, epoch, skip, make_dataset, validate, verbose) -> dict[str, Any]:
-        steps = self.config.steps_per_epoch
-        step = int(self.state.step.numpy())
+    def get_position(self) -> dict[str, int]:
+        return self.state.as_dict()
+
+    def set_position(self, step: int, epoch: int, step_in_epoch: int) -> None:
+        self.state.set(step, epoch, step_in_epoch)
+
+    def pass_steps(self) -> int | None:
+        return self._pass_steps
+
+    def batches(self, epoch: int, skip: int):
+        make_dataset = self._make_dataset
 
         def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
             dataset = make_dataset(epoch, context)
@@ -348,107 +335,57 @@ class Trainer:
                 dataset = dataset.skip(skip * per_pipeline)
             return dataset
 
-        if verbose:
-            say_epoch_already_ran(epoch, skip, steps)
-        progress = EpochProgress(epoch, self.config.epochs, steps or self._pass_steps, skip,
-                                 verbose)
-        window = RunningMeans()
-        step_in_epoch = skip
-        save_pending = False
-        if steps is None or skip < steps:
-            for batch in self.strategy.distribute_datasets_from_function(dataset_fn):
-                if save_pending:
-                    # Saved once the next batch exists, so an epoch's last step is saved
-                    # once, by the epoch-end checkpoint.
-                    self._save()
-                    save_pending = False
-                metrics = {k: float(v) for k, v in self._step_fn(batch).items()}
-                if not math.isfinite(metrics["loss"]):
-                    self._diverged(f"the loss was {metrics['loss']}", epoch, step + 1, step)
-                step += 1
-                step_in_epoch += 1
-                self.state.set(step, epoch, step_in_epoch)
-                progress.update(metrics)
-                window.add(metrics)
-                if step % self.config.log_every == 0:
-                    self._log({"kind": "step", "epoch": epoch, "step": step,
-                               **window.result(), "learning_rate": self._learning_rate()})
-                    window.reset()
-                if steps is not None and step_in_epoch >= steps:
-                    break
-                every = self.config.checkpoint_every
-                save_pending = bool(every) and step % every == 0
-        if step_in_epoch == 0:
-            raise UserError(f"make_dataset({epoch}, ...) gave no batches; expected at least one")
-        if steps is None and skip == 0:
-            self._pass_steps = step_in_epoch
-        progress.finish()
-        record = {"kind": "epoch", "epoch": epoch, "step": step, **progress.means.result(),
-                  "examples_per_s": progress.examples_per_second, "time_s": progress.elapsed}
-        # Validation comes before the epoch-end checkpoint: a run stopped while it validates
-        # resumes before the epoch's end and validates again, rather than after it with the
-        # epoch never validated (and a best checkpoint chosen without it). Weights gone
-        # non-finite stop the run first, so they are neither validated nor kept as the best.
-        if not _all_finite(self.model.variables):
-            self._diverged("a weight became NaN or infinite", epoch, step, None)
-        if validate is not None:
-            results = validate(self.model, epoch) or {}
-            metrics = {k: v for k, v in results.items() if _is_number(v)}
-            for name, value in metrics.items():
-                record[f"val_{name}"] = float(value)
-            self._log_samples({k: v for k, v in results.items() if k not in metrics}, step)
-            record.update(self.best.update(self.model, metrics, epoch, step))
-            if verbose:
-                shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k[:4] == "val_")
-                print(f"Epoch {epoch + 1}: {shown}", flush=True)
-        # The record before the checkpoint: a run killed between the two resumes from the
-        # checkpoint before, where `truncate_history` drops this line (and the TensorBoard
-        # events) and the epoch is run and recorded again. The other way round the epoch's
-        # record, with its validation, would be lost for good: the run resumes after it.
-        self._log(record)
-        self.state.set(step, epoch + 1, 0)
-        self._save()
-        return record
+        return self.strategy.distribute_datasets_from_function(dataset_fn)
 
-    # -- helpers ---------------------------------------------------------------------------
+    def step(self, batch: Any) -> dict[str, Any]:
+        return self._step_fn(batch)
 
-    def _diverged(self, what: str, epoch: int, step: int, bad_weights_step: int | None) -> None:
-        """Put the model back to the newest good checkpoint and raise `TrainingDiverged`.
-
-        `bad_weights_step`: the step after which the weights gave the non-finite loss; a
-        checkpoint of that step holds the very weights that diverged, so it is deleted first.
-        """
-        latest = self._keeper.latest
-        if latest is not None and bad_weights_step is not None and (
-                _checkpoint_step(latest) == bad_weights_step):
-            self._keeper.discard(latest)
-        restored = self._keeper.restore() if self._keeper.latest else None
-        raise TrainingDiverged(
-            f"training diverged: {what} at step {step} (epoch {epoch}); stopped without "
-            f"saving. Last good checkpoint: {restored or 'none yet'}; expected a finite "
-            "loss, try a lower learning_rate or set clip_norm"
-        )
-
-    def _save(self) -> None:
-        if not _all_finite(self.model.variables):
-            state = self.state.as_dict()
-            self._diverged("a weight became NaN or infinite", state["epoch"], state["step"],
-                           None)
-        with failed_writes_named(self.run_dir.checkpoints):
-            path = self._keeper.save()
-        if path is not None:
-            self._write_status("training", checkpoint=path)
-
-    def _learning_rate(self) -> float:
+    def learning_rate(self, step: int) -> float:
         try:
             return float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
         except (TypeError, ValueError):
             return float("nan")
 
-    def _log(self, record: dict[str, Any]) -> None:
-        if not self.chief:
-            return
-        self.run_dir.append_history(record)
+    def weights_finite(self) -> bool:
+        return _all_finite(self.model.variables)
+
+    def save_checkpoint(self) -> str | None:
+        with failed_writes_named(self.run_dir.checkpoints):
+            return self._keeper.save()
+
+    def newest_checkpoint(self) -> str | None:
+        return self._keeper.latest if self._keeper is not None else None
+
+    def rollback(self, bad_weights_step: int | None) -> str | None:
+        latest = self._keeper.latest
+        if latest is not None and bad_weights_step is not None and (
+                _checkpoint_step(latest) == bad_weights_step):
+            self._keeper.discard(latest)
+        return self._keeper.restore() if self._keeper.latest else None
+
+    def evaluate_losses(self) -> dict[str, float]:
+        return {}
+
+    def best_writer(self) -> dict[str, Any]:
+        return {}
+
+    @contextlib.contextmanager
+    def summaries(self):
+        """TensorBoard's event writer (the chief's; the others' write nothing)."""
+        with failed_writes_named(self.run_dir.logs):
+            writer = (tf.summary.create_file_writer(str(self.run_dir.logs)) if self.chief
+                      else tf.summary.create_noop_writer())
+        try:
+            with writer.as_default():
+                yield
+        except BaseException:
+            with contextlib.suppress(*_WRITE_ERRORS):  # the first error tells why
+                writer.close()
+            raise
+        with failed_writes_named(self.run_dir.logs):  # flushes the events still queued
+            writer.close()
+
+    def write_scalars(self, record: dict[str, Any]) -> None:
         prefix = "epoch" if record["kind"] == "epoch" else "train"
         # A full disk shows in a summary op once its queue is flushed (every few events).
         with failed_writes_named(self.run_dir.logs):
@@ -457,10 +394,8 @@ class Trainer:
                     tf.summary.scalar(f"{prefix}/{name}", value, step=record["step"])
             tf.summary.flush()
 
-    def _log_samples(self, samples: dict[str, Any], step: int) -> None:
+    def write_samples(self, samples: dict[str, Any], step: int) -> None:
         """A validation's non-numeric results: text as text summaries, images as images."""
-        if not self.chief:
-            return
         # (An image of the wrong shape stays the validation's error: an InvalidArgumentError.)
         with failed_writes_named(self.run_dir.logs):
             for name, value in samples.items():
@@ -475,10 +410,20 @@ class Trainer:
                     tf.summary.image(f"val/{name}", images, step=step, max_outputs=len(images))
             tf.summary.flush()
 
-    def _write_status(self, state: str, **fields: Any) -> None:
-        if self.chief:
-            self.run_dir.write_status(state, **self.state.as_dict(), epochs=self.config.epochs,
-                                      **fields)
+    def truncate_logs(self, step: int) -> None:
+        with failed_writes_named(self.run_dir.logs,
+                                 errors=_WRITE_ERRORS + (tf.errors.OpError,)):
+            truncate_events(self.run_dir.logs, step)
+
+    def finish(self) -> None:
+        pass
+
+    def status_fields(self) -> dict[str, Any]:
+        return {}
+
+    def _save(self) -> None:
+        """Write a checkpoint now (`TrainingLoop.save`: never one of non-finite weights)."""
+        self.loop.save()
 
 
 def _is_number(value: Any) -> bool:
