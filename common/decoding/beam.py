@@ -31,10 +31,13 @@ from common.decoding.utils import (
     NEG,
     as_attention,
     check_int,
+    check_no_repeat_ngram,
     gnmt_length_penalty,
     log_probs,
     never_emitted,
+    repeated_ngrams,
     state_invariants,
+    without,
     write_step,
 )
 from common.errors import UserError
@@ -130,6 +133,10 @@ class BeamSearch(Strategy):
         length_penalty: `alpha` of the GNMT length penalty, >= 0; 0 ranks by the plain sum
             of log-probabilities, larger values favour longer hypotheses.
         n_best: how many hypotheses to return per example, <= `beam_size`.
+        no_repeat_ngram: `n` >= 1: no hypothesis emits a token that would complete an n-gram
+            already in its own output (1: no token twice). The ban acts on each beam's history
+            before the candidates are ranked; `<end>` is never banned, so every hypothesis can
+            finish. 0: off. A Python int or a scalar int tensor.
 
     Returns:
         A `Decoded` with `K = n_best`: tokens `(B, n_best, T)`, attention `(B, n_best, T, A)`,
@@ -150,15 +157,18 @@ class BeamSearch(Strategy):
     """
 
     name = "beam"
-    options = ("beam_size", "length_penalty", "n_best")
+    options = ("beam_size", "length_penalty", "n_best", "no_repeat_ngram")
 
-    def __init__(self, beam_size: int, length_penalty: float = LENGTH_PENALTY, n_best: int = 1):
+    def __init__(self, beam_size: int, length_penalty: float = LENGTH_PENALTY, n_best: int = 1,
+                 no_repeat_ngram: int | tf.Tensor = 0):
         _check_beam_args(beam_size, n_best, length_penalty)
+        check_no_repeat_ngram(no_repeat_ngram)
         self.beam_size, self.length_penalty, self.n_best = beam_size, float(length_penalty), n_best
+        self.no_repeat_ngram = no_repeat_ngram
 
     def __repr__(self) -> str:
         return (f"BeamSearch(beam_size={self.beam_size}, length_penalty={self.length_penalty}, "
-                f"n_best={self.n_best})")
+                f"n_best={self.n_best}, no_repeat_ngram={self.no_repeat_ngram})")
 
     def search(self, problem: Problem) -> Decoded:
         step, state, batch_size, start_id, end_id, max_length, pad_id = problem
@@ -170,6 +180,9 @@ class BeamSearch(Strategy):
             index = s.index
             step_log_probs = never_emitted(log_probs(logits), start_id, pad_id, end_id)
             vocab = step_log_probs.shape[-1] or tf.shape(step_log_probs)[-1]
+            # Each beam's own history bans its repeated n-grams, before the ranking.
+            step_log_probs = without(step_log_probs, repeated_ngrams(
+                s.alive_tokens, index, self.no_repeat_ngram, vocab, end_id))
             candidates = s.alive_scores[..., None] + tf.reshape(step_log_probs, [-1, beams, vocab])
             scores, chosen = tf.math.top_k(tf.reshape(candidates, [-1, beams * vocab]), 2 * beams)
             parent, token = chosen // vocab, chosen % vocab
@@ -271,12 +284,13 @@ class BeamSearch(Strategy):
 
 def beam_search(step: StepFn, initial_state: Any, batch_size: int | tf.Tensor, start_id: int,
                 end_id: int, max_length: int | tf.Tensor, beam_size: int,
-                length_penalty: float = LENGTH_PENALTY, n_best: int = 1, pad_id: int = 0) -> Decoded:
-    """`BeamSearch(beam_size, length_penalty, n_best)(...)`; the other arguments are those of
-    `Strategy.__call__`.
+                length_penalty: float = LENGTH_PENALTY, n_best: int = 1, pad_id: int = 0,
+                no_repeat_ngram: int | tf.Tensor = 0) -> Decoded:
+    """`BeamSearch(beam_size, length_penalty, n_best, no_repeat_ngram)(...)`; the other
+    arguments are those of `Strategy.__call__`.
     """
-    return BeamSearch(beam_size, length_penalty, n_best)(step, initial_state, batch_size,
-                                                         start_id, end_id, max_length, pad_id)
+    return BeamSearch(beam_size, length_penalty, n_best, no_repeat_ngram)(
+        step, initial_state, batch_size, start_id, end_id, max_length, pad_id)
 
 
 def _answer(s: _Search, alpha: float, keep: int, beams: int) -> Decoded:

@@ -23,9 +23,12 @@ from common.decoding.decoded import Decoded
 from common.decoding.strategy import Problem, StepFn, Strategy
 from common.decoding.utils import (
     as_attention,
+    check_no_repeat_ngram,
     log_probs,
     never_emitted,
+    repeated_ngrams,
     state_invariants,
+    without,
     write_step,
 )
 
@@ -38,12 +41,23 @@ class SinglePath(Strategy):
     Each example stops at its own `<end>` and then only emits `pad_id`; the loop stops when all
     examples have finished or after `max_length` steps. Returns a `Decoded` with `K = 1`;
     `normalized_scores` equals `scores`.
+
+    Args:
+        no_repeat_ngram: `n` >= 1: never emit a token that would complete an n-gram already in
+            the example's output (1: no token twice; `<end>` is never banned); 0: off. A
+            Python int or a scalar int tensor.
     """
+
+    options = ("no_repeat_ngram",)
+
+    def __init__(self, no_repeat_ngram: int | tf.Tensor = 0):
+        check_no_repeat_ngram(no_repeat_ngram)
+        self.no_repeat_ngram = no_repeat_ngram
 
     def chooser(self) -> ChooseFn:
         """The `choose(log_probs (B, V), logits (B, V), index) -> (B,) tokens` of one call;
-        both inputs are float32 with the `<start>` and `<pad>` columns at -1e9, so it never
-        picks them."""
+        both inputs are float32 with the `<start>` and `<pad>` columns (and any token banned
+        by `no_repeat_ngram`) at -1e9, so it never picks them."""
         raise NotImplementedError
 
     def search(self, problem: Problem) -> Decoded:
@@ -51,11 +65,15 @@ class SinglePath(Strategy):
         choose = self.chooser()
 
         def advance(index, logits, attention, finished, scores, lengths, token_buf, att_buf):
-            # <start> and <pad> are never chosen; the score stays the model's own log-probability
-            # (log_softmax of the unmasked logits, not renormalized over the other tokens).
+            # <start>, <pad> and repeated n-grams are never chosen; the score stays the model's
+            # own log-probability (log_softmax of the unmasked logits, not renormalized over the
+            # other tokens).
             logits = tf.cast(logits, tf.float32)
-            step_log_probs = never_emitted(log_probs(logits), start_id, pad_id, end_id)
-            logits = never_emitted(logits, start_id, pad_id, end_id)
+            banned = repeated_ngrams(token_buf, index, self.no_repeat_ngram, tf.shape(logits)[1],
+                                     end_id)
+            step_log_probs = without(never_emitted(log_probs(logits), start_id, pad_id, end_id),
+                                     banned)
+            logits = without(never_emitted(logits, start_id, pad_id, end_id), banned)
             chosen = tf.cast(choose(step_log_probs, logits, index), tf.int32)
             chosen = tf.where(finished, pad_id, chosen)
             gained = tf.gather(step_log_probs, chosen, batch_dims=1)
@@ -117,12 +135,14 @@ class GreedySearch(SinglePath):
             step_log_probs, axis=-1, output_type=tf.int32)
 
     def __repr__(self) -> str:
-        return "GreedySearch()"
+        return f"GreedySearch(no_repeat_ngram={self.no_repeat_ngram})"
 
 
 def greedy_decode(step: StepFn, initial_state: Any, batch_size: int | tf.Tensor, start_id: int,
-                  end_id: int, max_length: int | tf.Tensor, pad_id: int = 0) -> Decoded:
-    """`GreedySearch()(...)`: the arguments are those of `Strategy.__call__`.
+                  end_id: int, max_length: int | tf.Tensor, pad_id: int = 0,
+                  no_repeat_ngram: int | tf.Tensor = 0) -> Decoded:
+    """`GreedySearch(no_repeat_ngram)(...)`: the other arguments are those of
+    `Strategy.__call__`.
 
     Returns:
         A `Decoded` with `K = 1`: tokens `(B, 1, T)`, lengths, scores, finished and
@@ -137,4 +157,5 @@ def greedy_decode(step: StepFn, initial_state: Any, batch_size: int | tf.Tensor,
     >>> out.tokens.numpy().tolist()
     [[[3, 2, 0, 0, 0]]]
     """
-    return GreedySearch()(step, initial_state, batch_size, start_id, end_id, max_length, pad_id)
+    return GreedySearch(no_repeat_ngram)(step, initial_state, batch_size, start_id, end_id,
+                                         max_length, pad_id)

@@ -37,7 +37,8 @@ def strategy_class(name: str) -> Any:
 def make_strategy(name: str, **options: Any) -> Any:
     """The strategy `name`, built with those of `options` it takes (`beam_size`,
     `length_penalty`, `n_best` for beam search; `temperature`, `top_k`, `seed` for sampling;
-    None means the strategy's default, and the length penalty's is `LENGTH_PENALTY`)."""
+    `no_repeat_ngram` for all three; None means the strategy's default, and the length
+    penalty's is `LENGTH_PENALTY`)."""
     if options.get("length_penalty") is None:
         options["length_penalty"] = LENGTH_PENALTY
     return strategy_class(name).from_options(**options)

@@ -76,18 +76,23 @@ class Sampling(SinglePath):
         top_k: sample among the `top_k` most probable tokens only; 0 means all of them, and
             1 is greedy decoding.
         seed: a non-negative int (or scalar int tensor) for reproducible samples, or None.
+        no_repeat_ngram: `n` >= 1: never sample a token that would complete an n-gram already
+            in the example's output (banned before temperature and top-k; `<end>` never is);
+            0: off.
     """
 
     name = "sample"
-    options = ("temperature", "top_k", "seed")
+    options = ("temperature", "top_k", "seed", "no_repeat_ngram")
 
     def __init__(self, temperature: float = 1.0, top_k: int = 0,
-                 seed: int | tf.Tensor | None = None):
+                 seed: int | tf.Tensor | None = None, no_repeat_ngram: int | tf.Tensor = 0):
         _check_sampling_args(temperature, top_k, seed)
+        super().__init__(no_repeat_ngram)
         self.temperature, self.top_k, self.seed = temperature, top_k, seed
 
     def __repr__(self) -> str:
-        return f"Sampling(temperature={self.temperature}, top_k={self.top_k}, seed={self.seed})"
+        return (f"Sampling(temperature={self.temperature}, top_k={self.top_k}, seed={self.seed}, "
+                f"no_repeat_ngram={self.no_repeat_ngram})")
 
     def chooser(self) -> ChooseFn:
         seed = self.seed
@@ -112,9 +117,9 @@ class Sampling(SinglePath):
 def sample_decode(step: StepFn, initial_state: Any, batch_size: int | tf.Tensor, start_id: int,
                   end_id: int, max_length: int | tf.Tensor, temperature: float = 1.0,
                   top_k: int = 0, seed: int | tf.Tensor | None = None, pad_id: int = 0,
-                  ) -> Decoded:
-    """`Sampling(temperature, top_k, seed)(...)`; the other arguments are those of
-    `Strategy.__call__`.
+                  no_repeat_ngram: int | tf.Tensor = 0) -> Decoded:
+    """`Sampling(temperature, top_k, seed, no_repeat_ngram)(...)`; the other arguments are
+    those of `Strategy.__call__`.
 
     Returns:
         A `Decoded` with `K = 1`: tokens `(B, 1, T)`, attention `(B, 1, T, A)`, lengths,
@@ -130,5 +135,5 @@ def sample_decode(step: StepFn, initial_state: Any, batch_size: int | tf.Tensor,
     >>> bool(tf.reduce_all(a.tokens == b.tokens))
     True
     """
-    return Sampling(temperature, top_k, seed)(step, initial_state, batch_size, start_id, end_id,
-                                              max_length, pad_id)
+    return Sampling(temperature, top_k, seed, no_repeat_ngram)(
+        step, initial_state, batch_size, start_id, end_id, max_length, pad_id)

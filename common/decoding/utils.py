@@ -1,4 +1,5 @@
-"""Helpers shared by the decoding loops: argument checks, state nests, step buffers.
+"""Helpers shared by the decoding loops: argument checks, state nests, step buffers, the
+tokens a step must not emit.
 
 Dimensions: `N` rows of a step (`B`, or `B * K` in beam search), `T` steps (`max_length`),
 `A` attention positions, `V` vocabulary.
@@ -110,3 +111,72 @@ def gnmt_length_penalty(lengths: tf.Tensor, alpha: float) -> tf.Tensor:
     if alpha == 0:
         return tf.ones_like(lengths)
     return tf.pow((5.0 + lengths) / 6.0, alpha)
+
+
+def check_no_repeat_ngram(value: Any) -> None:
+    """Raises `UserError` unless `value` is an int >= 0 or a scalar int tensor."""
+    check_int("no_repeat_ngram", value, 0)
+
+
+def repeated_ngrams(
+    history: tf.Tensor, index: tf.Tensor, size: int | tf.Tensor, vocab: Any, end_id: tf.Tensor
+) -> tf.Tensor | None:
+    """The `(N, V)` tokens each row must not emit at step `index`: those that would complete an
+    n-gram of `size` tokens already in its own history (fairseq's and Hugging Face's
+    `no_repeat_ngram_size`; `size` 1: no token twice).
+
+    The history is the row's generated tokens, `history[:, :index]` (the tokens after
+    `<start>`). `<end>` is never banned, so a hypothesis can always finish (an alive one holds
+    no `<end>` anyway). Ids outside `[0, V)` ban nothing.
+
+    Args:
+        history: `(N, T)` int32; positions `>= index` are ignored.
+        index: the scalar position about to be generated (0 after `<start>`).
+        size: `n`, a Python int or a scalar int tensor (an export's input); 0 bans nothing.
+        vocab: `V`, an int or a scalar tensor.
+        end_id: the `<end>` id.
+
+    Returns:
+        `(N, V)` bool, True where banned; None when `size` is known to be 0 (nothing to
+        compute: the caller's graph stays as it was).
+    """
+    known = size if is_python_int(size) else tf.get_static_value(size)
+    if known is not None and known <= 0:
+        return None
+    size = tf.cast(size, tf.int32)
+    shape = tf.stack([tf.shape(history)[0], vocab])
+
+    def ban() -> tf.Tensor:
+        steps = tf.shape(history)[1]
+        start = tf.range(steps)  # (T,) where an n-gram of the history starts
+        latest = index - size + 1  # where the history's last n - 1 tokens start
+
+        def compare(offset, match):
+            # Token `offset` of each n-gram against token `offset` of the last n - 1 tokens.
+            earlier = tf.gather(history, tf.minimum(start + offset, steps - 1), axis=1)
+            last = tf.gather(history, tf.clip_by_value(latest + offset, 0, steps - 1), axis=1)
+            return offset + 1, match & tf.equal(earlier, last[:, None])
+
+        # The n-grams that lie in the history (start + n <= index), then those whose first n - 1
+        # tokens are the history's last n - 1: their n-th token would repeat them.
+        within = tf.broadcast_to(start[None] + size <= index, tf.shape(history))
+        _, match = tf.while_loop(lambda offset, _: offset < size - 1, compare,
+                                 (tf.constant(0), within))
+        completing = tf.gather(history, tf.minimum(start + size - 1, steps - 1), axis=1)
+        match &= (completing >= 0) & (completing < vocab)
+        rows = tf.broadcast_to(tf.range(tf.shape(history)[0])[:, None], tf.shape(history))
+        where = tf.stack([rows, tf.clip_by_value(completing, 0, vocab - 1)], axis=-1)
+        counts = tf.scatter_nd(tf.reshape(where, [-1, 2]),
+                               tf.reshape(tf.cast(match, tf.int32), [-1]), shape)
+        end = tf.one_hot(end_id, vocab, on_value=True, off_value=False, dtype=tf.bool)
+        return (counts > 0) & tf.logical_not(end)[None]
+
+    if known is not None:
+        return ban()
+    # An export's input: a search that bans nothing stays bit-identical, and skips the work.
+    return tf.cond(size > 0, ban, lambda: tf.zeros(shape, tf.bool))
+
+
+def without(values: tf.Tensor, banned: tf.Tensor | None) -> tf.Tensor:
+    """`(N, V)` values with the `banned` `(N, V)` columns at `NEG` (unchanged for None)."""
+    return values if banned is None else tf.where(banned, tf.cast(NEG, values.dtype), values)

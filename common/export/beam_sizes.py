@@ -38,11 +38,12 @@ def check_export_options(beam_sizes: Sequence[int], default_beam_size: int,
 
 
 def graph_checks(beam_size: Any, max_length: Any, beam_sizes: Sequence[int],
-                 max_length_limit: int, n_best: Any = None) -> list:
+                 max_length_limit: int, n_best: Any = None, no_repeat_ngram: Any = None) -> list:
     """Assertions (for `tf.control_dependencies`) that fail the call with a clear
-    `InvalidArgumentError` for a `max_length` out of range, a beam size not exported or an
-    `n_best` outside 1..beam_size. Each message is one `tf.debugging.Assert` string, which
-    `common.serving` returns alone (without TensorFlow's "assertion failed" wrapper)."""
+    `InvalidArgumentError` for a `max_length` out of range, a beam size not exported, an
+    `n_best` outside 1..beam_size or a negative `no_repeat_ngram`. Each message is one
+    `tf.debugging.Assert` string, which `common.serving` returns alone (without TensorFlow's
+    "assertion failed" wrapper)."""
     import tensorflow as tf
 
     def check(condition, template, *values):
@@ -57,6 +58,9 @@ def graph_checks(beam_size: Any, max_length: Any, beam_sizes: Sequence[int],
     if n_best is not None:
         checks.append(check((n_best >= 1) & (n_best <= beam_size),
                             "n_best must be 1..beam_size ({}); got {}", beam_size, n_best))
+    if no_repeat_ngram is not None:
+        checks.append(check(no_repeat_ngram >= 0,
+                            "no_repeat_ngram must be >= 0 (0: off); got {}", no_repeat_ngram))
     return checks
 
 

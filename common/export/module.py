@@ -107,7 +107,8 @@ class DecodingModule(tf.Module):
                                            input_signature=[raw])
         options = [raw, tf.TensorSpec([], tf.int32, name="beam_size"),
                    tf.TensorSpec([], tf.int32, name="max_length"),
-                   tf.TensorSpec([], tf.int32, name="n_best")]
+                   tf.TensorSpec([], tf.int32, name="n_best"),
+                   tf.TensorSpec([], tf.int32, name="no_repeat_ngram")]
         setattr(self, self.OPTIONS_SIGNATURE, tf.function(
             self._serve_options, autograph=False, input_signature=options))
 
@@ -163,19 +164,22 @@ class DecodingModule(tf.Module):
         max_length = tf.constant(self.max_decode_length, tf.int32)
         return self._serve(raw, self.default_beam_size, max_length, None)
 
-    def _serve_options(self, raw, beam_size, max_length, n_best):
-        return self._serve(raw, beam_size, max_length, n_best)
+    def _serve_options(self, raw, beam_size, max_length, n_best, no_repeat_ngram):
+        return self._serve(raw, beam_size, max_length, n_best, no_repeat_ngram)
 
-    def _serve(self, raw, beam_size, max_length, n_best) -> dict[str, tf.Tensor]:
+    def _serve(self, raw, beam_size, max_length, n_best,
+               no_repeat_ngram: int | tf.Tensor = 0) -> dict[str, tf.Tensor]:
+        ban = None if isinstance(no_repeat_ngram, int) else no_repeat_ngram  # a graph input
         checks = graph_checks(beam_size, max_length, self.beam_sizes, self.max_length_limit,
-                              n_best)
+                              n_best, ban)
         with tf.control_dependencies(checks):
             features = self.read_inputs(raw)
         search, rows = self.prepare(features)
 
         def decode(size: int, k: int) -> Decoded:
             strategy = make_strategy(default_method(size), beam_size=size,
-                                     length_penalty=self.length_penalty, n_best=k)
+                                     length_penalty=self.length_penalty, n_best=k,
+                                     no_repeat_ngram=no_repeat_ngram)
             return self._decode(search, strategy, max_length)
 
         if n_best is None:
@@ -346,26 +350,36 @@ class ExportedModel:
         self.export_dir = Path(export_dir)
         self.loaded = savedmodel.load(export_dir)
         self.signature = self.loaded.signatures[savedmodel.options_signature(self.info)]
-        self.takes_n_best = "n_best" in self.signature.structured_input_signature[1]
+        inputs = self.signature.structured_input_signature[1]
+        self.takes_n_best = "n_best" in inputs
+        self.takes_no_repeat_ngram = "no_repeat_ngram" in inputs  # older exports: no such input
         self.beam_sizes = tuple(self.info["beam_sizes"])
 
     def _options(self, beam_size: int | None, max_length: int | None,
-                 n_best: int | None = None) -> tuple[int, int]:
+                 n_best: int | None = None, no_repeat_ngram: int = 0) -> tuple[int, int]:
         """`(beam_size, max_length)` with the export's defaults; a `UserError` for a choice
         the export does not have."""
+        from common.decoding.utils import check_no_repeat_ngram
+
         beam_size, max_length = request_options(self.info, beam_size, max_length)
         check_n_best(n_best, beam_size)
+        check_no_repeat_ngram(no_repeat_ngram)
         if n_best and n_best > 1 and not self.takes_n_best:
             raise UserError(f"{self.export_dir} was exported without n-best outputs; export "
                             f"the run again to get several {self.MODULE.SEVERAL}")
+        if no_repeat_ngram and not self.takes_no_repeat_ngram:
+            raise UserError(f"{self.export_dir} was exported without the no_repeat_ngram "
+                            "input; export the run again to ban repeated n-grams")
         return beam_size, max_length
 
     def _run(self, raw: Sequence[Any], beam_size: int, max_length: int,
-             n_best: int | None) -> dict[str, np.ndarray]:
+             n_best: int | None, no_repeat_ngram: int = 0) -> dict[str, np.ndarray]:
         """The options signature on `raw` (image bytes, sentences), as NumPy arrays."""
         inputs = {self.MODULE.INPUT: tf.constant(list(raw), tf.string),
                   "beam_size": tf.constant(beam_size, tf.int32),
                   "max_length": tf.constant(max_length, tf.int32)}
         if self.takes_n_best:
             inputs["n_best"] = tf.constant(n_best or 1, tf.int32)
+        if self.takes_no_repeat_ngram:
+            inputs["no_repeat_ngram"] = tf.constant(no_repeat_ngram, tf.int32)
         return {name: value.numpy() for name, value in self.signature(**inputs).items()}

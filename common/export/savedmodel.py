@@ -267,8 +267,9 @@ def save_decoding_module(module: Any, export_dir: str | os.PathLike, kind: str,
 
     The module has `serving_default` (the inputs alone, decoded with the export-time beam
     size and length: what a TensorFlow Serving client that sends only the image or the text
-    gets), an `options_signature` method taking the inputs plus `beam_size`, `max_length` and
-    `n_best`, the export-time `default_beam_size` and `max_decode_length`, and `info()`;
+    gets), an `options_signature` method taking the inputs plus `beam_size`, `max_length`,
+    `n_best` and `no_repeat_ngram`, the export-time `default_beam_size` and
+    `max_decode_length`, and `info()`;
     they become the two signatures, the recorded input defaults (which `common.serving`
     fills into requests to the second signature) and the export info.
     """
@@ -277,7 +278,7 @@ def save_decoding_module(module: Any, export_dir: str | os.PathLike, kind: str,
         options_signature: getattr(module, options_signature).get_concrete_function(),
     }
     defaults = {"beam_size": module.default_beam_size, "max_length": module.max_decode_length,
-                "n_best": 1}
+                "n_best": 1, "no_repeat_ngram": 0}
     info = {**module.info(), "options_signature": options_signature}
     return save(module, export_dir, signatures, kind, info=info, input_defaults=defaults,
                 extra_files=module.extra_files(),

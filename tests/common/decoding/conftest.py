@@ -40,6 +40,23 @@ def gnmt_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def repeats_ngram(tokens, token: int, n: int) -> bool:
+    """Whether `token` after `tokens` completes an n-gram already in `tokens` (the rule of
+    `no_repeat_ngram`: 0 bans nothing, and `<end>` is never banned)."""
+    if n == 0 or token == END:
+        return False
+    sequence = [*tokens, token]
+    last = sequence[-n:]
+    return len(sequence) >= n and any(
+        sequence[i : i + n] == last for i in range(len(sequence) - n)
+    )
+
+
+def has_repeated_ngram(tokens, n: int) -> bool:
+    """Whether some n-gram of `tokens` occurs twice (`<end>` included in none)."""
+    return any(repeats_ngram(tokens[:i], tokens[i], n) for i in range(len(tokens)))
+
+
 class MarkovToy:
     """logits (N, V) = W[example, previous token] + E[index] + bias[example]."""
 
@@ -69,24 +86,28 @@ class MarkovToy:
     def log_probs(self, example: int, previous: int, index: int) -> np.ndarray:
         return np_log_softmax(self.W[example, previous] + self.E[index] + self.bias[example])
 
-    def greedy(self, example: int) -> tuple[list[int], float, bool]:
-        """A plain greedy loop over the tokens a search may emit: (tokens, score, finished)."""
+    def greedy(self, example: int, no_repeat_ngram: int = 0) -> tuple[list[int], float, bool]:
+        """A plain greedy loop over the tokens a search may emit, none that `repeats_ngram`
+        bans: (tokens, score, finished)."""
         tokens, score, previous = [], 0.0, START
         for index in range(self.max_length):
             lp = self.log_probs(example, previous, index)
-            previous = EMITTED_FROM + int(np.argmax(lp[EMITTED_FROM:]))
+            allowed = [t for t in range(EMITTED_FROM, self.vocab)
+                       if not repeats_ngram(tokens, t, no_repeat_ngram)]
+            previous = max(allowed, key=lambda t: lp[t])
             tokens.append(previous)
             score += lp[previous]
             if previous == END:
                 return tokens, score, True
         return tokens, score, False
 
-    def all_sequences(self, example: int, alpha: float) -> list[tuple]:
-        """Every hypothesis up to max_length, best first: (normalized, score, tokens, finished)."""
+    def all_sequences(self, example: int, alpha: float, no_repeat_ngram: int = 0) -> list[tuple]:
+        """Every hypothesis up to max_length (none with a repeated n-gram, for
+        `no_repeat_ngram` n), best first: (normalized, score, tokens, finished)."""
         found = []
         for length in range(1, self.max_length + 1):
             for seq in itertools.product(range(EMITTED_FROM, self.vocab), repeat=length):
-                if END in seq[:-1]:
+                if END in seq[:-1] or has_repeated_ngram(list(seq), no_repeat_ngram):
                     continue
                 finished = seq[-1] == END
                 if not finished and length < self.max_length:
@@ -98,10 +119,10 @@ class MarkovToy:
                 found.append((score / gnmt_penalty(length, alpha), score, list(seq), finished))
         return sorted(found, key=lambda item: -item[0])
 
-    def n_best(self, example: int, alpha: float, n: int) -> list[tuple]:
+    def n_best(self, example: int, alpha: float, n: int, no_repeat_ngram: int = 0) -> list[tuple]:
         """What beam search with every hypothesis in its beam returns: the finished ones best
-        first, then the unfinished ones best first, `n` in all."""
-        found = self.all_sequences(example, alpha)
+        first, then the unfinished ones best first, `n` in all (fewer when fewer exist)."""
+        found = self.all_sequences(example, alpha, no_repeat_ngram)
         return ([item for item in found if item[3]] + [item for item in found if not item[3]])[:n]
 
     def beam(self, example: int, beam_size: int, alpha: float, n: int, **kwargs) -> list[tuple]:
@@ -114,7 +135,7 @@ class MarkovToy:
 
 def reference_beam_search(
     log_probs, vocab: int, max_length: int, beam_size: int, alpha: float, n_best: int,
-    end_ranks: int | None = None,
+    end_ranks: int | None = None, no_repeat_ngram: int = 0,
 ) -> list[tuple]:
     """A plain-Python beam search, run for all `max_length` steps: (normalized, score, tokens,
     finished) of its answer, `n_best` in all, as `MarkovToy.n_best` gives them.
@@ -125,6 +146,10 @@ def reference_beam_search(
     the `K` best that do not end stay alive. The answer: the finished ones best first by
     normalized score, then the alive ones. There is no early stop, so a search that stops early
     must lose nothing by it.
+
+    With `no_repeat_ngram` n, an extension that `repeats_ngram` bans scores `IMPOSSIBLE` more:
+    it is ranked below every allowed one (and, ending, never finishes), as the search masks it;
+    such fillers only fill the answer's slots that no allowed hypothesis reaches.
     """
     end_ranks = 2 * beam_size if end_ranks is None else end_ranks
     alive, finished = [((), 0.0)], []
@@ -132,10 +157,14 @@ def reference_beam_search(
         candidates = []
         for tokens, score in alive:
             row = log_probs(tokens[-1] if tokens else START, index)
-            candidates += [(tokens + (t,), score + row[t]) for t in range(EMITTED_FROM, vocab)]
+            candidates += [
+                (tokens + (t,), score + row[t]
+                 + (IMPOSSIBLE if repeats_ngram(list(tokens), t, no_repeat_ngram) else 0.0))
+                for t in range(EMITTED_FROM, vocab)
+            ]
         top = sorted(candidates, key=lambda item: -item[1])[: 2 * beam_size]
         for rank, (tokens, score) in enumerate(top):
-            if tokens[-1] == END and rank < end_ranks:
+            if tokens[-1] == END and rank < end_ranks and score > IMPOSSIBLE / 2:
                 finished.append((score / gnmt_penalty(len(tokens), alpha), score, list(tokens), True))
         alive = [item for item in top if item[0][-1] != END][:beam_size]
     unfinished = [(s / gnmt_penalty(max_length, alpha), s, list(t), False) for t, s in alive]
@@ -243,6 +272,9 @@ def toys():
             "check_against_replay": staticmethod(check_against_replay),
             "check_table_attention": staticmethod(check_table_attention),
             "gnmt_penalty": staticmethod(gnmt_penalty),
+            "repeats_ngram": staticmethod(repeats_ngram),
+            "has_repeated_ngram": staticmethod(has_repeated_ngram),
+            "reference_beam_search": staticmethod(reference_beam_search),
             "np_log_softmax": staticmethod(np_log_softmax),
             "PAD": PAD,
             "START": START,
