@@ -14,6 +14,8 @@ from common.cli import (
     EXIT_USAGE,
     Subcommand,
     add_checkpoint_argument,
+    add_no_repeat_ngram_argument,
+    check_model_path,
     family_main,
     family_subcommands,
     positive_int,
@@ -34,6 +36,7 @@ def _caption_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam-size", type=positive_int,
                    help=f"1 is greedy (default: {BEAM_SIZE} for a run, the export's default "
                         "for a SavedModel)")
+    add_no_repeat_ngram_argument(p, "caption")
     p.add_argument("--batch-size", type=positive_int, default=16,
                    help="images decoded together")
     p.add_argument("--n-best", type=positive_int, metavar="N",
@@ -47,14 +50,23 @@ def _caption_arguments(p: argparse.ArgumentParser) -> None:
                              "position among the IMAGE arguments")
 
 
-def _caption(args: argparse.Namespace) -> int:
-    from captioner.visualize import as_result, attention_kind, check_figure_paths
+def _check_caption(args: argparse.Namespace) -> None:
+    """What `caption` can refuse before TensorFlow is imported: the model's path, the figures."""
+    from captioner.visualize import check_figure_paths
 
     check_figure_paths(args.overlay, args.gif, args.html, args.images, len(args.images))
+    check_model_path(FAMILY, args.run_dir, "captioner", args.checkpoint)
+
+
+def _caption(args: argparse.Namespace) -> int:
+    from captioner.visualize import as_result, attention_kind
+
     run = FAMILY.open_model(args.run_dir, args.checkpoint)
     options = {"beam_size": args.beam_size} if args.beam_size else {}
     if args.n_best:
         options["n_best"] = args.n_best
+    if args.no_repeat_ngram:
+        options["no_repeat_ngram"] = args.no_repeat_ngram
     done, failed = run.caption_files(args.images, args.batch_size, **options)
     for _path, why in failed:
         print(f"{PROG}: error: {' '.join(why.split())}", file=sys.stderr)
@@ -106,7 +118,9 @@ def _draw_captions(args: argparse.Namespace, results: list[dict[str, Any]], mode
 
 def _render_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", metavar="RESULT.json",
-                   help="the output of `captioner caption --json` (a list, or one object)")
+                   help="the output of `captioner caption --json` (a list, or one object), or "
+                        "a served model's answer ({\"predictions\": ...} or {\"outputs\": "
+                        "...}, which names no image: give --image)")
     p.add_argument("--image", metavar="IMG",
                    help="the image to draw on (default: each result's 'image'); without "
                         "--index it also picks the result for that image")
@@ -159,11 +173,11 @@ def subcommands() -> list[Subcommand]:
         shared["prepare"],
         shared["evaluate"],
         Subcommand("caption", "caption images with a run directory or a SavedModel",
-                   _caption_arguments, _caption),
+                   _caption_arguments, _caption, check=_check_caption),
         shared["export"],
         shared["serve"],
         Subcommand("render", "draw attention overlays from saved caption JSON",
-                   _render_arguments, _render),
+                   _render_arguments, _render, uses_tensorflow=False),
         fetch_subcommand(["coco-captions"]),
     ]
 

@@ -16,6 +16,7 @@ from common.errors import UserError
 ATTENTION_KINDS = ("soft", "hard")
 ATTENTION_QUERIES = ("hidden", "hidden+word")
 REWARDS = ("caption", "to-go")
+SCST_BASELINES = ("greedy", "mean")
 WEIGHTS = ("imagenet", "none")
 
 #: The captioner's decoding defaults (the shared ones, the length penalty among them, are in
@@ -137,12 +138,41 @@ class DataConfig:
 
 
 @dataclass(frozen=True)
+class SelfCriticalConfig:
+    """Self-critical sequence training (Rennie et al. 2017), `captioner.scst`: the training
+    stage that maximizes the CIDEr-D of sampled captions instead of the references' likelihood.
+
+    Args:
+        enabled: train by SCST (`captioner train --scst`, usually with `--init-from` a run
+            trained by cross-entropy); False: cross-entropy training.
+        samples: `K`, captions sampled per image and step.
+        baseline: what each sample's reward is compared with: `"greedy"`, the reward of the
+            image's greedy caption (Rennie et al.), or `"mean"`, the mean reward of the image's
+            other `K - 1` samples (Luo 2020, "new self-critical"; needs `K >= 2`).
+    """
+
+    enabled: bool = False
+    samples: int = 5
+    baseline: str = "greedy"
+
+    def __post_init__(self):
+        _check_choice("scst baseline", self.baseline, SCST_BASELINES)
+        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or (
+                self.samples < 1):
+            raise UserError(f"scst samples must be an integer >= 1, got {self.samples!r}")
+        if self.baseline == "mean" and self.samples < 2:
+            raise UserError(f"the scst baseline 'mean' averages the other samples of an image; "
+                            f"expected samples >= 2, got {self.samples}")
+
+
+@dataclass(frozen=True)
 class CaptionerRunConfig:
     """Everything `captioner train` needs; saved as `RUN_DIR/config.json`.
 
     `training` holds the `common.training.TrainingConfig` fields as a plain dict, so this
     module does not depend on the trainer's import. `cosine_decay` lowers the learning rate
-    along a cosine to 0 over the whole run (Adam either way).
+    along a cosine to 0 over the whole run (Adam either way). `scst` turns the run into a
+    self-critical training stage (`SelfCriticalConfig`).
     """
 
     family: str = "captioner"
@@ -151,6 +181,7 @@ class CaptionerRunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     training: dict[str, Any] = field(default_factory=dict)
     cosine_decay: bool = False
+    scst: SelfCriticalConfig = field(default_factory=SelfCriticalConfig)
 
     def __post_init__(self):
         # A cached encoder is frozen: cached features of a network that is never trained are

@@ -96,8 +96,10 @@ def teacher_forced(run: CaptionerRun, split, batch_size: int = 32
 def evaluate(run_dir: str | os.PathLike | CaptionerRun, dataset: str | None = None,
              split: str = "test", data_dir: str | None = None, beam_size: int = BEAM_SIZE,
              batch_size: int = 32, options: dict[str, Any] | None = None,
-             metrics: tuple[str, ...] = ("bleu", "meteor", "rouge", "cider")) -> dict[str, Any]:
-    """Scores of a run on `dataset`/`split` (the run's own dataset by default).
+             metrics: tuple[str, ...] = ("bleu", "meteor", "rouge", "cider"),
+             no_repeat_ngram: int = 0) -> dict[str, Any]:
+    """Scores of a run on `dataset`/`split` (the run's own dataset by default), its captions
+    decoded with `beam_size` and `no_repeat_ngram` (`CaptionerRun.caption_batch`).
 
     Returns:
         `{"images", "skipped_images", "BLEU-1", ..., "CIDEr", "tokenizer",
@@ -126,7 +128,7 @@ def evaluate(run_dir: str | os.PathLike | CaptionerRun, dataset: str | None = No
     if data_dir is None and dataset == data.dataset:
         data_dir = data.data_dir
     records = load_split(dataset, split, data_dir, **options)
-    captions = generate(run, records, beam_size, batch_size)
+    captions = generate(run, records, beam_size, batch_size, no_repeat_ngram=no_repeat_ngram)
     # A file PIL's header check passed but TensorFlow cannot decode (a truncated JPEG, say)
     # is left out of the batches; name it, as the loader names the files it skipped.
     undecoded = [record.path for record in records if record.image_id not in captions]

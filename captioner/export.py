@@ -13,12 +13,13 @@ Signatures:
 - `serving_default(images (B,) tf.string)`: encoded image bytes, captioned with the beam size
   and length chosen at export (`--beam-size`, `--max-decode-length`). A TensorFlow Serving
   client that sends only the images (`{"instances": [{"b64": ...}]}`) calls this one.
-- `caption_with_options(images, beam_size () int32, max_length () int32, n_best () int32)`:
-  the beam size (one search compiled per size in `beam_sizes`, picked with nested `tf.cond`s
-  by `common.export.beam_sizes`; size 1 is greedy decoding), the output width `T` and how many
-  hypotheses `N` (1..beam_size) to return. The export-time values (`n_best` 1) are in
-  `assets.extra/serving_input_defaults.json`, which `captioner serve` reads, so its requests
-  may leave them out; TensorFlow Serving needs all four.
+- `caption_with_options(images, beam_size () int32, max_length () int32, n_best () int32,
+  no_repeat_ngram () int32)`: the beam size (one search compiled per size in `beam_sizes`,
+  picked with nested `tf.cond`s by `common.export.beam_sizes`; size 1 is greedy decoding), the
+  output width `T`, how many hypotheses `N` (1..beam_size) to return, and the n-gram size no
+  caption repeats (0: off; `common.decoding`). The export-time values (`n_best` 1,
+  `no_repeat_ngram` 0) are in `assets.extra/serving_input_defaults.json`, which `captioner
+  serve` reads, so its requests may leave them out; TensorFlow Serving needs all five.
 
 Both return `captions (B,)`, `tokens (B, T)` (padded with ""), `lengths (B,)` (words in
 `tokens`), `scores (B,)` (sum of log-probabilities), `finished (B,)` (whether `<end>` came
@@ -182,22 +183,24 @@ class ExportedCaptioner(ExportedModel):
 
     def caption_bytes(self, images: Sequence[bytes], beam_size: int | None = None,
                       max_length: int | None = None, n_best: int | None = None,
-                      ) -> list[Caption]:
+                      no_repeat_ngram: int = 0) -> list[Caption]:
         """Captions of encoded images (bytes the graph decodes, as stored: EXIF is not read;
         `common.images.graph_bytes` gives what `caption_files` sends), one call; best first.
 
-        With `n_best`, each `Caption.n_best` lists that many hypotheses, best first.
+        With `n_best`, each `Caption.n_best` lists that many hypotheses, best first; with
+        `no_repeat_ngram` n, no caption repeats an n-gram of its words (an export made before
+        that input refuses n > 0 in one line).
 
         Raises:
             tf.errors.InvalidArgumentError: an image the graph cannot decode.
         """
-        beam_size, max_length = self._options(beam_size, max_length, n_best)
-        outputs = self._run(images, beam_size, max_length, n_best)
+        beam_size, max_length = self._options(beam_size, max_length, n_best, no_repeat_ngram)
+        outputs = self._run(images, beam_size, max_length, n_best, no_repeat_ngram)
         return [caption_from_outputs(outputs, row, n_best) for row in range(len(images))]
 
     def caption_files(self, paths: Sequence[str | os.PathLike], batch_size: int = 16,
                       beam_size: int | None = None, max_length: int | None = None,
-                      n_best: int | None = None,
+                      n_best: int | None = None, no_repeat_ngram: int = 0,
                       ) -> tuple[list[tuple[str, Caption]], list[tuple[str, str]]]:
         """As `CaptionerRun.caption_files`: `([(path, Caption)], [(path, why it failed)])`.
 
@@ -206,7 +209,8 @@ class ExportedCaptioner(ExportedModel):
         """
         from common.images import graph_bytes
 
-        self._options(beam_size, max_length, n_best)  # option errors before reading files
+        options = (beam_size, max_length, n_best, no_repeat_ngram)
+        self._options(*options)  # option errors before reading files
         done, failed = [], []  # done holds each file's input position
         # The files are read a batch at a time, so that only one batch's bytes (a re-encoded
         # photo takes 3 bytes a pixel) are held at once.
@@ -220,14 +224,12 @@ class ExportedCaptioner(ExportedModel):
             if not chunk:
                 continue
             try:
-                captions = self.caption_bytes([b for _, _, b in chunk], beam_size, max_length,
-                                              n_best)
+                captions = self.caption_bytes([b for _, _, b in chunk], *options)
                 done.extend((index, name, c) for (index, name, _), c in zip(chunk, captions))
             except tf.errors.InvalidArgumentError:
                 # One image Pillow reads but the graph does not: retry each, as BMP if need be.
                 for index, name, blob in chunk:
-                    caption, why = self._caption_one(name, blob, beam_size, max_length,
-                                                     n_best)
+                    caption, why = self._caption_one(name, blob, *options)
                     if caption is None:
                         failed.append((name, why))
                     else:
@@ -235,16 +237,16 @@ class ExportedCaptioner(ExportedModel):
         done.sort(key=lambda item: item[0])  # by position: a file given twice is answered twice
         return [(name, caption) for _, name, caption in done], failed
 
-    def _caption_one(self, name, blob, beam_size, max_length, n_best):
+    def _caption_one(self, name, blob, *options):
         from common.images import REENCODED_GROWTH, load_image, lossless_bytes
 
         try:
-            return self.caption_bytes([blob], beam_size, max_length, n_best)[0], ""
+            return self.caption_bytes([blob], *options)[0], ""
         except tf.errors.InvalidArgumentError:
             pass
         try:
             again = lossless_bytes(load_image(blob, name), REENCODED_GROWTH * len(blob))
-            return self.caption_bytes([again], beam_size, max_length, n_best)[0], ""
+            return self.caption_bytes([again], *options)[0], ""
         except (tf.errors.InvalidArgumentError, DataError) as exc:
             message = exc.message if hasattr(exc, "message") else str(exc)
             return None, f"{name}: the model could not decode it ({' '.join(message.split())})"

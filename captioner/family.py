@@ -18,13 +18,21 @@ from captioner.config import (
     ATTENTION_QUERIES,
     BEAM_SIZE,
     REWARDS,
+    SCST_BASELINES,
     WEIGHTS,
     CaptionerRunConfig,
 )
 from captioner.datasets import DATASETS
 from captioner.presets import PRESETS, get_preset
 from common.catalog import SCORES
-from common.cli import ON_OFF, add_checkpoint_argument, choose, non_negative_float, positive_int
+from common.cli import (
+    ON_OFF,
+    add_checkpoint_argument,
+    add_no_repeat_ngram_argument,
+    choose,
+    non_negative_float,
+    positive_int,
+)
 from common.config import add_config_option, from_dict
 from common.errors import UserError
 from common.family import Family
@@ -144,6 +152,15 @@ Typical use:
                  "or, per step, that of the words still to come (less variance)")
         add(g, "--max-length", path=("decoder.max_length", "data.max_length"),
             type=positive_int, help="longest caption, in tokens")
+        g = p.add_argument_group("self-critical training (docs/scst.md)")
+        add(g, "--scst", path="scst.enabled", action=ON_OFF,
+            help="train on the CIDEr-D of sampled captions (Rennie et al. 2017), usually "
+                 "from a cross-entropy run: --init-from RUN_DIR; --batch-size counts images")
+        add(g, "--scst-samples", path="scst.samples", type=int, metavar="K",
+            help="captions sampled per image and step (default 5)")
+        add(g, "--scst-baseline", path="scst.baseline", choices=SCST_BASELINES,
+            help="each sample's reward is compared with its image's greedy caption's (the "
+                 "default) or with the mean of its image's other samples")
 
     def preset(self, name: str | None, explicit: dict[str, Any]) -> dict[str, Any]:
         dataset = explicit.get("data", {}).get("dataset")
@@ -156,6 +173,12 @@ Typical use:
 
     def prepare(self, config, out_dir: Path) -> Path:
         from captioner.prepared import prepare_captions
+
+        if config.scst.enabled:  # from a preset or a config file (options: `CAPABILITIES`)
+            raise UserError("scst (self-critical training) needs the tensorflow trainer: its "
+                            "CIDEr-D reward runs in NumPy inside the TensorFlow step (not the "
+                            "jax one; docs/scst.md); expected `captioner train` without "
+                            "--prepared, or scst off")
 
         return prepare_captions(config, out_dir)
 
@@ -203,6 +226,7 @@ Typical use:
         p.add_argument("--split", default="test", help="train, valid or test")
         p.add_argument("--beam-size", type=positive_int, default=BEAM_SIZE,
                        help="hypotheses kept per image (1: greedy decoding)")
+        add_no_repeat_ngram_argument(p, "caption")
         p.add_argument("--batch-size", type=positive_int, default=32,
                        help="images decoded together")
         p.add_argument("--json", metavar="OUT", help="also write the scores to this JSON file")
@@ -221,12 +245,13 @@ Typical use:
         info = warn_unfinished(run)
         options = dict(args.data_option) if args.data_option else None
         results = evaluate(run, args.dataset, args.split, args.data_dir, args.beam_size,
-                           args.batch_size, options)
+                           args.batch_size, options, no_repeat_ngram=args.no_repeat_ngram)
         print(format_results(results))
         if args.json:
             with reported_write(args.json, "--json"):
                 save_json(args.json, {**results, **info, "split": args.split,
-                                      "beam_size": args.beam_size})
+                                      "beam_size": args.beam_size,
+                                      "no_repeat_ngram": args.no_repeat_ngram})
         return results
 
     def open_model(self, path, checkpoint: str | None = None):

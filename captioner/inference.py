@@ -23,6 +23,7 @@ from captioner.preprocessing import read_image
 from captioner.train import VOCAB_FILE, build_model, load_run_config
 from common.decoding.hypothesis import Hypothesis
 from common.errors import DataError, UserError
+from common.outputs import rounded_weights
 from common.training.run_dir import RunDir
 
 
@@ -55,7 +56,7 @@ class Caption:
     def to_json(self, grid_shape: tuple[int, int] | None = None) -> dict[str, Any]:
         data = {"caption": self.text, "words": self.words, "score": self.score,
                 "finished": self.finished,
-                "attention": np.round(self.attention, 5).tolist()}
+                "attention": rounded_weights(self.attention)}
         if grid_shape is not None:
             data["grid"] = list(grid_shape)
         if self.n_best is not None:
@@ -123,20 +124,23 @@ class CaptionerRun:
 
     def caption_batch(self, images, beam_size: int = BEAM_SIZE, method: str | None = None,
                       max_length: int | None = None, temperature: float = 1.0,
-                      n_best: int | None = None) -> list[Caption]:
+                      n_best: int | None = None, no_repeat_ngram: int = 0) -> list[Caption]:
         """Captions of `images (B, H, W, 3)` (raw 0–255, already at `image_size`), best first.
 
         `method` (a name of `common.decoding.DECODING_METHODS`) defaults to `"beam"`
         (`"greedy"` when `beam_size` is 1); `"sample"` samples words with `temperature`.
         With `n_best` (1..`beam_size`), each caption's `n_best` lists that many hypotheses of
-        the beam, best first.
+        the beam, best first. With `no_repeat_ngram` n >= 1, no caption repeats an n-gram of
+        its words (`common.decoding`; 0: off).
 
         Raises:
-            UserError: `n_best` is more than `beam_size`, or given with sampling.
+            UserError: `n_best` is more than `beam_size`, or given with sampling;
+                `no_repeat_ngram` is not an integer >= 0.
         """
         method = _decoding_method(beam_size, method, n_best)
         outputs = self.module().predict(np.asarray(images, np.float32), method, beam_size,
-                                        max_length, n_best, temperature=temperature)
+                                        max_length, n_best, temperature=temperature,
+                                        no_repeat_ngram=no_repeat_ngram)
         return [caption_from_outputs(outputs, row, n_best)
                 for row in range(len(outputs["scores"]))]
 
@@ -147,8 +151,11 @@ class CaptionerRun:
         Each file is read by `captioner.preprocessing.read_image`: upright as its EXIF says,
         decoded and resized as the export reads it. Keyword arguments are those of
         `caption_batch`; their errors come before any file is read."""
+        from common.decoding.utils import check_no_repeat_ngram
+
         _decoding_method(kwargs.get("beam_size", BEAM_SIZE), kwargs.get("method"),
                          kwargs.get("n_best"))
+        check_no_repeat_ngram(kwargs.get("no_repeat_ngram", 0))
         done, failed, images, names = [], [], [], []
         for path in paths:
             try:

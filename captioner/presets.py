@@ -10,6 +10,9 @@ Its dataset options (`data.options`) apply to its own dataset only (see `get_pre
   the expected context on every caption at first, falling to the paper's 50% over 1000 steps),
   3000 steps of 64 captions: about 6 minutes on 2 CPU cores.
   The README gives the figures it reaches on the test split.
+- `demo-scst`: the demo's model and data, trained by self-critical sequence training
+  (`captioner.scst`: CIDEr-D reward, greedy baseline, 5 samples per image, 16 images a step)
+  at a fine-tuning learning rate; for `--init-from` a `demo` run (docs/scst.md).
 - `tiny`: seconds; for tests and smoke runs only (learns nothing useful).
 - `coco`: the paper's VGG-19 set-up (pretrained encoder, frozen, features cached).
 """
@@ -33,6 +36,14 @@ PRESETS.add("demo", {
     "training": {"epochs": 6, "steps_per_epoch": 500, "batch_size": 64, "learning_rate": 2e-3,
                  "log_every": 50},
     "cosine_decay": True,
+})
+
+PRESETS.add("demo-scst", {
+    **{section: copy.deepcopy(PRESETS.get("demo")[section])
+       for section in ("encoder", "decoder", "data")},
+    "training": {"epochs": 4, "steps_per_epoch": 125, "batch_size": 16, "learning_rate": 1e-4,
+                 "log_every": 20},
+    "scst": {"enabled": True, "samples": 5, "baseline": "greedy"},
 })
 
 PRESETS.add("tiny", {

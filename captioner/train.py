@@ -3,11 +3,14 @@
 `train(config, run_dir)` loads the training split, builds (or, on resume, reloads) the
 vocabulary, writes `config.json` and `vocab.txt`, optionally caches the frozen encoder's
 features, and hands the model and a dataset function to `common.training.Trainer`, which
-writes the checkpoints, logs, `history.jsonl` and `status.json`.
+writes the checkpoints, logs, `history.jsonl` and `status.json`. With `config.scst.enabled`
+the model is a `captioner.scst.SelfCriticalCaptioner` (the same weights) trained on batches of
+images by the policy gradient of their captions' CIDEr-D.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -61,6 +64,10 @@ def check_config(config: CaptionerRunConfig) -> None:
         )
     if config.data.max_length < 2:
         raise UserError(f"max_length must be >= 2, got {config.data.max_length}")
+    if config.scst.enabled and config.training.get("jit_compile") is True:
+        raise UserError("--scst computes its CIDEr-D reward in NumPy inside the step "
+                        "(tf.numpy_function), which XLA cannot compile; expected "
+                        "--no-jit-compile or the option left out")
 
 
 def learning_rate(config: CaptionerRunConfig, training: Any, steps_per_epoch: int) -> Any:
@@ -96,6 +103,8 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
 
     check_config(config)
     training = from_dict(TrainingConfig, config.training)
+    if config.scst.enabled and training.jit_compile is None:  # auto: never XLA (check_config)
+        training = dataclasses.replace(training, jit_compile=False)
     # Logical CPU devices can only be made before TensorFlow runs its first op.
     strategy = make_strategy(training.distribute, training.logical_cpus)
     chief = is_chief(strategy)  # only the chief writes into the run directory
@@ -134,13 +143,28 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     if config.cosine_decay:
         import keras
 
-        steps = training.steps_per_epoch or max(1, split.num_captions // training.batch_size)
+        # (SCST's batches are of images, cross-entropy's of captions.)
+        examples = len(split) if config.scst.enabled else split.num_captions
+        steps = training.steps_per_epoch or max(1, examples // training.batch_size)
 
         def build_optimizer(training_config):
             return keras.optimizers.Adam(learning_rate(config, training_config, steps))
 
-    trainer = Trainer(run_dir, training, lambda: build_model(config, len(vocab)),
-                      build_optimizer, strategy=strategy)
+    reward = None
+    if config.scst.enabled:
+        from captioner.scst import CaptionReward
+
+        # CIDEr-D's document frequencies: the training references.
+        reward = CaptionReward([record.captions for record in split], vocab)
+
+    def make_model():
+        if reward is None:
+            return build_model(config, len(vocab))
+        from captioner.scst import build_self_critical
+
+        return build_self_critical(config, len(vocab), reward)
+
+    trainer = Trainer(run_dir, training, make_model, build_optimizer, strategy=strategy)
     features = missing = None
     private = None  # a non-chief worker's own cache, when it cannot see the chief's
     if data.cache_features:
@@ -151,6 +175,16 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
         features, missing = load_features(directory, "train")
 
     def make_epoch_dataset(epoch: int, context: tf.distribute.InputContext) -> tf.data.Dataset:
+        if config.scst.enabled:
+            from captioner.scst import make_scst_dataset
+
+            dataset = make_scst_dataset(
+                split, context.get_per_replica_batch_size(training.batch_size), training.seed,
+                epoch, config.encoder.image_size, features, missing or (),
+                repeat=training.steps_per_epoch is not None)
+            if context.num_input_pipelines > 1:
+                dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
+            return dataset
         kwargs = dict(
             batch_size=context.get_per_replica_batch_size(training.batch_size),
             shuffle=True, seed=training.seed + epoch, max_length=data.max_length,
@@ -221,8 +255,12 @@ def _make_validate(config: CaptionerRunConfig, training: Any, vocab: Any):
     images = np.stack(images)
     references = split.references()
 
+    runs: dict[int, CaptionerRun] = {}  # one per model, so its decoder is traced once
+
     def validate(model, epoch: int) -> dict[str, Any]:
-        run = CaptionerRun.from_model(model, vocab, config)
+        if id(model) not in runs:
+            runs[id(model)] = CaptionerRun.from_model(model, vocab, config)
+        run = runs[id(model)]
         captions = []
         for start in range(0, len(images), 64):
             captions += run.caption_batch(images[start:start + 64],

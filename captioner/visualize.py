@@ -12,7 +12,14 @@ when `finished`; rows past the words are not drawn. `grid` says how the `L = h *
 lie over the image (row-major). An optional `"attention_kind": "hard"` (or `hard=True`) marks
 in each panel the cell hard attention picks at inference, the most likely one.
 
-- `load_results(path)` / `select_results(...)`: read `caption --json` output, pick entries.
+A served model's answer (TensorFlow Serving's REST body from `captioner serve` or the model
+server, of either signature) is read as the same results: `{"predictions": [{"captions": ...,
+"tokens": ..., "lengths": ..., "attention": (T, h, w), "attention_lengths": ..., ...}]}` (row
+format) or `{"outputs": {"captions": [...], ...}}` (columnar), one result per instance. It
+names no image and no attention kind: the image is given by the caller (`render --image`).
+
+- `load_results(path)` / `select_results(...)`: read `caption --json` output (or a served
+  answer, `served_results`), pick entries.
 - `attention_kind(model)`: whether a loaded captioner uses soft or hard attention.
 - `caption_figure(result)`: the checked words, `(T, h, w)` maps and hard picks to draw.
 - `write_caption_figures(...)`: the files `captioner caption --overlay/--gif/--html` and
@@ -44,6 +51,9 @@ from common.viz.inputs import as_rgb_image
 
 REQUIRED_KEYS = ("words", "attention", "grid")
 ATTENTION_KINDS = ("soft", "hard")
+#: The outputs of an exported captioner's signatures that a served answer's result is made of.
+SERVED_KEYS = ("captions", "tokens", "lengths", "scores", "finished", "attention",
+               "attention_lengths")
 
 
 @dataclass(frozen=True)
@@ -178,12 +188,82 @@ def load_results(path: str | Path) -> list[Any]:
                         "results (the output of `captioner caption --json`)") from None
     except ValueError as exc:  # a number of thousands of digits
         raise DataError(f"{path}: not readable JSON ({str(exc).split(';')[0]})") from None
+    if isinstance(data, dict) and ("predictions" in data or "outputs" in data):
+        return served_results(data, str(path))
+    if isinstance(data, dict) and set(data) == {"error"}:
+        said = " ".join(str(data["error"]).split())[:160]
+        raise DataError(f"{path}: a server's error answer ({said}); expected caption results")
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list) or not data:
         raise DataError(f"{path}: expected a non-empty JSON list of caption results (the "
                         f"output of `captioner caption --json`), got {type(data).__name__}")
     return data
+
+
+def served_results(body: Mapping[str, Any], source: str = "answer") -> list[dict[str, Any]]:
+    """The caption results of a served model's answer, one per instance, in order.
+
+    Args:
+        body: TensorFlow Serving's REST answer: `{"predictions": [{output: value}, ...]}` (row
+            format) or `{"outputs": {output: [value per instance]}}` (columnar), of
+            `serving_default` or `caption_with_options` (its `n_best_*` are not drawn).
+        source: names the answer in error messages.
+
+    Returns:
+        `caption --json` objects without `image` (see the module docstring).
+
+    Raises:
+        DataError: not an answer of an exported captioner (a missing output, a wrong shape).
+    """
+    expected = ("expected the answer of an exported captioner (the outputs "
+                f"{', '.join(SERVED_KEYS)})")
+    if "predictions" in body:
+        rows = body["predictions"]
+        if not isinstance(rows, list) or not rows or not all(isinstance(r, Mapping)
+                                                             for r in rows):
+            raise DataError(f"{source}: 'predictions' is not a non-empty list of objects; "
+                            f"{expected}")
+        where = [f"{source} predictions[{i}]" for i in range(len(rows))]
+    else:
+        columns = body["outputs"]
+        if not isinstance(columns, Mapping):
+            raise DataError(f"{source}: 'outputs' is not an object of outputs; {expected}")
+        sizes = {len(v) if isinstance(v, list) else -1 for v in columns.values()}
+        if len(sizes) != 1 or sizes == {-1} or sizes == {0}:
+            raise DataError(f"{source}: the 'outputs' are not lists of one length (one value "
+                            f"per instance); {expected}")
+        rows = [{k: v[i] for k, v in columns.items()} for i in range(sizes.pop())]
+        where = [f"{source} outputs, instance {i}" for i in range(len(rows))]
+    return [_served_result(row, name, expected) for row, name in zip(rows, where)]
+
+
+def _served_result(row: Mapping[str, Any], where: str, expected: str) -> dict[str, Any]:
+    missing = [key for key in SERVED_KEYS if key not in row]
+    if missing:
+        raise DataError(f"{where}: missing outputs {missing}; {expected}")
+    tokens, length, steps = row["tokens"], row["lengths"], row["attention_lengths"]
+    for name, value in (("lengths", length), ("attention_lengths", steps)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise DataError(f"{where}: expected {name!r} as an integer >= 0, got {value!r:.40}")
+    if not isinstance(tokens, list) or len(tokens) < length:
+        raise DataError(f"{where}: expected 'tokens' as a list of at least 'lengths' "
+                        f"({length}) words")
+    try:
+        attention = np.asarray(row["attention"])
+    except ValueError:  # ragged rows
+        attention = None
+    if (attention is None or attention.dtype.kind not in "iuf" or attention.ndim != 3
+            or 0 in attention.shape[1:]):
+        raise DataError(f"{where}: expected 'attention' as (steps, h, w) nested lists of "
+                        "numbers, one map over the image's grid per step")
+    if steps > attention.shape[0]:
+        raise DataError(f"{where}: 'attention_lengths' is {steps}, but 'attention' holds "
+                        f"{attention.shape[0]} steps")
+    grid = [int(attention.shape[1]), int(attention.shape[2])]
+    return {"caption": row["captions"], "words": tokens[:length], "score": row["scores"],
+            "finished": row["finished"],
+            "attention": attention[:steps].reshape(steps, -1).tolist(), "grid": grid}
 
 
 def select_results(results: Sequence[Any], index: int | None = None,

@@ -4,13 +4,16 @@ A command line here is thin: it parses arguments and calls one library function.
 imports (TensorFlow, Keras) happen inside the sub-command's handler, so `--help` is instant.
 `family_subcommands(family)` builds the sub-commands every family has (train, evaluate,
 export, serve) from its `common.family.Family`; a family's own `cli.py` adds only its own
-(caption and render, translate). Choices come from the registries (`choose`).
+(caption and render, translate). Choices come from the registries (`choose`). A sub-command's
+`check` looks at what needs no model (paths, options) before TensorFlow is imported, so a
+mistake there is told at once, not after the seconds that import takes.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,7 +32,9 @@ EXIT_USAGE = 2
 class Subcommand:
     """One sub-command: its name, a one-line help, how to add its arguments, how to run it.
 
-    `run(args)` returns an exit status (or None for 0).
+    `run(args)` returns an exit status (or None for 0); `check(args)`, when given, runs first,
+    before TensorFlow is imported, and raises `UserError` for what it can tell without a
+    model (a missing run directory, a figure that cannot be written).
     """
 
     name: str
@@ -39,6 +44,7 @@ class Subcommand:
     description: str | None = None
     uses_tensorflow: bool = True  # False: skip the quiet TensorFlow import before `run`
     runs_on_jax: bool = False  # True: also under KERAS_BACKEND=jax (train --prepared, prepare)
+    check: Callable[[argparse.Namespace], None] | None = None
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -120,6 +126,8 @@ def build_parser(prog: str, description: str, subcommands: Sequence[Subcommand])
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"{prog} {package_version()}",
+                        help="print the package's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands",
                                 parser_class=SubcommandParser)
     sub.required = True
@@ -131,9 +139,33 @@ def build_parser(prog: str, description: str, subcommands: Sequence[Subcommand])
             formatter_class=HelpFormatter,
         )
         command.add_arguments(p)
-        p.set_defaults(_run=command.run, _uses_tensorflow=command.uses_tensorflow,
+        p.set_defaults(_run=command.run, _check=command.check,
+                       _uses_tensorflow=command.uses_tensorflow,
                        _runs_on_jax=command.runs_on_jax, _command=command.name)
     return parser
+
+
+DISTRIBUTION = "attention-models"
+
+
+def package_version() -> str:
+    """The installed version of this package (`setup.py`'s `version`), read without importing
+    TensorFlow; from `setup.py` itself for a checkout that was never installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        pass
+    import re
+    from pathlib import Path
+
+    setup = Path(__file__).resolve().parents[1] / "setup.py"
+    try:
+        found = re.search(r"""\bversion\s*=\s*["']([^"']+)["']""", setup.read_text("utf-8"))
+    except OSError:
+        found = None
+    return found.group(1) if found else "unknown (not installed)"
 
 
 def error(prog: str, message: str) -> int:
@@ -165,15 +197,19 @@ def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) 
         return error(parser.prog, f"{what} runs on the TensorFlow backend; got "
                      "KERAS_BACKEND=jax (which only `train --prepared` and `prepare` use): "
                      "run it without KERAS_BACKEND")
-    if getattr(args, "_uses_tensorflow", True):
-        _import_tensorflow_quietly()
     try:
+        check = getattr(args, "_check", None)
+        if check is not None:
+            check(args)
+        if getattr(args, "_uses_tensorflow", True):
+            _import_tensorflow_quietly()
         status = args._run(args)
     except UserError as exc:
         return error(parser.prog, str(exc))
-    except KeyboardInterrupt:
-        print(f"{parser.prog}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM in training (`runner.Terminated`)
+        print(f"{parser.prog}: interrupted" + (f" ({exc})" if str(exc) else ""),
+              file=sys.stderr)
+        return 128 + getattr(exc, "signum", signal.SIGINT)
     except BrokenPipeError:  # `... | head -1` stopped reading: not an error of this command
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush is quiet
@@ -400,6 +436,43 @@ def add_checkpoint_argument(p: argparse.ArgumentParser, saved_model: bool = Fals
                    help="the run's checkpoint: best (the best validation), last, a number N "
                         f"(checkpoints/ckpt-N) or a path; default: best when the run keeps "
                         f"one, else last{also}")
+
+
+def add_no_repeat_ngram_argument(p: argparse.ArgumentParser, output: str) -> None:
+    """`--no-repeat-ngram N`: the n-gram size no decoded `output` repeats (`common.decoding`;
+    0, the default, is off)."""
+    p.add_argument("--no-repeat-ngram", type=non_negative_int, default=0, metavar="N",
+                   help=f"never repeat an N-gram (N tokens in a row) within one {output} (1: "
+                        "no token twice; 0: off)")
+
+
+def check_model_path(family: Any, path: str, what: str, checkpoint: str | None = None) -> None:
+    """Fails in one line, before TensorFlow is imported, when `path` (a `MODEL` argument) is
+    neither a SavedModel nor a run directory of `family` (a `common.family.Family`, whose
+    name its `config.json` must hold); `what` names its models ("captioner", "translator").
+    `checkpoint` (`--checkpoint`) is refused with a SavedModel, which holds the weights chosen
+    at export. Only `config.json` is read."""
+    from pathlib import Path
+
+    from common.config import load_json
+    from common.export.savedmodel import is_saved_model
+
+    if is_saved_model(path):
+        if checkpoint is not None:
+            raise UserError("--checkpoint: a SavedModel holds the weights chosen at export "
+                            f"time; give it to `{family.name} export`")
+        return
+    folder = Path(path)
+    if not folder.is_dir():
+        why = "a file" if folder.exists() else "no such file or folder"
+        raise UserError(f"{path} is not a {what} run directory nor a SavedModel ({why})")
+    if not (folder / "config.json").is_file():
+        raise UserError(f"{path} is not a {what} run directory (no config.json) nor an "
+                        f"exported {what} SavedModel (no saved_model.pb)")
+    data = load_json(folder / "config.json", f"a {family.name} run config")
+    found = data.get("family") if isinstance(data, dict) else None
+    if found != family.name:
+        raise UserError(f"{path} holds a {found!r} run; expected a {family.name!r} run")
 
 
 def add_export_arguments(p: argparse.ArgumentParser, default_beam_size: int,
@@ -661,7 +734,8 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
 
         # The folder is for the JAX trainer: what it would not honour is refused here too.
         given = config_overrides(args, None, to_dict(family.config_class()))
-        refuse_unsupported(given.get("training", {}), "jax", "of `prepare`")
+        refuse_unsupported(given.get("training", {}), "jax", "of `prepare`",
+                           sections=given)
         runner = Runner(family, args.out)
         out = runner.prepare(runner.make_config(args.preset, args.config, args))
         print(f"Prepared {out}: train on JAX with `KERAS_BACKEND=jax {prog} train --prepared "

@@ -7,6 +7,9 @@ being captioned, the `--data` being scored, the `RESULT.json` being drawn) are r
 line. An existing file is only replaced when the caller says what may be replaced (an earlier
 evaluation's JSON, say). `reported_write` turns an `OSError` that still happens while writing
 (a disk that fills, a folder made read-only meanwhile) into the same kind of one-line error.
+
+`rounded_weights` is how `caption --json` and `translate --json` write attention: to
+`WEIGHT_DECIMALS` (4) decimals, within 5e-5 of the model's weights, as short JSON numbers.
 """
 
 from __future__ import annotations
@@ -16,11 +19,30 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from common.errors import UserError
 
 # An earlier result is read to be recognized; a file larger than this is none.
 MAX_RESULT_BYTES = 10_000_000
+#: Decimals of the attention weights in `--json` output: 1e-4, where a figure shows ~1/255.
+WEIGHT_DECIMALS = 4
+
+
+def rounded_weights(values: Any) -> Any:
+    """Attention weights (an array of any shape) as nested lists of floats rounded to
+    `WEIGHT_DECIMALS` decimals, for JSON.
+
+    Rounded in float64, so that each number is written with at most that many decimals
+    (`0.1235`, not float32's `0.12349999696016312`).
+
+    Example:
+    >>> rounded_weights(np.array([[0.123456, 5e-6]], np.float32))
+    [[0.1235, 0.0]]
+    """
+    return np.round(np.asarray(values, dtype=np.float64), WEIGHT_DECIMALS).tolist()
 
 
 def check_output_file(

@@ -12,6 +12,8 @@ import argparse
 import contextlib
 import dataclasses
 import os
+import signal
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -120,7 +122,8 @@ class Runner:
 
         refuse_jax_dropout_rng((config.training or {}).get("dropout_rng", "keras"))
         warm = WarmStart.parse(init_from, self.family) if init_from else None
-        with taken_back_on_failure(self.run, resume, writer=chief_task):
+        with terminated_as_interrupt(), taken_back_on_failure(self.run, resume,
+                                                              writer=chief_task):
             return self.family.train(config, self.run.path, resume=resume, verbose=verbose,
                                      init_from=warm)
 
@@ -161,12 +164,13 @@ class Runner:
             raise UserError(f"--prepared {prepared}: not a folder of `{self.family.name} "
                             "prepare` (no config.json of this family)")
         flags = config_overrides(options, None, saved) if options is not None else {}
+        refuse_unsupported(flags.get("training", {}), "jax", "with --prepared",
+                           sections=flags)
         others = sorted(key for key in flags if key != "training")
         if others:
             raise UserError(f"--prepared {prepared}: the model and data come from the prepared "
                             f"folder; options of {', '.join(others)} apply to `prepare`")
         given = flags.get("training", {})
-        refuse_unsupported(given, "jax", "with --prepared")
         training = deep_merge(resumed_training(self.run.path, saved.get("training", {}), resume),
                               given)
         distribute = given.get("distribute", "data-parallel")
@@ -174,7 +178,8 @@ class Runner:
             raise UserError(f"--model-parallel {model_parallel} needs --distribute "
                             "model-parallel")
         training["distribute"] = "none"  # TrainingConfig names TensorFlow's strategies
-        with taken_back_on_failure(self.run, resume, writer=_first_jax_process):
+        with terminated_as_interrupt(), taken_back_on_failure(self.run, resume,
+                                                              writer=_first_jax_process):
             return train_jax(folder, self.run.path, training=training,
                              distribute="data-parallel" if distribute == "auto" else distribute,
                              model_parallel=model_parallel, resume=resume, verbose=verbose)
@@ -237,6 +242,42 @@ class Runner:
 
         module = importlib.import_module(self.family.export_module)
         return module.export_run(self.run.path, out_dir, **options)
+
+
+class Terminated(KeyboardInterrupt):
+    """A SIGTERM (`kill PID`, a scheduler stopping a job) while a run trains, raised as Ctrl-C
+    raises `KeyboardInterrupt`, so that the same clean-up runs: the trainers write status
+    "failed" (error "Terminated: SIGTERM received") and a new run takes back its files.
+
+    Attributes:
+        signum: the signal's number (the command line exits with 128 + it).
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(f"{signal.Signals(signum).name} received")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def terminated_as_interrupt() -> Iterator[None]:
+    """Inside the block, SIGTERM raises `Terminated` rather than end the process on the spot
+    (its default, which leaves `status.json` saying "training"). A second SIGTERM ends it at
+    once. A handler installed by someone else, and a block outside the main thread (where
+    Python runs handlers), are left as they are."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        signal.signal(signum, signal.SIG_DFL)  # the next one is not caught
+        raise Terminated(signum)
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @contextlib.contextmanager

@@ -11,7 +11,8 @@ images (as `{"b64": ...}`) or sentences to `/v1/models/NAME:predict` and prints 
 Options (`--option NAME=VALUE`, a JSON value) are scalar inputs of the signature; with them the
 request uses the columnar `{"inputs": {...}}` format, which TensorFlow Serving also accepts.
 The exports' `serving_default` takes the images or sentences alone; their options (beam_size,
-max_length, n_best) are inputs of `caption_with_options` / `translate_with_options`.
+max_length, n_best, no_repeat_ngram) are inputs of `caption_with_options` /
+`translate_with_options`.
 
 Exit status: 0 with the answer on stdout; 2 when the command line is refused before anything is
 sent (a file that cannot be read, a malformed --url); 1 when the server cannot be reached or

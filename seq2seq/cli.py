@@ -10,6 +10,7 @@ import sys
 from common.cli import (
     EXIT_USAGE,
     Subcommand,
+    check_model_path,
     family_main,
     family_subcommands,
     positive_int,
@@ -69,6 +70,23 @@ def _check_figure_options(args: argparse.Namespace) -> None:
                             "time; give a run directory")
 
 
+def _check_translate(args: argparse.Namespace) -> None:
+    """What `translate` can refuse before TensorFlow is imported: the model's path, the options
+    a SavedModel does not take, the figures."""
+    from common.errors import UserError
+    from common.export.savedmodel import is_saved_model
+
+    _check_figure_options(args)
+    check_model_path(FAMILY, args.run_dir, "translator", args.checkpoint)
+    if is_saved_model(args.run_dir):
+        if args.length_penalty is not None:
+            raise UserError("--length-penalty: a SavedModel decodes with the length penalty it "
+                            "was exported with (see its export_info.json); give a run directory")
+        if args.attention_layer != -1 or args.attention_head is not None:
+            raise UserError("--attention-layer/--attention-head: a SavedModel returns the "
+                            "attention chosen at export time; give them to `seq2seq export`")
+
+
 def _check_attention_options(args: argparse.Namespace, translator) -> None:
     """`--attention-layer`/`--attention-head` are checked by the model's `make_step` before
     any input is read: a Transformer's range, none at all for a model with one attention
@@ -87,7 +105,8 @@ def _write_figures(args: argparse.Namespace, translator, texts, results) -> None
     if args.all_heads:
         heads = head_attention(translator, texts, args.attention_layer,
                                beam_size=args.beam_size, batch_size=args.batch_size,
-                               max_length=args.max_decode_length)
+                               max_length=args.max_decode_length,
+                               no_repeat_ngram=args.no_repeat_ngram)
     if args.plot:
         with reported_write(args.plot, "--plot"):
             written = write_alignment_plots(results, args.plot, heads)
@@ -101,14 +120,6 @@ def _write_figures(args: argparse.Namespace, translator, texts, results) -> None
 
 
 def _translate(args: argparse.Namespace) -> int:
-    _check_figure_options(args)
-    if args.length_penalty is not None:
-        from common.errors import UserError
-        from common.export.savedmodel import is_saved_model
-
-        if is_saved_model(args.run_dir):
-            raise UserError("--length-penalty: a SavedModel decodes with the length penalty it "
-                            "was exported with (see its export_info.json); give a run directory")
     translator = FAMILY.open_model(args.run_dir, args.checkpoint, args.attention_layer,
                                    args.attention_head)
     _check_attention_options(args, translator)
@@ -138,6 +149,8 @@ def _translate(args: argparse.Namespace) -> int:
         options["n_best"] = args.n_best
     if args.length_penalty is not None:
         options["length_penalty"] = args.length_penalty
+    if args.no_repeat_ngram:
+        options["no_repeat_ngram"] = args.no_repeat_ngram
     results = translator.translate(texts, beam_size=args.beam_size, batch_size=args.batch_size,
                                    max_length=args.max_decode_length, **options)
     for i in invalid_utf8:
@@ -173,7 +186,7 @@ def subcommands() -> list[Subcommand]:
         shared["prepare"],
         shared["evaluate"],
         Subcommand("translate", "translate sentences with a run directory or a SavedModel",
-                   _translate_arguments, _translate),
+                   _translate_arguments, _translate, check=_check_translate),
         shared["export"],
         shared["serve"],
         fetch_subcommand(["spa-eng"]),

@@ -75,6 +75,7 @@ def evaluate(
     checkpoint: str | None = None,
     length_penalty: float | None = None,
     references: str = "line",
+    no_repeat_ngram: int = 0,
 ) -> dict[str, Any]:
     """Translates the references' sources with `run_dir` and scores the output.
 
@@ -98,13 +99,15 @@ def evaluate(
             BLEU of a test file); `"grouped"`: the lines of one source as one sentence
             translated once, scored against all their references
             (`common.metrics.translation.group_references`).
+        no_repeat_ngram: n >= 1: no translation repeats an n-gram of its tokens (0: off).
 
     Returns:
         A dict: `bleu`, `chrf`, `exact_match`, signatures, `lowercase` (case-insensitive
         scores, for a run that lowercases), `sentences`, `unfinished`, `copied_unknown`,
         `references` (the mode), `lines_with_several_references`,
         `checkpoint` (the path of the weights scored), `beam_size`, `length_penalty` (None
-        for greedy decoding, which has none), `max_decode_length`, `decode_seconds`.
+        for greedy decoding, which has none), `no_repeat_ngram`, `max_decode_length`,
+        `decode_seconds`.
     """
     from common.metrics.translation import group_references, several_references
     from seq2seq.inference import Translator
@@ -136,7 +139,8 @@ def evaluate(
                                    max_length=max_length, progress=progress,
                                    attention_layer=attention_layer,
                                    attention_head=attention_head,
-                                   length_penalty=length_penalty)
+                                   length_penalty=length_penalty,
+                                   no_repeat_ngram=no_repeat_ngram)
     seconds = time.perf_counter() - start
     hypotheses = [r.text for r in results]
     scores = score_translations(hypotheses, targets, lowercase=translator.config.data.lowercase)
@@ -153,6 +157,7 @@ def evaluate(
         "beam_size": beam_size,
         # Greedy decoding (beam 1) has no length penalty: None says none applied.
         "length_penalty": length_penalty if beam_size > 1 else None,
+        "no_repeat_ngram": no_repeat_ngram,
         "max_decode_length": max_length or translator.config.model.max_decode_length,
         "decode_seconds": round(seconds, 2),
     })

@@ -11,15 +11,18 @@ Signatures:
 - `serving_default(sentences (B,) tf.string)`: translated with the beam size and length chosen
   at export (`--beam-size`, `--max-decode-length`). A TensorFlow Serving client that sends
   only the text (`{"instances": ["..."]}`) calls this one.
-- `translate_with_options(sentences, beam_size () int32, max_length () int32, n_best () int32)`.
-  Beam search needs a Python beam size, so one search is compiled per size in `beam_sizes`
-  (default 1..5) and `beam_size` picks one with nested `tf.cond`s (`common.export.beam_sizes`,
-  as in the captioner's export); another size is an `InvalidArgumentError` (HTTP 400 from the
-  server). `max_length` is a tensor (the output width `T`), at most the model's limit;
-  `n_best` (1..beam_size) is how many hypotheses `N` to return. A tf.function with an input
-  signature cannot have default values, so the export-time values (`n_best` 1) are written to
-  `assets.extra/serving_input_defaults.json`, which `seq2seq serve` reads: its requests may
-  leave them out. Stock TensorFlow Serving does not read that file and needs all four.
+- `translate_with_options(sentences, beam_size () int32, max_length () int32, n_best () int32,
+  no_repeat_ngram () int32)`. Beam search needs a Python beam size, so one search is
+  compiled per size in `beam_sizes` (default 1..5) and `beam_size` picks one with nested
+  `tf.cond`s (`common.export.beam_sizes`, as in the captioner's export); another size is an
+  `InvalidArgumentError` (HTTP 400 from the server). `max_length` is a tensor (the output
+  width `T`), at most the model's limit;
+  `n_best` (1..beam_size) is how many hypotheses `N` to return; `no_repeat_ngram` the n-gram
+  size no translation repeats (0: off; `common.decoding`). A tf.function with an input
+  signature cannot have default values, so the export-time values (`n_best` 1,
+  `no_repeat_ngram` 0) are written to `assets.extra/serving_input_defaults.json`, which
+  `seq2seq serve` reads: its requests may leave them out. Stock TensorFlow Serving does not
+  read that file and needs all five.
 
 The functions are traced with `autograph=False`: AutoGraph would turn `max_length or ...`
 inside the models into a `tf.cond` on an int32 tensor, which fails inside a branch.
@@ -314,18 +317,20 @@ class ExportedTranslator(ExportedModel):
         batch_size: int = 64,
         max_length: int | None = None,
         n_best: int | None = None,
+        no_repeat_ngram: int = 0,
     ) -> list[Translation]:
-        """As `Translator.translate`: bad lines get a `Translation` with `error` set.
+        """As `Translator.translate`: bad lines get a `Translation` with `error` set (an
+        export made before the `no_repeat_ngram` input refuses n > 0 in one line).
 
         Text is NFKC-normalized here (the graph cannot), then sent in batches.
         """
-        beam_size, max_length = self._options(beam_size, max_length, n_best)
+        beam_size, max_length = self._options(beam_size, max_length, n_best, no_repeat_ngram)
         token_lists = self._tokenize(list(texts))
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)
         for start in range(0, len(good), batch_size):
             chunk = good[start : start + batch_size]
             outputs = self._run([normalize(texts[i]) for i in chunk], beam_size, max_length,
-                                n_best)
+                                n_best, no_repeat_ngram)
             for row, i in enumerate(chunk):
                 results[i] = translation_from_outputs(texts[i], outputs, row, max_length,
                                                       n_best)

@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from common.catalog import SCORES, SENTENCEPIECE_TYPES
-from common.cli import ON_OFF, add_checkpoint_argument, choose, non_negative_float, positive_int
+from common.cli import (
+    ON_OFF,
+    add_checkpoint_argument,
+    add_no_repeat_ngram_argument,
+    choose,
+    non_negative_float,
+    positive_int,
+)
 from common.config import add_config_option, from_dict
 from common.decoding.defaults import BEAM_SIZE, LENGTH_PENALTY
 from common.errors import UserError
@@ -48,6 +55,7 @@ def add_decode_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"beam search's length penalty (default: the run's, {LENGTH_PENALTY} "
                         "unless trained with another; a SavedModel keeps the one it was "
                         "exported with)")
+    add_no_repeat_ngram_argument(p, "translation")
     add_attention_arguments(p)
     add_checkpoint_argument(p, saved_model=True)
 
@@ -261,7 +269,8 @@ Typical use:
                           max_length=args.max_decode_length, limit=args.limit,
                           json_path=args.json, attention_layer=args.attention_layer,
                           attention_head=args.attention_head, checkpoint=args.checkpoint,
-                          length_penalty=args.length_penalty, references=args.references)
+                          length_penalty=args.length_penalty, references=args.references,
+                          no_repeat_ngram=args.no_repeat_ngram)
         width = max(len(k) for k in scores)
         for name, value in scores.items():
             shown = f"{value:.2f}" if isinstance(value, float) else value

@@ -34,6 +34,7 @@ from common.decoding import Decoded, default_method, make_strategy
 from common.decoding.defaults import BEAM_SIZE, LENGTH_PENALTY
 from common.decoding.hypothesis import Hypothesis
 from common.errors import UserError
+from common.outputs import rounded_weights
 from common.text import Vocabulary, detokenize
 from seq2seq.config import RunConfig
 from seq2seq.models import build_model
@@ -90,7 +91,7 @@ class Translation:
             "copied": self.copied,
         }
         if self.attention is not None:
-            out["attention"] = np.round(np.asarray(self.attention), 4).tolist()
+            out["attention"] = rounded_weights(self.attention)
         if self.error:
             out["error"] = self.error
         if self.warning:
@@ -296,17 +297,29 @@ class Translator:
                copy_unknown: bool = True, length_penalty: float | None = None) -> Any:
         """The `seq2seq.export.TranslatorModule` for these options: the graph both the export
         and `translate` decode with (one per set of options, built on first use; the length
-        penalty defaults to the run's)."""
+        penalty defaults to the run's).
+
+        One module serves every head of a layer: its step reads the head from a variable set
+        here, so drawing each head (`--all-heads`) traces the search once, not once per head.
+        """
         if length_penalty is None:
             length_penalty = self.config.model.length_penalty
-        key = (attention_layer, attention_head, copy_unknown, float(length_penalty))
+        if attention_head is not None:  # its range, in one line (no weights read)
+            self.model.make_step(attention_layer=attention_layer, attention_head=attention_head,
+                                 reference=True)
+        key = (attention_layer, attention_head is not None, copy_unknown, float(length_penalty))
         if key not in self._modules:
             from seq2seq.export import TranslatorModule
 
+            head = None if attention_head is None else tf.Variable(
+                attention_head, dtype=tf.int32, trainable=False, name="attention_head")
             self._modules[key] = TranslatorModule.from_translator(
-                self, attention_layer=attention_layer, attention_head=attention_head,
+                self, attention_layer=attention_layer, attention_head=head,
                 copy_unknown=copy_unknown, length_penalty=float(length_penalty))
-        return self._modules[key]
+        module = self._modules[key]
+        if attention_head is not None:
+            module.attention_head.assign(attention_head)
+        return module
 
     def translate_tokens(
         self,
@@ -318,10 +331,12 @@ class Translator:
         copy_unknown: bool = True,
         n_best: int | None = None,
         length_penalty: float | None = None,
+        no_repeat_ngram: int = 0,
     ) -> list[Translation]:
         """Translates already tokenized, valid sentences in one batch (with `n_best`, each
         `Translation.n_best` lists that many hypotheses, best first; `length_penalty`: beam
-        search's, None for the run's)."""
+        search's, None for the run's; `no_repeat_ngram` n >= 1: no output repeats an n-gram
+        of its tokens, `common.decoding`)."""
         from common.export.beam_sizes import check_n_best
 
         check_n_best(n_best, beam_size)
@@ -329,7 +344,8 @@ class Translator:
         module = self.module(attention_layer, attention_head, copy_unknown, length_penalty)
         tokens = tf.ragged.constant([list(t) for t in token_lists], dtype=tf.string,
                                     ragged_rank=1)
-        outputs = module.predict(tokens, None, beam_size, max_length, n_best)
+        outputs = module.predict(tokens, None, beam_size, max_length, n_best,
+                                 no_repeat_ngram=no_repeat_ngram)
         return [translation_from_outputs(detokenize(t), outputs, row, max_length, n_best)
                 for row, t in enumerate(token_lists)]
 
@@ -341,9 +357,10 @@ class Translator:
         unknown words, emoji and control characters are tokenized and translated (unknown
         source words are `<unk>` to the model and may be copied to the output). `options` are
         those of `translate_tokens` (`beam_size`, `max_length`, `attention_layer`,
-        `attention_head`, `length_penalty`, `n_best`: with it, each `Translation.n_best` lists that many
-        hypotheses, best first).
+        `attention_head`, `length_penalty`, `no_repeat_ngram`, `n_best`: with it, each
+        `Translation.n_best` lists that many hypotheses, best first).
         """
+        from common.decoding.utils import check_no_repeat_ngram
         from common.export.beam_sizes import check_n_best
 
         max_length = options.get("max_length")
@@ -351,6 +368,7 @@ class Translator:
             raise UserError(f"max decode length {max_length}: expected 1..{self.max_decode_limit} "
                             "for this model")
         check_n_best(options.get("n_best"), options.get("beam_size", BEAM_SIZE))
+        check_no_repeat_ngram(options.get("no_repeat_ngram", 0))
         lowercase = self.config.data.lowercase
         token_lists = self.vocabularies.tokenize(list(texts), lowercase) if texts else []
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)

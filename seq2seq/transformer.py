@@ -342,7 +342,9 @@ class TransformerTranslator(Translator):
 
         Args:
             attention_layer: which decoder layer's cross-attention to return (-1: the last).
-            attention_head: which head, or None for the average over heads.
+            attention_head: which head, or None for the average over heads: an int, or a
+                scalar int tensor read each time the step runs (a `tf.Variable`: one traced
+                search then serves every head, `seq2seq.inference.Translator.module`).
             reference: use `step_with_weights` (each layer's `call_cached`), the step the
                 fast one is tested against.
 
@@ -352,7 +354,7 @@ class TransformerTranslator(Translator):
         if not -self.num_layers <= attention_layer < self.num_layers:
             raise UserError(f"attention layer {attention_layer} does not exist; expected "
                             f"-{self.num_layers}..{self.num_layers - 1}")
-        if attention_head is not None and not 0 <= attention_head < self.num_heads:
+        if isinstance(attention_head, int) and not 0 <= attention_head < self.num_heads:
             raise UserError(f"attention head {attention_head} does not exist; expected "
                             f"0..{self.num_heads - 1} (or none for the average)")
         layer = range(self.num_layers)[attention_layer]
@@ -368,7 +370,8 @@ class TransformerTranslator(Translator):
         def step(tokens, state, index):
             logits, new_state, weights = run(tokens, state, index)
             w = weights[layer]
-            alpha = ops.mean(w, axis=1) if attention_head is None else w[:, attention_head]
+            alpha = (ops.mean(w, axis=1) if attention_head is None
+                     else ops.take(w, attention_head, axis=1))
             return logits, new_state, alpha
 
         return step

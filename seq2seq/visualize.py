@@ -85,7 +85,9 @@ def head_attention(
     """Every head's cross-attention of one Transformer layer, for each of `texts`.
 
     Decodes once per head: the attention a step returns does not steer the search, so every
-    decode yields the same output and only the returned head differs.
+    decode yields the same output and only the returned head differs. The heads share one
+    traced search (`Translator.module` reads the head from a variable), so H heads cost one
+    trace, not H.
 
     Args:
         translator: a `seq2seq.inference.Translator` of a Transformer run.

@@ -49,6 +49,105 @@ def test_translate_takes_options_before_its_texts(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+# -- what needs no model is answered before TensorFlow is imported ----------------------------
+
+# `main(argv)` in a fresh interpreter; prints the heavy modules it imported, exits with its
+# status.
+IMPORTS_AFTER_MAIN = (
+    "import sys\n"
+    "from {prog}.cli import main\n"
+    "status = main(sys.argv[1:])\n"
+    "print('imported:', sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))\n"
+    "sys.exit(status)\n"
+)
+
+
+def run_main(prog: str, *argv: str) -> subprocess.CompletedProcess:
+    return run(sys.executable, "-c", IMPORTS_AFTER_MAIN.format(prog=prog), *map(str, argv))
+
+
+def setup_version() -> str:
+    """The version `setup.py` declares, read from its text."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "setup.py").read_text(encoding="utf-8")
+    return re.search(r"""\bversion=["']([^"']+)["']""", text)[1]
+
+
+@pytest.mark.parametrize("prog", ["captioner", "seq2seq"])
+def test_version_is_the_package_version_and_imports_no_tensorflow(prog):
+    result = run_main(prog, "--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"{prog} {setup_version()}", "imported: []"]
+
+
+@pytest.fixture
+def models(tmp_path):
+    """Folders a MODEL argument may name: nothing, an empty folder, a run of the other family
+    and something shaped like a SavedModel (never loaded: each case fails before)."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "seq2seq-run").mkdir()
+    (tmp_path / "seq2seq-run" / "config.json").write_text('{"family": "seq2seq"}')
+    (tmp_path / "export").mkdir()
+    (tmp_path / "export" / "saved_model.pb").write_bytes(b"")
+    (tmp_path / "grey.png").write_bytes(b"not read")
+    return tmp_path
+
+
+@pytest.mark.parametrize("prog, argv, needle", [
+    ("captioner", ["caption", "{tmp}/nope", "x.png"],
+     "{tmp}/nope is not a captioner run directory nor a SavedModel (no such file or folder)"),
+    ("captioner", ["caption", "{tmp}/empty", "x.png"],
+     "{tmp}/empty is not a captioner run directory (no config.json)"),
+    ("captioner", ["caption", "{tmp}/grey.png", "x.png"],
+     "grey.png is not a captioner run directory nor a SavedModel (a file)"),
+    ("captioner", ["caption", "{tmp}/seq2seq-run", "x.png"],
+     "{tmp}/seq2seq-run holds a 'seq2seq' run; expected a 'captioner' run"),
+    ("captioner", ["caption", "{tmp}/export", "x.png", "--checkpoint", "last"],
+     "--checkpoint: a SavedModel holds the weights chosen at export time"),
+    ("captioner", ["caption", "{tmp}/export", "x.png", "--overlay", "{tmp}/o.jpg"],
+     "expected a file name ending in .png"),
+    ("captioner", ["caption", "{tmp}/export", "{tmp}/grey.png", "--overlay", "{tmp}/grey.png"],
+     "is an input of this command"),
+    ("captioner", ["render", "{tmp}/none.json", "--out", "{tmp}/o.png"], "none.json: no such file"),
+    ("captioner", ["render", "{tmp}/empty", "--out", "{tmp}/o.png"], "cannot read it as text"),
+    ("seq2seq", ["translate", "{tmp}/nope", "Nov 3, 1999"],
+     "{tmp}/nope is not a translator run directory nor a SavedModel (no such file or folder)"),
+    ("seq2seq", ["translate", "{tmp}/empty", "Nov 3, 1999"],
+     "{tmp}/empty is not a translator run directory (no config.json)"),
+    ("seq2seq", ["translate", "{tmp}/export", "Nov 3, 1999", "--length-penalty", "0.6"],
+     "--length-penalty: a SavedModel decodes with the length penalty it was exported with"),
+    ("seq2seq", ["translate", "{tmp}/export", "Nov 3, 1999", "--attention-layer", "0"],
+     "--attention-layer/--attention-head: a SavedModel returns the attention chosen"),
+    ("seq2seq", ["translate", "{tmp}/export", "Nov 3, 1999", "--plot", "{tmp}/o.jpg"],
+     "expected a file name ending in .png"),
+])
+def test_errors_that_need_no_model_come_before_tensorflow(models, prog, argv, needle):
+    # `captioner caption runs/nope x.png` took 10.9 s to say there is no such run directory:
+    # the whole of it importing TensorFlow.
+    result = run_main(prog, *[a.format(tmp=models) for a in argv])
+    err = result.stderr.strip()
+    assert result.returncode == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith(f"{prog}: error: "), err
+    assert needle.format(tmp=models) in err
+    assert result.stdout.splitlines() == ["imported: []"]
+
+
+def test_render_draws_without_tensorflow(tmp_path):
+    from PIL import Image
+
+    Image.new("RGB", (40, 30), (200, 200, 200)).save(tmp_path / "grey.png")
+    result = {"image": str(tmp_path / "grey.png"), "caption": "a b", "words": ["a", "b"],
+              "attention": [[1, 0, 0, 0], [0, 0, 0, 1], [0.25] * 4], "grid": [2, 2]}
+    (tmp_path / "r.json").write_text(__import__("json").dumps([result]))
+    out = run_main("captioner", "render", tmp_path / "r.json", "--out", tmp_path / "o.png",
+                   "--html", tmp_path / "o.html")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["imported: []"]
+    assert Image.open(tmp_path / "o.png").size[0] == 3 * 224 and (tmp_path / "o.html").is_file()
+
+
 @pytest.mark.parametrize("kind, text, expected", [
     (int, "1,2,3", [1, 2, 3]), (int, "0", [0]), (float, "0.6,1.0", [0.6, 1.0])])
 def test_distinct_list_parses_comma_separated_values(kind, text, expected):

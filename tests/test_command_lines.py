@@ -36,6 +36,11 @@ README_LINES = [
     ("captioner train", ["--dataset shapes", "--preset demo", "--out runs/demo"]),
     ("captioner train", ["--dataset shapes", "--preset demo", "--attention hard",
                          "--out runs/demo-hard"]),
+    ("captioner train", ["--dataset shapes", "--preset demo-scst", "--init-from runs/demo",
+                         "--out runs/demo-scst"]),
+    ("captioner train", ["--dataset coco", "--data-dir data/coco", "--preset coco", "--scst",
+                         "--init-from runs/coco", "--learning-rate 5e-5", "--epochs 5",
+                         "--out runs/coco-scst"]),
     ("captioner evaluate runs/demo", ["--dataset shapes", "--split test", "--beam-size 3",
                                       "--json runs/demo/test.json"]),
     (f"captioner caption runs/demo {' '.join(SAMPLES)}", ["--beam-size 3"]),
@@ -282,3 +287,36 @@ def test_imagenet_weights_offline_is_one_line(tmp_path):
     assert "--weights none" in err
     # It failed before writing anything into the run directory, so the same line reruns.
     assert not (tmp_path / "r" / "status.json").exists()
+
+
+def readme_outputs() -> set[str]:
+    """What the README's commands write: the paths after `--out`, `--overlay`, `--gif`,
+    `--html`, `--plot`, `--json`, `mkdir -p` and `>`, and the OUT_DIR of each `export`."""
+    import re
+
+    written = set()
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            for option, value in zip(words, words[1:]):
+                if option in ("--out", "--overlay", "--gif", "--html", "--plot", "--json", "-p",
+                              ">") and not value.startswith(("-", ">", "|")):
+                    written.add(value)
+            if words[:2] in (["captioner", "export"], ["seq2seq", "export"]):
+                written.add(words[3])
+    return written
+
+
+def test_the_folders_the_readme_writes_are_ignored_by_git():
+    import shutil
+
+    if shutil.which("git") is None or subprocess.run(
+            ["git", "rev-parse"], cwd=REPO, capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    folders = {Path(path).parts[0] for path in readme_outputs()}
+    assert {"runs", "out", "export", "data"} <= folders  # the README was read
+    for folder in sorted(folders):
+        probe = f"{folder}/anything.json"
+        result = subprocess.run(["git", "check-ignore", "--no-index", "-q", probe], cwd=REPO)
+        assert result.returncode == 0, f"{folder}/ is not in .gitignore"

@@ -220,14 +220,18 @@ def make_dataset(split: CaptionSplit, vocab: Vocabulary,
 
 def make_image_dataset(split: CaptionSplit, image_size: int | Sequence[int] | None = None,
                        batch_size: int = 32,
-                       num_parallel_calls: int = AUTOTUNE) -> tf.data.Dataset:
-    """Batches of images, one element per image in split order, for captioning and evaluation.
+                       num_parallel_calls: int = AUTOTUNE, shuffle: bool = False,
+                       seed: int | None = None, repeat: bool = False,
+                       drop_remainder: bool = False) -> tf.data.Dataset:
+    """Batches of images, one element per image in split order, for captioning and evaluation
+    (shuffled, for self-critical training's batches of images: `captioner.scst`).
 
     Args:
         split: a `CaptionSplit`.
         image_size: as for `make_dataset`.
         batch_size: images per batch (the last batch may be smaller).
         num_parallel_calls: parallel image reads and decodes.
+        shuffle, seed, repeat, drop_remainder: as for `make_dataset`, over images.
 
     Returns:
         A `tf.data.Dataset` of dicts: `image` `(B, H, W, 3)` float32 in [0, 255] and `index`
@@ -238,8 +242,12 @@ def make_image_dataset(split: CaptionSplit, image_size: int | Sequence[int] | No
     references, load, _ = _image_source(split, _size_pair(image_size))
     indices = tf.range(len(split), dtype=tf.int32)
     ds = tf.data.Dataset.from_tensor_slices((references, indices))
+    if shuffle:
+        ds = ds.shuffle(len(split), seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        ds = ds.repeat()
     ds = ds.map(lambda ref, i: {"image": load(ref), "index": i},
                 num_parallel_calls=num_parallel_calls, deterministic=True)
     if not split.in_memory:
         ds = ds.ignore_errors(log_warning=True)  # "index" says which images came through
-    return ds.batch(batch_size).prefetch(AUTOTUNE)
+    return ds.batch(batch_size, drop_remainder=drop_remainder).prefetch(AUTOTUNE)

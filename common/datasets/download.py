@@ -7,6 +7,7 @@ checksum have been verified:
 - downloaded over HTTP(S) into `NAME.part` in the downloads folder, resumed with a `Range`
   request when a `.part` is already there, checked, then renamed to `NAME` (so a file under its
   own name is always a complete, checked one, and a second run uses it without downloading);
+  a download that fails says whether bytes were kept in a `.part` (none is left empty);
 - or, with `local` (the command line's `--from`), taken from a folder holding the files under
   their names (or their address's path, e.g. `val2017/000000000139.jpg`), or from one file that
   stands for the dataset's main archive; nothing is then downloaded.
@@ -207,6 +208,12 @@ class Fetcher:
                         bar.update(len(chunk))
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
-            raise DataError(f"{remote.url}: download failed ({reason}); what was received is "
-                            f"kept in {part} and resumed next time, or use --from with a local "
-                            "copy") from None
+            if part.is_file() and part.stat().st_size == 0:
+                part.unlink()  # opened, nothing written: no file to resume from
+            if part.is_file():
+                kept = (f"the {part.stat().st_size:,} bytes received are kept in {part} and "
+                        "resumed next time")
+            else:
+                kept = "nothing was received; check the connection and run again"
+            raise DataError(f"{remote.url}: download failed ({reason}); {kept}, or use --from "
+                            "with a local copy") from None

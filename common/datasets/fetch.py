@@ -158,17 +158,23 @@ def fetch(name: str, out: str | Path, local: str | Path | None = None,
                       progress=progress)
     _check_out(dataset, out)
     options = {key: value for key, value in options.items() if value is not None}
+    new = _new_folders(out, fetcher.downloads)
+    before = {path.name for path in out.iterdir()} if out.is_dir() else set()
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / UNDER_WAY).write_text(json.dumps({"dataset": name}) + "\n", encoding="utf-8")
     except OSError as exc:
+        _remove_if_empty(new)
         raise UserError(f"--out {out}: cannot write there ({exc.strerror or exc}); expected a "
                         "writable folder") from None
     try:
         prepared = dataset.prepare(fetcher, out, **options)
     except BaseException:
+        # A fetch that fails (offline, say) leaves no empty folder it made behind it.
+        _remove_if_empty([path for path in out.iterdir() if path.name not in before])
         if not _written(dataset, out):  # refused before writing (a checksum, an option)
             (out / UNDER_WAY).unlink(missing_ok=True)
+        _remove_if_empty(new)
         raise
     record = {
         "dataset": name,
@@ -202,6 +208,27 @@ def _check_out(dataset: PublicDataset, out: Path) -> None:
         raise UserError(f"--out {out} holds {', '.join(in_the_way[:4])}, which `fetch "
                         f"{dataset.name}` would replace, and {found}; expected a new or empty "
                         "folder (or move those away)")
+
+
+def _new_folders(*folders: Path) -> list[Path]:
+    """`folders` and their ancestors that do not exist yet (what `mkdir(parents=True)` makes)."""
+    new = []
+    for folder in folders:
+        for path in (folder, *folder.parents):
+            if path.exists():
+                break
+            new.append(path)
+    return new
+
+
+def _remove_if_empty(paths: Sequence[Path]) -> None:
+    """Remove each of `paths` that is an empty folder, the deepest first."""
+    for path in sorted(set(paths), key=lambda path: len(path.parts), reverse=True):
+        if path.is_dir() and not path.is_symlink():
+            try:
+                path.rmdir()
+            except OSError:  # not empty, or not ours to remove
+                pass
 
 
 def _written(dataset: PublicDataset, out: Path) -> list[str]:

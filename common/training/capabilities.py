@@ -4,7 +4,8 @@ Every `train` option works on both trainers (`common.training.Trainer` on Tensor
 `common.training.jax_trainer` on JAX) unless `CAPABILITIES` names it: option -> the backends
 that honour it, and for which values (`Capability.needs`: the values that need it; None: any
 value given). A setting given as an option to a backend not listed is refused in one line
-naming the backend that has it, rather than dropped.
+naming the backend that has it, rather than dropped. Most are `TrainingConfig` fields; an
+entry of `section=""` is a whole section of a family's config (the captioner's `scst`).
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ class Capability:
         needs: `value -> whether that value needs one of them` (None: every value does).
         what: the values it refuses, in words ("above 1"), for the message.
         why: what the other backends do instead, for the message.
+        section: where the setting is in a run's config: `"training"`, a `TrainingConfig`
+            field of that name; `""`, the config's top-level section of that name.
     """
 
     backends: tuple[str, ...]
     needs: Callable[[Any], bool] | None = None
     what: str = ""
     why: str = ""
+    section: str = "training"
 
 
 CAPABILITIES: dict[str, Capability] = {
@@ -40,21 +44,28 @@ CAPABILITIES: dict[str, Capability] = {
     "jit_compile": Capability(("tensorflow",), why="JAX always compiles the step with XLA"),
     "deterministic": Capability(("tensorflow",)),
     "logical_cpus": Capability(("tensorflow",)),
+    # The captioner's self-critical training (`captioner.scst`); `--no-scst` is no refusal.
+    "scst": Capability(
+        ("tensorflow",), lambda section: section.get("enabled") is not False,
+        why="its CIDEr-D reward runs in NumPy inside the TensorFlow step", section=""),
 }
 
 
-def refuse_unsupported(given: dict[str, Any], backend: str, where: str) -> None:
+def refuse_unsupported(given: dict[str, Any], backend: str, where: str,
+                       sections: dict[str, Any] | None = None) -> None:
     """Refuse, in one line, the training settings of `given` (options given explicitly, by
-    `TrainingConfig` field) that `backend`'s trainer does not honour (`CAPABILITIES`).
+    `TrainingConfig` field), and the config sections of `sections` (the options' nested
+    overrides), that `backend`'s trainer does not honour (`CAPABILITIES`).
 
     Raises:
         UserError: naming each such option and the backend that has it.
     """
     refused = []
     for name, capability in CAPABILITIES.items():
-        if name not in given or backend in capability.backends:
+        settings = given if capability.section == "training" else (sections or {})
+        if name not in settings or backend in capability.backends:
             continue
-        if capability.needs is not None and not capability.needs(given[name]):
+        if capability.needs is not None and not capability.needs(settings[name]):
             continue
         option = f"--{name.replace('_', '-')}"
         value = f" {capability.what}" if capability.what else ""

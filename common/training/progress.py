@@ -3,10 +3,15 @@
 Metrics from the training step are means over a step's global count (tokens, captions);
 `RunningMeans` combines steps weighted by that count, so an epoch's loss is the mean over all
 of its units, not the mean of step means.
+
+The live bar is for a terminal: written to a file or a pipe (`train ... > demo.log`) its
+redraws would fill the log with cursor escapes, so there each epoch gets one plain line
+instead, as with `--verbose 2`.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Mapping
 
@@ -63,7 +68,11 @@ class EpochProgress:
         epochs: the number of epochs of the run.
         steps: the steps this epoch will run, or None when unknown (one pass over the data).
         initial_step: steps of the epoch already done (resumed runs).
-        verbose: 0 silent, 1 a live bar, 2 one line per epoch.
+        verbose: 0 silent, 1 a live bar (one line per epoch when stdout is not a terminal),
+            2 one line per epoch.
+
+    The one line, printed by `finish`:
+    `Epoch 2/10 - 250/250 steps - 41s - loss: 1.8354 - examples/s: 387.2`.
     """
 
     def __init__(self, epoch: int, epochs: int, steps: int | None, initial_step: int = 0,
@@ -73,8 +82,10 @@ class EpochProgress:
         self.start = time.perf_counter()
         self.step = initial_step
         self.steps = steps
+        self.epoch, self.epochs = epoch, epochs
         self._bar = None
-        if verbose:
+        self._line = verbose == 2 or (verbose == 1 and not _is_terminal(sys.stdout))
+        if verbose and not self._line:
             print(f"Epoch {epoch + 1}/{epochs}", flush=True)
             self._bar = keras.utils.Progbar(
                 steps, verbose=verbose, stateful_metrics=["loss", "examples/s"]
@@ -97,8 +108,26 @@ class EpochProgress:
             self._bar.update(self.step, values=values)
 
     def finish(self) -> None:
-        """Close the bar (a bar that reached its known target has closed itself)."""
-        if self._bar is not None and (self.steps is None or self.step != self.steps):
+        """Close the bar (a bar that reached its known target has closed itself), or print
+        the epoch's one line."""
+        if self._line:
+            print(self.summary(), flush=True)
+        elif self._bar is not None and (self.steps is None or self.step != self.steps):
             values = [("loss", self.means.result().get("loss", float("nan"))),
                       ("examples/s", self.examples_per_second)]
             self._bar.update(self.step, values=values, finalize=True)
+
+    def summary(self) -> str:
+        """The epoch's one plain line: its steps, time, mean loss and examples/s."""
+        steps = f"{self.step}/{self.steps}" if self.steps is not None else f"{self.step}"
+        loss = self.means.result().get("loss", float("nan"))
+        shown = f"{loss:.4f}" if abs(loss) > 1e-3 or loss != loss else f"{loss:.4e}"
+        return (f"Epoch {self.epoch + 1}/{self.epochs} - {steps} steps - {self.elapsed:.0f}s - "
+                f"loss: {shown} - examples/s: {self.examples_per_second:.1f}")
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
+        return False

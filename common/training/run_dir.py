@@ -8,13 +8,22 @@ RUN_DIR/checkpoints/   tf.train.CheckpointManager checkpoints
 RUN_DIR/best/          the best checkpoint by validation and best.json (`common.training.best`)
 RUN_DIR/logs/          TensorBoard event files
 RUN_DIR/history.jsonl  one JSON object per line: {"kind": "step" | "epoch", "epoch", "step", ...}
-RUN_DIR/status.json    {"state": "training" | "finished" | "failed", "epoch", "step", ...}
+RUN_DIR/status.json    {"state": "training" | "finished" | "failed", "epoch", "step", ...,
+                        "pid", "host", "updated"}
 ```
 
 A directory "holds a run" when it has any of the trainer's entries (a non-empty
 `checkpoints/`, `best/` or `logs/`, `history.jsonl`, `status.json`). Starting a new run there without
 `resume` is refused, so nobody's run is overwritten; the families' own files (`config.json`,
-vocabularies) written just before training do not count.
+vocabularies) written just before training do not count. A folder that holds anything else and
+nothing a run writes (`RunDir.foreign_names`: a repository's `docs/`) is not a run directory:
+a run's first claim refuses it, resumed or not, before anything is written there.
+
+`status.json` names the process that wrote it (`pid`, `host`). A run killed by SIGKILL (or a
+machine that went down) cannot say so, and its file stays "training"; `read_status` reports such
+a status, whose process no longer runs on this host, as "killed", and `--resume` says so. A
+SIGTERM is raised as a `KeyboardInterrupt` while a run trains (`common.runner.Runner.train`), so
+the trainers write "failed" then, as they do for Ctrl-C.
 
 `vocab.sha256` ties the vocabularies to the weights: a new run records each vocabulary file's
 SHA-256 there (`record_vocabularies`, the format of `sha256sum`), and whatever reads a run's
@@ -43,6 +52,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import sys
 import tempfile
 import time
@@ -54,6 +64,7 @@ from common.config import atomic_write_text, save_json
 from common.errors import UserError
 
 STATES = ("training", "finished", "failed")
+KILLED = "killed"  # what `read_status` makes of a "training" status whose process is gone
 
 
 class RunDirError(UserError):
@@ -103,6 +114,22 @@ def failed_writes_named(path: str | os.PathLike, what: str = "run directory",
         if not isinstance(exc, errors or write_errors()):
             raise
         raise write_failure(path, exc, what) from None
+
+
+def _process_gone(pid: Any, host: Any) -> bool:
+    """Whether process `pid` of `host` is known to have ended: `host` is this machine and no
+    process `pid` runs here (another user's process counts as running; a reused pid hides an
+    end, which then reads as running)."""
+    if (os.name != "posix" or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0
+            or host != socket.gethostname() or pid == os.getpid()):
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only whether it exists
+    except ProcessLookupError:
+        return True
+    except OSError:  # PermissionError: it runs, as another user
+        return False
+    return False
 
 
 def _sha256(path: Path) -> str:
@@ -171,6 +198,23 @@ class RunDir:
                 found.append(entry.name)
         return found
 
+    @classmethod
+    def written_by_a_run(cls, name: str) -> bool:
+        """Whether `name` is an entry of a run directory (trainer's or family's), or a
+        vocabulary (`vocab*.txt`, `vocab*.model`)."""
+        if name.startswith("vocab") and Path(name).suffix in (".txt", ".model"):
+            return True
+        return any(isinstance(v, _Entry) and v.name == name for v in vars(cls).values())
+
+    def foreign_names(self) -> list[str]:
+        """What the directory holds that no run writes, hidden names aside (`.gitkeep`, the
+        temporary files of an atomic write). Empty when it holds any entry of a run: a run's
+        folder may hold a user's files too (`evaluate --json RUN/test.json`)."""
+        if not self.path.is_dir():
+            return []
+        names = sorted(p.name for p in self.path.iterdir() if not p.name.startswith("."))
+        return [] if any(map(self.written_by_a_run, names)) else names
+
     def own_files(self) -> list[Path]:
         """The files a run writes beside its entries: its config, vocabularies and final
         weights."""
@@ -225,9 +269,11 @@ class RunDir:
                 trainer (its `jax/` checkpoints), which it would train over from scratch.
 
         Raises:
-            UserError: the path is a file or an export, or it holds another run (or files a
-                fresh `first` claim would write over) and `resume` is false, or `resume` is
-                true and it holds an averaged run (`Runner.average`: no optimizer to resume).
+            UserError: the path is a file or an export, or on a `first` claim a folder of other
+                things that is not a run directory (`foreign_names`), or it holds another run
+                (or files a fresh `first` claim would write over) and `resume` is false, or
+                `resume` is true and it holds an averaged run (`Runner.average`: no optimizer
+                to resume).
             RunDirError: the directory cannot be created or written.
         """
         if self.path.exists() and not self.path.is_dir():
@@ -235,6 +281,14 @@ class RunDir:
         if (self.path / "saved_model.pb").exists():  # an export: `export --overwrite` empties it
             raise UserError(f"run directory {self.path} holds a SavedModel export; expected "
                             "another directory for the run")
+        foreign = self.foreign_names() if first else []
+        if foreign:  # `--out docs`: the run's files would land among the user's
+            shown = ", ".join(name + "/" * (self.path / name).is_dir() for name in foreign[:3])
+            shown += ", ..." if len(foreign) > 3 else ""
+            raise UserError(
+                f"{self.path} is not a run directory: it holds {shown} and nothing of a run "
+                f"({RunDir.config}, {RunDir.status}, {RunDir.checkpoints}/, ...); expected a "
+                "run directory, a new folder or an empty one")
         jax_checkpoints = self.jax_checkpoints
         if (resume and backend != "jax" and jax_checkpoints.is_dir()
                 and any(jax_checkpoints.iterdir())):
@@ -248,6 +302,11 @@ class RunDir:
         if resume and averaged:
             raise UserError(f"{self.path}: an averaged run holds no optimizer to resume: use "
                             f"--init-from {self.path} with a new --out")
+        status = self.read_status() if resume and first else None
+        if status and status.get("state") == KILLED:
+            print(f"{self.path}: the run was killed at step {status.get('step')} (process "
+                  f"{status.get('pid')} on {status.get('host')} is gone; its last status was "
+                  f"written {status.get('updated')}); resuming it", file=sys.stderr, flush=True)
         if entries and not resume:
             what = (f"start from it with --init-from {self.path} and another --out"
                     if averaged else "resume it (--resume)")
@@ -276,22 +335,34 @@ class RunDir:
                 raise RunDirError(f"{directory} is a file; expected the run's {what} directory")
 
     def read_status(self) -> dict[str, Any] | None:
-        """The contents of `status.json`, or None when there is none."""
+        """The contents of `status.json`, or None when there is none.
+
+        A "training" status whose process (`pid`) no longer runs on this host (`host`) reads
+        as state "killed" (`KILLED`): a SIGKILL, or a machine that went down, left it behind.
+        A status written on another host, or before the file named its process, is read as
+        it is.
+        """
         try:
             with open(self.status, encoding="utf-8") as f:
-                return json.load(f)
+                status = json.load(f)
         except (FileNotFoundError, json.JSONDecodeError):
             return None
+        if (isinstance(status, dict) and status.get("state") == "training"
+                and _process_gone(status.get("pid"), status.get("host"))):
+            status = {**status, "state": KILLED}
+        return status
 
     def write_status(self, state: str, **fields: Any) -> None:
-        """Atomically write `status.json` as `{"state": state, **fields, "updated": ...}`.
+        """Atomically write `status.json` as `{"state": state, **fields, "pid": ...,
+        "host": ..., "updated": ...}`: the process writing it and the time.
 
         Raises:
             RunDirError: it cannot be written (the old file is kept).
         """
         if state not in STATES:
             raise ValueError(f"unknown run state {state!r}; expected one of {STATES}")
-        data = {"state": state, **fields, "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        data = {"state": state, **fields, "pid": os.getpid(), "host": socket.gethostname(),
+                "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         try:
             save_json(self.status, data)
         except OSError as exc:

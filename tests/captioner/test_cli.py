@@ -1,6 +1,7 @@
 """The `captioner` command line: train, evaluate and caption end to end, and its errors."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -116,3 +117,42 @@ def test_a_coco_folder_without_a_validation_split_says_validation_is_off(
     warnings = [line for line in capsys.readouterr().err.splitlines() if "validation" in line]
     assert len(warnings) == 1 and "validation is off" in warnings[0]
     assert "val2017" in warnings[0]
+
+
+def _repeats(words, n):
+    grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+    return len(set(grams)) < len(grams)
+
+
+@pytest.mark.slow
+def test_no_repeat_ngram_reaches_caption_and_evaluate(capsys, trained_captioner, tmp_path):
+    # The conftest's 200-step run repeats words ("a picture of a yellow square") but not
+    # bigrams: --no-repeat-ngram 2 leaves its captions without a bigram twice, and 1 changes
+    # them, so that no word comes twice.
+    samples = Path(__file__).resolve().parents[2] / "assets" / "samples"
+    images = [str(p) for p in sorted(samples.glob("shapes_*.png"))]
+    words = {}
+    for n in (0, 1, 2):
+        for beam in ("1", "3"):
+            assert main(["caption", str(trained_captioner), *images, "--json",
+                         "--beam-size", beam, "--no-repeat-ngram", str(n)]) == 0
+            words[n, beam] = [a["words"] for a in json.loads(capsys.readouterr().out)]
+    for beam in ("1", "3"):
+        assert any(_repeats(w, 1) for w in words[0, beam])
+        assert not any(_repeats(w, 1) for w in words[1, beam])
+        assert not any(_repeats(w, 2) for w in words[2, beam])
+    out = tmp_path / "scores.json"
+    assert main(["evaluate", str(trained_captioner), "--dataset", "shapes", "--json", str(out),
+                 "--data-option", "num_images=4", "--no-repeat-ngram", "2"]) == 0
+    assert json.loads(out.read_text())["no_repeat_ngram"] == 2
+
+
+@pytest.mark.parametrize("command", ["caption", "evaluate"])
+@pytest.mark.parametrize("value", ["-1", "2.5", "two"])
+def test_a_bad_no_repeat_ngram_is_a_one_line_error_naming_it(capsys, tmp_path, command, value):
+    argv = [command, str(tmp_path), *(["x.png"] if command == "caption" else []),
+            "--no-repeat-ngram", value]
+    status = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1, err
+    assert "argument --no-repeat-ngram: expected an integer >= 0" in err and value in err

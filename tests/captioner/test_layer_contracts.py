@@ -16,6 +16,7 @@ from captioner.config import DecoderConfig, EncoderConfig
 from captioner.decoder import ShowAttendTellDecoder
 from captioner.encoders import ImageEncoder
 from captioner.model import MovingAverage, ShowAttendTell
+from captioner.scst import SelfCriticalCaptioner
 from tests.helpers.layers import (
     check_config_round_trip,
     check_serialization_round_trip,
@@ -54,6 +55,14 @@ CASES = {
         ShowAttendTell,
         {"vocab_size": V, "encoder": ENCODER,
          "decoder": DecoderConfig(embedding_dim=6, units=8, attention_units=6, dropout=0.0)},
+        ({"image": IMAGES, "caption_in": CAPTION_IN},), {"logits": (B, T, V),
+                                                        "alpha": (B, T, 16)}, {}),
+    # SCST's captioner: the same forward pass (its `loss_terms` is tested in test_scst.py).
+    "self-critical": (
+        SelfCriticalCaptioner,
+        {"vocab_size": V, "encoder": ENCODER,
+         "decoder": DecoderConfig(embedding_dim=6, units=8, attention_units=6, dropout=0.0),
+         "scst": {"enabled": True, "samples": 2}},
         ({"image": IMAGES, "caption_in": CAPTION_IN},), {"logits": (B, T, V),
                                                         "alpha": (B, T, 16)}, {}),
 }

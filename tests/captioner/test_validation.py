@@ -84,3 +84,34 @@ def test_samples_and_attention_reach_tensorboard(run_dir):
         for event in tf.compat.v1.train.summary_iterator(str(event_file)):
             tags.update(value.tag for value in event.summary.value)
     assert {"epoch/val_cider", "epoch/val_bleu_4", "val/samples", "val/attention"} <= tags
+
+
+@pytest.mark.slow
+def test_validation_traces_its_decoder_once_over_epochs_and_batch_sizes(monkeypatch):
+    """Three validations of 70 images, decoded in batches of 64 and 6: two traces of the
+    decoding function (the second leaves the batch size open), not two an epoch, and no
+    retracing warning from TensorFlow."""
+    from captioner.config import CaptionerRunConfig
+    from captioner.datasets import load_split
+    from captioner.datasets.pipeline import build_vocabulary
+    from captioner.export import CaptionerModule
+    from captioner.presets import get_preset
+    from captioner.train import _make_validate, apply_overrides, build_model
+    from common.config import from_dict
+    from common.training import TrainingConfig
+    from tests.helpers.tracing import calls, retracing_warnings
+
+    config = apply_overrides(CaptionerRunConfig(), get_preset("tiny"))
+    config = apply_overrides(config, {"data": {"options": {"num_images": 70}},
+                                      "training": {"validation_examples": 70,
+                                                   "validation_beam_size": 1}})
+    training = from_dict(TrainingConfig, config.training)
+    vocab = build_vocabulary(load_split("shapes", "train", None, num_images=70), min_count=1)
+    model = build_model(config, len(vocab))
+    validate = _make_validate(config, training, vocab)
+    traces = calls(monkeypatch, CaptionerModule, "prepare")  # runs only while tracing
+    with retracing_warnings() as warnings:
+        scores = [validate(model, epoch)["cider"] for epoch in range(3)]
+    assert [args[1].shape[0] for args in traces] == [64, None]  # (B, H, W, 3), B traced
+    assert warnings == []
+    assert scores[0] == scores[1] == scores[2]  # the same weights caption the same

@@ -177,6 +177,100 @@ def test_bad_options_fail_before_any_work(capsys, tmp_path, argv, needle):
     assert needle in _one_line_error(capsys, [a.format(tmp=tmp_path) for a in argv])
 
 
+# -- a served model's answer: TensorFlow Serving's row and columnar bodies -----------------
+
+def _served(result, width=6):
+    """`result` as an exported captioner's outputs for one image: tokens padded with "" to
+    `width`, attention as `(width, h, w)` maps with zeros after its steps."""
+    words, steps = result["words"], len(result["attention"])
+    attention = np.zeros((width, *result["grid"]))
+    attention[:steps] = np.reshape(result["attention"], (steps, *result["grid"]))
+    return {"captions": result["caption"], "tokens": words + [""] * (width - len(words)),
+            "lengths": len(words), "scores": result["score"], "finished": result["finished"],
+            "attention": attention.tolist(), "attention_lengths": steps}
+
+
+def _columns(rows):
+    return {key: [row[key] for row in rows] for key in rows[0]}
+
+
+@pytest.mark.parametrize("body", ["row", "columnar", "options"])
+def test_render_draws_a_served_answer_as_the_caption_json(capsys, tmp_path, grey_image, body):
+    # `captioner render` of TensorFlow Serving's answer gives the figure of the same result as
+    # `caption --json` prints it: the row format ({"predictions": [...]}), the columnar one
+    # ({"outputs": {...}}), and caption_with_options' (its n-best outputs are not drawn).
+    result = {**_result(grey_image), "image": ""}
+    other = {**result, "words": ["circle"], "caption": "circle",
+             "attention": list(reversed(result["attention"]))[:2]}
+    rows = [_served(other), _served(result)]
+    if body == "options":
+        for row in rows:
+            row.update(n_best_captions=[row["captions"]] * 2, n_best_scores=[-1.0, -2.0])
+    answer = {"outputs": _columns(rows)} if body == "columnar" else {"predictions": rows}
+    (tmp_path / "answer.json").write_text(json.dumps(answer))
+    (tmp_path / "caption.json").write_text(json.dumps([other, result]))
+    for name in ("answer", "caption"):
+        argv = ["render", str(tmp_path / f"{name}.json"), "--index", "1", "--image",
+                str(grey_image), "--out", str(tmp_path / f"{name}.png")]
+        assert main(argv) == 0, capsys.readouterr().err
+    drawn = np.asarray(Image.open(tmp_path / "caption.png"))
+    assert drawn.shape[1] == 4 * 224  # the image and three words, not the <end> step
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "answer.png")), drawn)
+
+
+@pytest.mark.parametrize("answer, needle", [
+    ({"predictions": [{"captions": "a"}]}, "predictions[0]: missing outputs ['tokens'"),
+    ({"predictions": "a cat"}, "'predictions' is not a non-empty list of objects"),
+    ({"outputs": {"captions": ["a"], "tokens": [["a"], ["b"]]}}, "not lists of one length"),
+    ({"outputs": ["a"]}, "'outputs' is not an object of outputs"),
+    ({"error": "Invalid JPEG data"}, "a server's error answer (Invalid JPEG data)"),
+    ("attention", "expected 'attention' as (steps, h, w)"),
+    ("steps", "'attention_lengths' is 9, but 'attention' holds 6 steps"),
+    ("lengths", "expected 'lengths' as an integer >= 0"),
+])
+def test_render_refuses_a_bad_served_answer_in_one_line(capsys, tmp_path, grey_image, answer,
+                                                        needle):
+    row = _served(_result(grey_image))
+    changed = {"attention": {"attention": [[0.5, 0.5]]}, "steps": {"attention_lengths": 9},
+               "lengths": {"lengths": "3"}}
+    if isinstance(answer, str):
+        answer = {"predictions": [{**row, **changed[answer]}]}
+    (tmp_path / "answer.json").write_text(json.dumps(answer))
+    err = _one_line_error(capsys, ["render", str(tmp_path / "answer.json"), "--image",
+                                   str(grey_image), "--out", str(tmp_path / "o.png")])
+    assert needle in err
+    assert not (tmp_path / "o.png").exists()
+
+
+@pytest.mark.slow
+def test_render_draws_what_captioner_serve_answered(capsys, tmp_path, exported_captioner,
+                                                    shape_images):
+    # A real server's answers, both formats, drawn as `caption --json` of the same export is.
+    from common.serving.app import create_app, serve_in_background
+    from tests.captioner.test_serve import b64, post
+
+    image = shape_images[1]
+    assert main(["caption", str(exported_captioner), str(image), "--json"]) == 0
+    (tmp_path / "caption.json").write_text(capsys.readouterr().out)
+    bodies = {"row": {"instances": [b64(image.read_bytes())]},
+              "columnar": {"signature_name": "caption_with_options",
+                           "inputs": {"images": [b64(image.read_bytes())], "n_best": 2}}}
+    with serve_in_background(create_app(exported_captioner, "captioner")) as url:
+        for name, body in bodies.items():
+            code, answer = post(f"{url}/v1/models/captioner:predict", body)
+            assert code == 200, answer
+            (tmp_path / f"{name}.json").write_text(json.dumps(answer))
+    figures = {}
+    for name in ("caption", *bodies):
+        out = tmp_path / f"{name}.png"
+        assert main(["render", str(tmp_path / f"{name}.json"), "--image", str(image),
+                     "--out", str(out)]) == 0, capsys.readouterr().err
+        figures[name] = np.asarray(Image.open(out), int)
+    for name in bodies:  # the JSON's 4 decimals against the answer's float32 digits
+        assert figures[name].shape == figures["caption"].shape
+        assert np.abs(figures[name] - figures["caption"]).max() <= 1
+
+
 # -- from a trained run: caption --json, then render without the model ---------------------
 
 @pytest.fixture(scope="module")
@@ -219,7 +313,7 @@ def test_caption_overlays_and_render_from_its_json_agree(capsys, captioned):
     rows = -(-(len(words) + 1) // columns)
     assert rendered.size == (columns * 224, rows * (224 + 32))
     # Drawn from the JSON without the model: the same picture as `caption --overlay` (the JSON
-    # rounds the weights to 5 decimals).
+    # rounds the weights to 4 decimals).
     difference = np.abs(np.asarray(drawn, int) - np.asarray(rendered, int))
     assert difference.max() <= 1
     with Image.open(tmp / "rendered.gif") as animation:

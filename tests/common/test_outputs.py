@@ -35,3 +35,46 @@ def test_an_output_file_in_a_missing_folder_is_refused(tmp_path):
         check_output_file(tmp_path / "missing" / "x.json", "--json")
     with pytest.raises(UserError, match="is a folder; expected a file name"):
         check_output_file(tmp_path, "--json")
+
+
+# -- attention in --json output: four decimals ----------------------------------------------
+
+def _weights(shape, seed=0):
+    """Softmax rows in float32, as a model returns them."""
+    import numpy as np
+
+    logits = np.random.default_rng(seed).normal(size=shape)
+    return (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float32)
+
+
+def _decimals(text: str) -> int:
+    """The most digits after the point of any number in a JSON text."""
+    import re
+
+    return max(len(m) for m in re.findall(r"\.(\d+)", text))
+
+
+@pytest.mark.parametrize("family", ["captioner", "seq2seq"])
+def test_json_attention_is_written_to_four_decimals(family):
+    # One 7-word caption over 14x14 regions took 11.6 KB: float32 values written with
+    # float64's 17 digits (`0.003060000017285347`).
+    import json
+
+    import numpy as np
+
+    weights = _weights((8, 196))
+    if family == "captioner":
+        from captioner.inference import Caption
+
+        result = Caption("a b c d e f g", list("abcdefg"), -1.5, weights, True).to_json((14, 14))
+    else:
+        from seq2seq.inference import Translation
+
+        result = Translation(source="x", text="a b", tokens=["a", "b"], source_tokens=["x"],
+                             score=-1.5, finished=True, attention=weights)
+        result = result.as_json()
+    text = json.dumps(result["attention"])
+    written = np.asarray(json.loads(text))
+    assert np.abs(written - weights.astype(np.float64)).max() <= 0.5e-4 + 1e-12
+    assert _decimals(text) <= 4
+    assert len(text) < 8 * 196 * 8  # "0.0051, " at most, mostly shorter

@@ -2,7 +2,10 @@
 
 - `tests.helpers.layers.run_layer_test`: checks a Keras layer from every side.
 - `tests.helpers.isolated`: runs an export's signature in a process that imports TensorFlow and
-  NumPy only (`run_signature_isolated`), and TensorFlow's `saved_model_cli`.
+  NumPy only (`run_signature_isolated`; several calls in one process:
+  `run_signatures_isolated`), and TensorFlow's `saved_model_cli`.
+- `tests.helpers.tracing`: counts a `tf.function`'s traces and collects TensorFlow's retracing
+  warnings.
 - `tests.helpers.benchmarks`: finds and loads a script of `scripts/` (or of its `benchmarks/`
   and `experiments/`) and its helpers, and checks a benchmark report.
 """

@@ -109,3 +109,39 @@ def test_training_into_an_existing_run_needs_resume(run_dir, capsys):
                    "--out", str(run_dir), "--verbose", "0"])
     assert status == 2
     assert "--resume" in capsys.readouterr().err
+
+
+def _bigrams(tokens):
+    return list(zip(tokens, tokens[1:]))
+
+
+@pytest.mark.slow
+def test_no_repeat_ngram_2_leaves_no_bigram_twice_in_translate_and_evaluate(run_dir, tmp_path,
+                                                                           capsys):
+    texts = ["March 3, 1999", "25th of November 2026", "3/3/1999", "the 7th of July, 2001"]
+    outputs = {}
+    for ban in ([], ["--no-repeat-ngram", "2"]):
+        for beam in ("1", "2"):
+            assert main(["translate", str(run_dir), "--json", "--beam-size", beam, *ban,
+                         *texts]) == 0
+            lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+            outputs[bool(ban), beam] = [line["tokens"] for line in lines]
+    for beam in ("1", "2"):
+        # The tiny run repeats itself; with the ban no output holds a bigram twice.
+        assert any(len(set(_bigrams(t))) < len(_bigrams(t)) for t in outputs[False, beam])
+        assert all(len(set(_bigrams(t))) == len(_bigrams(t)) for t in outputs[True, beam])
+    out = tmp_path / "scores.json"
+    assert main(["evaluate", str(run_dir), "--dataset", "dates", "--limit", "4",
+                 "--no-repeat-ngram", "2", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["no_repeat_ngram"] == 2
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+@pytest.mark.parametrize("value", ["-1", "2.5", "two"])
+def test_a_bad_no_repeat_ngram_is_a_one_line_error_naming_it(command, value, tmp_path, capsys):
+    argv = [command, str(tmp_path), "--no-repeat-ngram", value]
+    status = main(argv + (["--dataset", "dates"] if command == "evaluate" else ["hello"]))
+    err = capsys.readouterr().err.strip()
+    assert status == 2
+    assert len(err.splitlines()) == 1 and value in err
+    assert "argument --no-repeat-ngram: expected an integer >= 0" in err

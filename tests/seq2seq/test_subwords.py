@@ -124,7 +124,8 @@ def test_the_export_translates_as_in_process_with_tensorflow_text_alone(shared_r
     info = json.loads((export_dir / "assets.extra" / "export_info.json").read_text())
     assert info["vocab"] == "sentencepiece" and info["op_libraries"] == ["tensorflow_text"]
     outputs, imported = run_signature_isolated(
-        export_dir, {"sentences": SENTENCES, "beam_size": 2, "max_length": 16, "n_best": 1},
+        export_dir, {"sentences": SENTENCES, "beam_size": 2, "max_length": 16, "n_best": 1,
+                     "no_repeat_ngram": 0},
         signature="translate_with_options", op_libraries=("tensorflow_text",))
     assert imported == []  # nothing of keras-hub, Keras or the project
     processor = _processor(shared_run / "vocab.model")
@@ -171,7 +172,7 @@ def test_per_side_bpe_models_on_spa_eng(tmp_path):
     assert main(["export", str(run), str(tmp_path / "export"), "--beam-sizes", "2"]) == 0
     outputs, _ = run_signature_isolated(
         tmp_path / "export", {"sentences": sentences, "beam_size": 2, "max_length": 16,
-                              "n_best": 1},
+                              "n_best": 1, "no_repeat_ngram": 0},
         signature="translate_with_options", op_libraries=("tensorflow_text",))
     for row, e in enumerate(expected):
         n = int(outputs["lengths"][row])

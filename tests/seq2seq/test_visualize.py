@@ -174,6 +174,41 @@ def test_all_heads_are_the_heads_whose_mean_is_the_default(run_dir, translations
     assert np.mean(_pixels(tmp_path / "heads.png") != _pixels(reference)) < 0.01
 
 
+@pytest.mark.slow
+def test_all_heads_trace_one_search_for_every_head(tmp_path, capsys, monkeypatch):
+    """Four heads, drawn through one traced search whose head is a variable: two traces (the
+    mean's and the heads'), not one per head, no retracing warning from TensorFlow, and each
+    head is the one an eager decode of that head returns."""
+    from common.text.specials import END_ID, START_ID
+    from seq2seq.export import TranslatorModule
+    from seq2seq.inference import decode_batch, pad_batch, source_ids
+    from tests.helpers.tracing import calls, retracing_warnings
+
+    run = tmp_path / "four-heads"
+    assert main(["train", "--dataset", "dates", "--arch", "transformer", "--preset", "tiny",
+                 "--heads", "4", "--steps-per-epoch", "5", "--validation-examples", "0",
+                 "--out", str(run), "--verbose", "0"]) == 0
+    traces = calls(monkeypatch, TranslatorModule, "prepare")  # runs only while tracing
+    with retracing_warnings() as warnings:
+        assert main(["translate", str(run), *SENTENCES, "--all-heads", "--beam-size", "3",
+                     "--plot", str(tmp_path / "h.png"), "--html", str(tmp_path / "h.html")]) == 0
+    capsys.readouterr()
+    assert len(traces) == 2 and warnings == []
+    _, data = _viewer_data(tmp_path / "h.html")
+    translator = Translator.from_run_dir(run)
+    results = translator.translate(SENTENCES, beam_size=3)
+    source = pad_batch([source_ids(translator.source_vocab, r.source_tokens) for r in results])
+    for head in range(4):
+        decoded = decode_batch(translator.model, source, START_ID, END_ID, max_length=16,
+                               beam_size=3, attention_head=head,
+                               length_penalty=translator.config.model.length_penalty)
+        for row, item in enumerate(data["items"]):
+            drawn = np.asarray(item["weights"][1 + head])
+            steps, width = drawn.shape
+            np.testing.assert_allclose(drawn, decoded.attention[row, 0, :steps, :width],
+                                       atol=2e-4)
+
+
 @pytest.fixture(scope="module")
 def export_dir(run_dir):
     out = run_dir.parent / "export"

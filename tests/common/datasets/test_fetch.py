@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import shutil
+import urllib.error
 import urllib.request
 import zipfile
 from email.message import Message
@@ -180,7 +181,7 @@ def test_a_fetch_refused_before_writing_leaves_the_folder_free(tmp_path, spa_zip
     out = tmp_path / "data"
     with pytest.raises(UserError, match="SHA-256"):
         fetch("spa-eng", out, local=archive, sha256=["0" * 64], progress=False)
-    assert list(out.iterdir()) == []  # no marker left to claim the folder
+    assert not out.exists()  # no marker left to claim the folder, nor an empty folder
     fetch("spa-eng", out, local=archive, sha256=[sha256(archive)], progress=False)
     assert json.loads((out / "FETCHED.json").read_text())["dataset"] == "spa-eng"
 
@@ -367,3 +368,55 @@ def test_an_out_folder_that_cannot_be_made_is_one_line(tmp_path, spa_zip, capsys
                  sha256(archive)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--out {out}: cannot write there (Not a directory)" in err
+
+
+# Offline: nothing received, nothing promised, nothing left behind.
+
+def offline(request, timeout=None):
+    raise urllib.error.URLError(OSError(101, "Network is unreachable"))
+
+
+@pytest.mark.parametrize("prog, argv", [
+    ("seq2seq", ["fetch", "spa-eng", "--out", "data/spa-eng"]),
+    ("captioner", ["fetch", "coco-captions", "--out", "data/coco", "--split", "val",
+                   "--max-images", "2"]),
+])
+def test_an_offline_fetch_promises_no_part_file_and_leaves_no_folder(
+        tmp_path, monkeypatch, capsys, prog, argv):
+    # It said "what was received is kept in data/spa-eng/downloads/spa-eng.zip.part", a file
+    # that did not exist, and left data/spa-eng/downloads/ (and coco's annotations/) empty.
+    import importlib
+
+    main = importlib.import_module(f"{prog}.cli").main
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "download failed (" in err, err
+    assert "Network is unreachable" in err, err
+    assert "nothing was received" in err and ".part" not in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_offline_fetch_into_an_existing_folder_keeps_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    (tmp_path / "out").mkdir()
+    with pytest.raises(DataError, match="nothing was received"):
+        fetch("spa-eng", tmp_path / "out", progress=False)
+    assert (tmp_path / "out").is_dir() and list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_download_cut_off_keeps_what_came_and_says_where(tmp_path, monkeypatch):
+    class CutOff(FakeResponse):
+        def read(self, size=-1):
+            if self.tell():
+                raise ConnectionResetError(104, "Connection reset by peer")
+            return super().read(size)
+
+    body = bytes(range(256)) * 8192  # 2 MB: the first 1 MB chunk arrives, then the cut
+    monkeypatch.setattr(urllib.request, "urlopen", lambda request, timeout=None: CutOff(body, 200))
+    remote = RemoteFile("https://example.org/blob.zip", size=len(body))
+    with pytest.raises(DataError, match=r"the 1,048,576 bytes received are kept in .*blob\.zip\."
+                                        r"part and resumed next time"):
+        Fetcher(tmp_path, progress=False).get(remote)
+    assert (tmp_path / "blob.zip.part").read_bytes() == body[:1 << 20]

@@ -1,0 +1,311 @@
+"""Self-critical sequence training (`captioner.scst`): the policy gradient against a reference
+through the decoding step, the rewards against `CiderD` called directly, the baselines against
+a NumPy formula, a short SCST stage on shapes and on coco-mini, and its one-line refusals."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from captioner.cli import main
+from captioner.config import DecoderConfig, EncoderConfig, SelfCriticalConfig
+from captioner.scst import SelfCriticalCaptioner, baseline, make_scst_dataset
+from common.text.specials import END_ID, PAD_ID, START_ID
+
+REPO = Path(__file__).resolve().parents[2]
+VOCAB, STEPS, IMAGES = 9, 6, 2
+
+
+def _model(attention="soft", samples=3, kind="greedy", vocab=VOCAB, reward=None):
+    model = SelfCriticalCaptioner(
+        vocab, EncoderConfig("small-cnn", (16, 16), "none", filters=(8,)),
+        DecoderConfig(embedding_dim=8, units=16, attention_units=8, dropout=0.0,
+                      max_length=STEPS, attention=attention, penalty_weight=0.0),
+        SelfCriticalConfig(True, samples=samples, baseline=kind))
+    model.reward = reward
+    return model
+
+
+def _images(count=IMAGES, seed=0):
+    return tf.constant(np.random.default_rng(seed).uniform(0, 255, (count, 16, 16, 3)),
+                       tf.float32)
+
+
+def _captions(rows, rng):
+    """`rows` captions of word ids (3..VOCAB-1), each cut by `<end>` at a random length (the
+    last without `<end>`), `<pad>` after it."""
+    words = rng.integers(3, VOCAB, (rows, STEPS)).astype(np.int32)
+    for row in range(rows - 1):
+        end = rng.integers(0, STEPS)
+        words[row, end] = END_ID
+        words[row, end + 1:] = PAD_ID
+    return words
+
+
+def _step_path(model, images, words, samples):
+    """Per-row `Σₜ log p` of `words (N, T)` through the decoding step function
+    (`model.make_step`, one token at a time), with hard attention's `log α` of the location
+    it takes (its most likely one), and those locations `(N, T)`."""
+    annotations = model.annotations({"image": images})
+    state = tuple(tf.repeat(x, samples, axis=0)
+                  for x in model.initial_decoding_state(features=annotations))
+    step = model.make_step()
+    tokens = np.concatenate([np.full((len(words), 1), START_ID), words[:, :-1]], 1)
+    total, locations = 0.0, []
+    for t in range(STEPS):
+        logits, state, alpha = step(tf.constant(tokens[:, t]), state, tf.constant(t))
+        masked = tf.tensor_scatter_nd_update(  # the sampler never draws <start> or <pad>
+            tf.transpose(logits), [[START_ID], [PAD_ID]], tf.fill([2, len(words)], -1e9))
+        log_p = tf.nn.log_softmax(tf.transpose(masked))
+        term = tf.gather(log_p, words[:, t], batch_dims=1)
+        if model.decoder_config.attention == "hard":
+            term += tf.math.log(tf.reduce_max(alpha, axis=-1))
+            locations.append(tf.argmax(alpha, axis=-1, output_type=tf.int32))
+        total += term * (words[:, t] != PAD_ID)
+    return total, (tf.stack(locations, 1) if locations else None)
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+@pytest.mark.parametrize("kind", ["greedy", "mean"])
+def test_the_loss_and_its_gradient_are_the_advantage_times_the_samples_log_likelihood(
+        attention, kind):
+    # Fixed samples, greedy captions and rewards: loss_sum = -Σ (r - b) Σₜ log p(w), and its
+    # gradient that of the same sum computed through the decoding step (hard attention: plus
+    # log α of each step's location, here the ones the step takes).
+    samples, rng = 3, np.random.default_rng(1)
+    rewards = rng.uniform(0, 2, IMAGES * samples + IMAGES).astype(np.float32)
+    model = _model(attention, samples, kind,
+                   reward=lambda tokens, images: rewards[: len(tokens)])
+    images = _images()
+    words, greedy = _captions(IMAGES * samples, rng), _captions(IMAGES, rng)
+    log_p, locations = _step_path(model, images, words, samples)
+    model._sample = lambda annotations, k, seed, hard: (tf.constant(words), locations)
+    model._greedy = lambda annotations: tf.constant(greedy)
+
+    r, g = rewards[: IMAGES * samples], rewards[IMAGES * samples:]
+    if kind == "greedy":
+        b = np.repeat(g, samples)
+    else:
+        b = np.array([np.mean(np.delete(r[i - i % samples: i - i % samples + samples],
+                                        i % samples)) for i in range(len(r))])
+    advantage = r - b
+    batch = {"image": images, "index": tf.range(IMAGES), "seed": tf.fill([IMAGES], 5)}
+    with tf.GradientTape() as tape:
+        terms = model.loss_terms(batch, training=True)
+    grads = tape.gradient(terms["loss_sum"], model.trainable_variables)
+    with tf.GradientTape() as tape:
+        reference = -tf.reduce_sum(advantage * _step_path(model, images, words, samples)[0])
+    expected = tape.gradient(reference, model.trainable_variables)
+
+    np.testing.assert_allclose(float(terms["loss_sum"]), float(reference), rtol=1e-4, atol=1e-5)
+    assert float(terms["count"]) == IMAGES * samples
+    np.testing.assert_allclose(float(terms["reward"]) / (IMAGES * samples), r.mean(), rtol=1e-6)
+    if kind == "greedy":
+        np.testing.assert_allclose(float(terms["greedy_reward"]) / (IMAGES * samples),
+                                   g.mean(), rtol=1e-6)
+    assert sum(g is not None for g in grads) == len(model.trainable_variables)
+    for got, want, variable in zip(grads, expected, model.trainable_variables):
+        got, want = tf.convert_to_tensor(got).numpy(), tf.convert_to_tensor(want).numpy()
+        scale = max(np.abs(want).max(), 1e-3)
+        np.testing.assert_allclose(got / scale, want / scale, atol=2e-4, err_msg=variable.path)
+
+
+def test_the_rewards_in_the_step_are_cider_d_of_the_models_own_captions():
+    from captioner.datasets import build_vocabulary, load_split
+    from captioner.scst import CaptionReward
+    from common.metrics.cider_d import CiderD
+    from common.text.detokenizer import detokenize
+
+    split = load_split("shapes", "train", num_images=6)
+    vocab = build_vocabulary(split)
+    calls = []
+    reward = CaptionReward([record.captions for record in split], vocab)
+
+    def recording(tokens, images):
+        calls.append((tokens.copy(), images.copy()))
+        return reward(tokens, images)
+
+    samples = 4
+    model = _model(samples=samples, vocab=len(vocab), reward=recording)
+    images, index = _images(3, seed=2), tf.constant([4, 0, 4])
+    terms = model.loss_terms({"image": images, "index": index, "seed": tf.fill([3], 11)}, True)
+    (tokens, owners), = calls
+    count = 3 * samples
+    assert owners.tolist() == [4] * samples + [0] * samples + [4] * samples + [4, 0, 4]
+    # The samples are the model's sampling decoder's with the batch's seed, the baseline
+    # rows its greedy captions.
+    annotations = model.annotations({"image": images})
+    sampled = model.caption(features=tf.repeat(annotations, samples, 0), method="sample",
+                            seed=11)
+    np.testing.assert_array_equal(tokens[:count], sampled.tokens[:, 0].numpy())
+    np.testing.assert_array_equal(tokens[count:],
+                                  model.caption(images, method="greedy").tokens[:, 0].numpy())
+    cider = CiderD({i: record.captions for i, record in enumerate(split)})
+    texts = [detokenize(vocab.decode(row.tolist())) for row in tokens]
+    scores = cider.scores(texts, owners.tolist())
+    assert scores.max() > 0  # not a test of zeros
+    np.testing.assert_allclose(float(terms["reward"]) / count, scores[:count].mean(), rtol=1e-5)
+    np.testing.assert_allclose(float(terms["greedy_reward"]) / count, scores[count:].mean(),
+                               rtol=1e-5)
+
+
+def test_the_baselines_are_the_greedy_reward_or_the_mean_of_the_other_samples():
+    rng = np.random.default_rng(3)
+    rewards, greedy = rng.uniform(0, 3, 4 * 5), rng.uniform(0, 3, 4)
+    by_greedy = np.asarray(baseline(rewards, greedy, 5, "greedy"))
+    assert by_greedy.tolist() == [greedy[i // 5] for i in range(20)]
+    by_mean = np.asarray(baseline(rewards, greedy, 5, "mean"))
+    for i in range(20):
+        others = [rewards[j] for j in range(i - i % 5, i - i % 5 + 5) if j != i]
+        assert by_mean[i] == pytest.approx(sum(others) / 4)
+
+
+def test_cached_features_give_batches_of_images_with_their_index_and_seed():
+    from captioner.datasets import load_split
+
+    split = load_split("shapes", "train", num_images=10)
+    features = np.arange(10 * 2 * 3, dtype=np.float32).reshape(10, 2, 3)
+    first = list(make_scst_dataset(split, 4, seed=1, epoch=0, features=features, missing=[3]))
+    again = list(make_scst_dataset(split, 4, seed=1, epoch=0, features=features, missing=[3]))
+    other = list(make_scst_dataset(split, 4, seed=1, epoch=1, features=features, missing=[3]))
+    assert len(first) == 2  # 9 readable images, batches of 4, the remainder dropped
+    seen = np.concatenate([b["index"].numpy() for b in first])
+    assert len(set(seen)) == 8 and 3 not in seen
+    for batch in first:
+        np.testing.assert_array_equal(batch["features"], features[batch["index"].numpy()])
+        assert len(set(batch["seed"].numpy())) == 1
+    assert first[0]["seed"][0] != first[1]["seed"][0]
+    assert [b["index"].numpy().tolist() for b in first] == [
+        b["index"].numpy().tolist() for b in again]
+    assert [b["seed"].numpy().tolist() for b in first] != [
+        b["seed"].numpy().tolist() for b in other]
+
+
+# -- the command line ---------------------------------------------------------------------
+
+TINY = ["train", "--preset", "tiny", "--seed", "3", "--data-option", "num_images=100",
+        "--attention-query", "hidden+word", "--verbose", "0"]
+
+
+def _history(run):
+    return [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+
+
+def _epochs(run):
+    return [r for r in _history(run) if r["kind"] == "epoch"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A briefly trained tiny run (cross-entropy), then 2 epochs of SCST from it."""
+    root = tmp_path_factory.mktemp("scst")
+    source, scst = root / "xe", root / "scst"
+    assert main([*TINY, "--out", str(source), "--steps-per-epoch", "100",
+                 "--learning-rate", "0.01"]) == 0
+    assert main([*TINY, "--out", str(scst), "--init-from", str(source), "--scst",
+                 "--scst-samples", "4", "--epochs", "2", "--steps-per-epoch", "12",
+                 "--learning-rate", "0.001"]) == 0
+    return source, scst
+
+
+@pytest.mark.slow
+def test_scst_from_a_trained_run_raises_its_validation_cider_and_keeps_the_best(runs):
+    source, scst = runs
+    epochs = _epochs(scst)
+    assert [e["step"] for e in epochs] == [12, 24]
+    for epoch in epochs:
+        assert 0 < epoch["reward"] < 10 and 0 < epoch["greedy_reward"] < 10
+    # Starting from the source's best weights, the stage improves on its validation.
+    assert epochs[-1]["val_cider"] > _epochs(source)[-1]["val_cider"] + 5
+    assert list((scst / "best").glob("ckpt-*.index"))
+    config = json.loads((scst / "config.json").read_text())
+    assert config["scst"] == {"enabled": True, "samples": 4, "baseline": "greedy"}
+    assert config["training"]["jit_compile"] is False
+    # The checkpoints are the captioner's: caption reads the best one.
+    sample = REPO / "assets" / "samples" / "shapes_2.png"
+    assert main(["caption", str(scst), str(sample)]) == 0
+
+
+@pytest.mark.slow
+def test_an_scst_run_resumes_like_any_run(runs, tmp_path):
+    _, scst = runs
+    before = _epochs(scst)
+    assert main([*TINY, "--out", str(scst), "--scst", "--scst-samples", "4", "--epochs", "3",
+                 "--steps-per-epoch", "12", "--learning-rate", "0.001", "--resume"]) == 0
+    after = _epochs(scst)
+    assert after[:2] == before and after[2]["step"] == 36 and "reward" in after[2]
+
+
+@pytest.mark.slow
+def test_scst_runs_on_coco_images(shared_data, tmp_path, capsys):
+    run = tmp_path / "coco"
+    assert main(["train", "--dataset", "coco", "--data-dir", str(shared_data / "coco-mini"),
+                 "--preset", "tiny", "--weights", "none", "--scst", "--scst-samples", "2",
+                 "--batch-size", "4", "--steps-per-epoch", "2", "--verbose", "0",
+                 "--out", str(run)]) == 0
+    (epoch,) = _epochs(run)
+    assert epoch["step"] == 2 and epoch["examples_per_s"] > 0 and "greedy_reward" in epoch
+    assert json.loads((run / "status.json").read_text())["state"] == "finished"
+
+
+# -- refusals -------------------------------------------------------------------------------
+
+def _one_line_error(capsys, argv):
+    status = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--scst", "--scst-samples", "0"], "scst samples must be an integer >= 1, got 0"),
+    (["--scst", "--scst-samples", "1", "--scst-baseline", "mean"],
+     "expected samples >= 2, got 1"),
+    (["--scst", "--scst-baseline", "best"], "invalid choice: 'best'"),
+    (["--scst", "--jit-compile"], "--scst computes its CIDEr-D reward in NumPy"),
+])
+def test_bad_scst_options_are_one_line(capsys, tmp_path, args, message):
+    err = _one_line_error(capsys, ["train", "--preset", "tiny", "--out", str(tmp_path / "r"),
+                                   *args])
+    assert message in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_scst_is_refused_for_the_jax_trainer_in_one_line(capsys, tmp_path):
+    from common.errors import UserError
+    from common.training.capabilities import refuse_unsupported
+
+    with pytest.raises(UserError, match="--scst needs the tensorflow trainer; its CIDEr-D"):
+        refuse_unsupported({}, "jax", "here", sections={"scst": {"enabled": True}})
+    refuse_unsupported({}, "jax", "here", sections={"scst": {"enabled": False}})
+    err = _one_line_error(capsys, ["prepare", "--preset", "tiny", "--scst",
+                                   "--out", str(tmp_path / "p")])
+    assert "--scst needs the tensorflow trainer" in err
+    err = _one_line_error(capsys, ["prepare", "--preset", "demo-scst",
+                                   "--out", str(tmp_path / "p")])
+    assert "scst (self-critical training) needs the tensorflow trainer" in err
+    assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.slow
+def test_train_prepared_on_jax_refuses_scst(tmp_path):
+    pytest.importorskip("jax")
+    from captioner.config import CaptionerRunConfig
+    from common.config import save_json, to_dict
+
+    folder = tmp_path / "prepared"
+    folder.mkdir()
+    save_json(folder / "config.json", to_dict(CaptionerRunConfig()))
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    result = subprocess.run([sys.executable, "-m", "captioner", "train", "--prepared",
+                             str(folder), "--out", str(tmp_path / "r"), "--scst"], env=env,
+                            cwd=REPO, capture_output=True, text=True, timeout=600)
+    err = result.stderr.strip()
+    assert result.returncode == 2 and len(err.splitlines()) == 1, err[-2000:]
+    assert "--scst needs the tensorflow trainer" in err
+    assert not (tmp_path / "r").exists()
