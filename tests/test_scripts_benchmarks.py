@@ -1,17 +1,20 @@
 """The benchmark and profiling scripts refuse bad input as the command lines do: one line on
 stderr, `<script>.py: error: ...` naming the option or path, exit status 2, and all of it
 before any work (nothing printed, nothing written): an output that cannot be written, a path
-that is not there, a count or size that cannot run, options that cannot go together."""
+that is not there, a count or size that cannot run, options that cannot go together.
 
+Each refusal runs the script's `main(argv)` in this process (TensorFlow is imported once, not
+once per case); that a script runs from the command line, exit status and all, is
+tests/test_scripts.py's (`--help` and an unknown option, as subprocesses)."""
+
+import functools
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.benchmarks import load_script, script_path
+from tests.helpers.benchmarks import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -142,14 +145,25 @@ def _files(folder: Path) -> list[str]:
     return sorted(str(path.relative_to(folder)) for path in folder.rglob("*"))
 
 
-def _run_script(name: str, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
-    """`scripts/benchmarks/NAME ARGS` as a user runs it: the checkout importable, no
-    TensorFlow log level or Keras backend of the caller's."""
-    clean = {k: v for k, v in os.environ.items()
-             if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND")}
-    path = script_path(name.removesuffix(".py"))
-    return subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
-                          cwd=cwd, env={**clean, "PYTHONPATH": str(REPO), **env}, timeout=600)
+@functools.cache
+def _script(name: str):
+    """The script `NAME.py` as a module (loaded once per test process)."""
+    return load_script(name.removesuffix(".py"))
+
+
+def _run_script(name: str, *args: str, cwd: Path, monkeypatch, capfd,
+                **env: str) -> subprocess.CompletedProcess:
+    """`main(ARGS)` of `scripts/benchmarks/NAME` in this process, from `cwd`, with no Keras
+    backend of the caller's (`env` sets variables for the call); what it wrote to file
+    descriptors 1 and 2 as stdout and stderr."""
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    capfd.readouterr()
+    status = _script(name).main(list(args))
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess([name, *args], status, out, err)
 
 
 def _assert_refused(done: subprocess.CompletedProcess, name: str, named: list[str]) -> None:
@@ -176,17 +190,17 @@ def folder(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_is_refused_in_one_line_before_any_work(case, folder):
+def test_bad_input_is_refused_in_one_line_before_any_work(case, folder, monkeypatch, capfd):
     name, args, named = CASES[case]
     before = _files(folder)
-    done = _run_script(name, *args, cwd=folder)
+    done = _run_script(name, *args, cwd=folder, monkeypatch=monkeypatch, capfd=capfd)
     _assert_refused(done, name, named)
     assert _files(folder) == before  # nothing written, no folder made
 
 
-def test_the_jax_benchmark_refuses_another_keras_backend(folder):
+def test_the_jax_benchmark_refuses_another_keras_backend(folder, monkeypatch, capfd):
     done = _run_script("benchmark_transformer_jax.py", *JAX, cwd=folder,
-                       KERAS_BACKEND="tensorflow")
+                       monkeypatch=monkeypatch, capfd=capfd, KERAS_BACKEND="tensorflow")
     _assert_refused(done, "benchmark_transformer_jax.py",
                     ["needs KERAS_BACKEND=jax, got tensorflow"])
 

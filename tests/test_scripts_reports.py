@@ -3,8 +3,14 @@ compare_by_length, serve_client_example) refuse bad input as the command lines d
 stderr, `<script>.py: error: ...` naming the option or path, exit status 2, and all of it before
 any work (nothing printed, nothing written): an output that cannot be written or is also an
 input, a path that is not there or of the wrong kind, a value that cannot run. The serving
-client says in one line, naming the URL, when the server is not there or answers an error."""
+client says in one line, naming the URL, when the server is not there or answers an error.
 
+The refusals run each script's `main(argv)` in this process (TensorFlow is imported once, not
+once per case); that a script runs from the command line, exit status and all, is
+tests/test_scripts.py's (`--help` and an unknown option, as subprocesses). The serving client,
+which needs no TensorFlow, still talks to the servers from its own process."""
+
+import functools
 import http.server
 import importlib.util
 import json
@@ -17,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.benchmarks import script_path
+from tests.helpers.benchmarks import load_script, script_path
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
@@ -186,6 +192,24 @@ def _run_script(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess
                           cwd=cwd, env={**clean, "PYTHONPATH": str(REPO)}, timeout=600)
 
 
+@functools.cache
+def _script(name: str):
+    """The script `NAME.py` as a module (loaded once per test process)."""
+    return load_script(name.removesuffix(".py"))
+
+
+def _run_in_process(name: str, *args: str, cwd: Path, monkeypatch,
+                    capfd) -> subprocess.CompletedProcess:
+    """`main(ARGS)` of `scripts/[experiments/]NAME` in this process, from `cwd`, without the
+    caller's Keras backend; what it wrote to file descriptors 1 and 2 as stdout and stderr."""
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    capfd.readouterr()
+    status = _script(name).main(list(args))
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess([name, *args], status, out, err)
+
+
 def _one_line(done: subprocess.CompletedProcess, name: str, status: int = 2) -> str:
     lines = done.stderr.strip().splitlines()
     assert done.returncode == status, done.stderr[-2000:]
@@ -212,18 +236,20 @@ def folder(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_is_refused_in_one_line_before_any_work(case, folder):
+def test_bad_input_is_refused_in_one_line_before_any_work(case, folder, monkeypatch, capfd):
     name, args, named = CASES[case]
     before = _files(folder)
-    line = _one_line(_run_script(name, *args, cwd=folder), name)
+    line = _one_line(_run_in_process(name, *args, cwd=folder, monkeypatch=monkeypatch,
+                                     capfd=capfd), name)
     for text in named:
         assert text in line
     assert _files(folder) == before  # nothing written, nothing replaced, no folder made
 
 
-def test_reference_ceiling_replaces_its_own_earlier_result(folder):
+def test_reference_ceiling_replaces_its_own_earlier_result(folder, monkeypatch, capfd):
     for _ in range(2):
-        done = _run_script("reference_ceiling.py", "pairs.tsv", "--json", "c.json", cwd=folder)
+        done = _run_in_process("reference_ceiling.py", "pairs.tsv", "--json", "c.json",
+                               cwd=folder, monkeypatch=monkeypatch, capfd=capfd)
         assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((folder / "c.json").read_text())["lines"] == 3
 

@@ -20,7 +20,7 @@ from common.decoding import beam_search, greedy_decode
 from common.export import savedmodel
 from common.text import detokenize
 from tests.common.image_cases import write_cases
-from tests.helpers.isolated import run_signature_isolated, saved_model_cli
+from tests.helpers.isolated import run_signatures_isolated, saved_model_cli
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +35,27 @@ def exported(exported_captioner):
 
 def b64(path):
     return {"b64": base64.b64encode(path.read_bytes()).decode("ascii")}
+
+
+def _options(images, beam_size, n_best):
+    return ("caption_with_options",
+            {"images": images, "beam_size": beam_size, "max_length": 12, "n_best": n_best,
+             "no_repeat_ngram": 0})
+
+
+@pytest.fixture(scope="module")
+def isolated(exported_captioner, shape_images):
+    """What the tests below send each signature of the export, made in one process that
+    imports TensorFlow and NumPy only: a TensorFlow Serving client's request (the image bytes
+    alone), the best of a beam of 2, and the n-best at (beam, n) = (2, 2) and (1, 1). Name ->
+    outputs, and the forbidden modules that process imported."""
+    images = [b64(path) for path in shape_images]
+    calls = {"bytes_alone": ("serving_default", {"images": images}),
+             "beam_2": _options(images, 2, 1),
+             "n_best_2_2": _options(images, 2, 2),
+             "n_best_1_1": _options(images, 1, 1)}
+    outputs, imported = run_signatures_isolated(exported_captioner, list(calls.values()))
+    return dict(zip(calls, outputs, strict=True)), imported
 
 
 @pytest.mark.slow
@@ -105,12 +126,11 @@ def test_a_file_given_twice_is_answered_twice_in_input_order(run, exported, shap
 
 
 @pytest.mark.slow
-def test_serving_default_takes_the_image_bytes_alone(run, exported_captioner, shape_images):
+def test_serving_default_takes_the_image_bytes_alone(run, isolated, shape_images):
     # What a TensorFlow Serving client sends: {"instances": [{"b64": ...}]}, nothing else; the
     # export's default beam (2) and length (the run's 12), in plain TensorFlow.
     expected, _ = run.caption_files(shape_images, beam_size=2)
-    outputs, imported = run_signature_isolated(
-        exported_captioner, {"images": [b64(path) for path in shape_images]})
+    outputs, imported = isolated[0]["bytes_alone"], isolated[1]
     assert imported == []
     assert [c.decode() for c in outputs["captions"]] == [e.text for _, e in expected]
     for row, (_, e) in enumerate(expected):
@@ -121,16 +141,13 @@ def test_serving_default_takes_the_image_bytes_alone(run, exported_captioner, sh
 
 
 @pytest.mark.slow
-def test_export_runs_on_stock_tensorflow_alone(run, exported_captioner, shape_images):
+def test_export_runs_on_stock_tensorflow_alone(run, isolated, shape_images):
     expected, _ = run.caption_files(shape_images, beam_size=2)
-    images = [b64(path) for path in shape_images]
-    outputs, imported = run_signature_isolated(
-        exported_captioner, {"images": images, "beam_size": 2, "max_length": 12, "n_best": 1},
-        signature="caption_with_options")
+    outputs, imported = isolated[0]["beam_2"], isolated[1]
     assert imported == []
     assert [c.decode() for c in outputs["captions"]] == [e.text for _, e in expected]
-    assert outputs["tokens"].shape == (len(images), 12)
-    assert outputs["attention"].shape == (len(images), 12, 8, 8)  # (B, T, gh, gw)
+    assert outputs["tokens"].shape == (len(shape_images), 12)
+    assert outputs["attention"].shape == (len(shape_images), 12, 8, 8)  # (B, T, gh, gw)
     for row, (_, e) in enumerate(expected):
         n = int(outputs["lengths"][row])
         assert [t.decode() for t in outputs["tokens"][row, :n]] == e.words
@@ -143,8 +160,7 @@ def test_export_runs_on_stock_tensorflow_alone(run, exported_captioner, shape_im
 
 @pytest.mark.slow
 @pytest.mark.parametrize("beam_size, n_best", [(2, 2), (1, 1)])
-def test_n_best_output_is_the_in_process_beam(run, exported_captioner, shape_images, beam_size,
-                                              n_best):
+def test_n_best_output_is_the_in_process_beam(run, isolated, shape_images, beam_size, n_best):
     pixels = np.stack([read_image(p, run.image_size) for p in shape_images])
     vocab = run.vocab
     state = run.model.initial_decoding_state(pixels)
@@ -154,10 +170,7 @@ def test_n_best_output_is_the_in_process_beam(run, exported_captioner, shape_ima
     else:
         reference = beam_search(run.model.make_step(), state, len(shape_images),
                                 vocab.start_id, vocab.end_id, 12, beam_size, n_best=n_best)
-    outputs, imported = run_signature_isolated(
-        exported_captioner, {"images": [b64(p) for p in shape_images], "beam_size": beam_size,
-                             "max_length": 12, "n_best": n_best},
-        signature="caption_with_options")
+    outputs, imported = isolated[0][f"n_best_{beam_size}_{n_best}"], isolated[1]
     assert imported == []
     assert outputs["n_best_tokens"].shape == (len(shape_images), n_best, 12)
     tokens, scores = reference.tokens.numpy(), reference.scores.numpy()
@@ -203,7 +216,7 @@ def test_saved_model_cli_shows_and_runs_the_signature(run, exported_captioner, s
     saved_model_cli(
         "run", "--dir", str(exported_captioner), "--tag_set", "serve", "--signature_def",
         "caption_with_options", "--inputs", f"images={tmp_path / 'images.npy'}",
-        "--input_exprs", "beam_size=1;max_length=12;n_best=1", "--outdir", str(tmp_path))
+        "--input_exprs", "beam_size=1;max_length=12;n_best=1;no_repeat_ngram=0", "--outdir", str(tmp_path))
     got = np.load(tmp_path / "captions.npy", allow_pickle=True)
     expected, _ = run.caption_files(shape_images[:1], beam_size=1)
     assert [c.decode() for c in got] == [expected[0][1].text]
@@ -226,20 +239,21 @@ def test_export_info_and_defaults(exported_captioner, trained_captioner, capsys)
     assert info["options_signature"] == "caption_with_options" and info["format"] == 2
     defaults = json.loads(
         (exported_captioner / "assets.extra" / "serving_input_defaults.json").read_text())
-    assert defaults == {"beam_size": 2, "max_length": 12, "n_best": 1}
+    assert defaults == {"beam_size": 2, "max_length": 12, "n_best": 1, "no_repeat_ngram": 0}
     # exporting onto an existing directory is refused unless --overwrite
     assert main(["export", str(trained_captioner), str(exported_captioner)]) == 2
     assert "already exists" in capsys.readouterr().err
 
 
 @pytest.mark.slow
-def test_signature_refuses_bad_input(exported_captioner, shape_images):
-    fn = tf.saved_model.load(str(exported_captioner)).signatures["caption_with_options"]
+def test_signature_refuses_bad_input(exported, shape_images):
+    fn = exported.loaded.signatures["caption_with_options"]  # tf.saved_model.load's
     good = shape_images[0].read_bytes()
 
     def call(images, beam=1, length=12, n_best=1):
         return fn(images=tf.constant(images), beam_size=tf.constant(beam),
-                  max_length=tf.constant(length), n_best=tf.constant(n_best))
+                  max_length=tf.constant(length), n_best=tf.constant(n_best),
+                  no_repeat_ngram=tf.constant(0))
 
     with pytest.raises(tf.errors.InvalidArgumentError, match="beam_size must be one of"):
         call([good], beam=3)

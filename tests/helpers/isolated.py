@@ -3,7 +3,8 @@
 `run_signature_isolated` runs a signature in a fresh Python process that imports TensorFlow
 and NumPy only (plus the op libraries it is told to, tensorflow_text for SentencePiece), and
 reports which modules got imported: the test that an export needs nothing from this project
-(nor Keras, keras-hub, nor tensorflow_text unless its ops are in the graph). `saved_model_cli` runs
+(nor Keras, keras-hub, nor tensorflow_text unless its ops are in the graph);
+`run_signatures_isolated` makes several calls in one such process. `saved_model_cli` runs
 TensorFlow's own tool on an export.
 """
 
@@ -49,8 +50,6 @@ for name in request["op_libraries"]:  # the ops TensorFlow Serving links in (ten
 at_import = set(sys.modules)
 blocked |= set(request["forbidden"]) - set(request["op_libraries"])
 loaded = tf.saved_model.load(request["export_dir"])
-fn = loaded.signatures[request["signature"]]
-specs = fn.structured_input_signature[1]
 
 
 def unwrap(value):  # {"b64": ...} -> bytes, as in TensorFlow Serving's JSON
@@ -60,13 +59,16 @@ def unwrap(value):  # {"b64": ...} -> bytes, as in TensorFlow Serving's JSON
     return [unwrap(v) for v in value] if isinstance(value, list) else value
 
 
-inputs = {name: tf.constant(unwrap(value), dtype=specs[name].dtype)
-          for name, value in request["inputs"].items()}
-outputs = {name: value.numpy() for name, value in fn(**inputs).items()}
-# Strings as fixed-width bytes ("S"), so that the parent reads them without pickle.
-outputs = {name: value.astype(bytes) if value.dtype == object else value
-           for name, value in outputs.items()}
-np.savez(request["out"], **outputs)
+for call in request["calls"]:
+    fn = loaded.signatures[call["signature"]]
+    specs = fn.structured_input_signature[1]
+    inputs = {name: tf.constant(unwrap(value), dtype=specs[name].dtype)
+              for name, value in call["inputs"].items()}
+    outputs = {name: value.numpy() for name, value in fn(**inputs).items()}
+    # Strings as fixed-width bytes ("S"), so that the parent reads them without pickle.
+    outputs = {name: value.astype(bytes) if value.dtype == object else value
+               for name, value in outputs.items()}
+    np.savez(call["out"], **outputs)
 prefixes = tuple(request["forbidden"])
 imported = sorted(m for m in set(sys.modules) - at_import if m.split(".")[0] in prefixes)
 json.dump({"forbidden_imported": imported}, open(request["report"], "w"))
@@ -112,15 +114,47 @@ def run_signature_isolated(
     Raises:
         RuntimeError: the child failed; the message holds the end of its stderr.
     """
+    outputs, imported = run_signatures_isolated(
+        export_dir, [(signature, inputs)], python=python, forbidden=forbidden,
+        allowed_with_tensorflow=allowed_with_tensorflow, timeout=timeout,
+        op_libraries=op_libraries)
+    return outputs[0], imported
+
+
+def run_signatures_isolated(
+    export_dir: str | os.PathLike,
+    calls: Sequence[tuple[str, Mapping[str, Any]]],
+    python: str | None = None,
+    forbidden: Sequence[str] = FORBIDDEN_MODULES,
+    allowed_with_tensorflow: Sequence[str] = ("keras",),
+    timeout: float = 300.0,
+    op_libraries: Sequence[str] = (),
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """`run_signature_isolated` for several calls, in order, in one such subprocess: one
+    process start and one SavedModel load for all of them.
+
+    Args:
+        export_dir: the SavedModel directory.
+        calls: `(signature, inputs)` pairs, as `run_signature_isolated` takes them.
+        python, forbidden, allowed_with_tensorflow, timeout, op_libraries: as
+            `run_signature_isolated` takes them (`timeout` is for the whole process).
+
+    Returns:
+        `(outputs, imported)`: one output name -> NumPy array mapping per call, in the order
+        of `calls`, and the forbidden modules the child had imported by the end.
+
+    Raises:
+        RuntimeError: the child failed; the message holds the end of its stderr.
+    """
     import numpy as np
 
     with tempfile.TemporaryDirectory(prefix="isolated-") as tmp:
         tmp_path = Path(tmp)
         request = {
             "export_dir": str(Path(export_dir).resolve()),
-            "signature": signature,
-            "inputs": dict(inputs),
-            "out": str(tmp_path / "outputs.npz"),
+            "calls": [{"signature": signature, "inputs": dict(inputs),
+                       "out": str(tmp_path / f"outputs-{i}.npz")}
+                      for i, (signature, inputs) in enumerate(calls)],
             "report": str(tmp_path / "report.json"),
             "forbidden": list(forbidden),
             "allowed_with_tensorflow": list(allowed_with_tensorflow),
@@ -138,13 +172,13 @@ def run_signature_isolated(
         if proc.returncode != 0:
             raise RuntimeError(f"the isolated run failed ({proc.returncode}): "
                                f"{proc.stderr[-2000:]}")
-        with np.load(tmp_path / "outputs.npz", allow_pickle=False) as data:
-            outputs = {name: data[name].astype(object) if data[name].dtype.kind == "S"
-                       else data[name] for name in data.files}
+        outputs = []
+        for call in request["calls"]:
+            with np.load(call["out"], allow_pickle=False) as data:
+                outputs.append({name: data[name].astype(object) if data[name].dtype.kind == "S"
+                                else data[name] for name in data.files})
         report = json.loads((tmp_path / "report.json").read_text())
     return outputs, report["forbidden_imported"]
-
-
 
 
 def saved_model_cli(*args: str, timeout: float = 300.0) -> str:

@@ -19,7 +19,7 @@ from seq2seq.encoder_decoder import EncoderDecoderTranslator
 from seq2seq.export import KIND, ExportedTranslator, TranslatorModule
 from seq2seq.inference import Translator, decode_batch, pad_batch
 from seq2seq.transformer import TransformerTranslator
-from tests.helpers.isolated import run_signature_isolated, saved_model_cli
+from tests.helpers.isolated import run_signatures_isolated, saved_model_cli
 
 SENTENCES = ["March 3, 1999", "25th of November 2026", "3/3/1999", "the 7th of July, 2001",
              "Friday 13 June 1980 Zyx"]
@@ -48,11 +48,37 @@ def translator(run_dir):
     return Translator.from_run_dir(run_dir)
 
 
+@pytest.fixture(scope="module")
+def exported(export_dir):
+    return ExportedTranslator(export_dir)
+
+
+# What the tests below send each signature of the export, by name: a TensorFlow Serving
+# client's request (the text alone), the 2-best of a beam of 2, and the best of a beam of 2.
+ISOLATED_CALLS = {
+    "text_alone": ("serving_default", {"sentences": SENTENCES}),
+    "n_best": ("translate_with_options",
+               {"sentences": SENTENCES, "beam_size": 2, "max_length": 16, "n_best": 2,
+                "no_repeat_ngram": 0}),
+    "beam_2": ("translate_with_options",
+               {"sentences": SENTENCES, "beam_size": 2, "max_length": 16, "n_best": 1,
+                "no_repeat_ngram": 0}),
+}
+
+
+@pytest.fixture(scope="module")
+def isolated(export_dir):
+    """`ISOLATED_CALLS` made in one process that imports TensorFlow and NumPy only: name ->
+    outputs, and the forbidden modules that process imported."""
+    outputs, imported = run_signatures_isolated(export_dir, list(ISOLATED_CALLS.values()))
+    return dict(zip(ISOLATED_CALLS, outputs, strict=True)), imported
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("beam_size", [1, 2])
-def test_export_gives_the_in_process_tokens(translator, export_dir, beam_size):
+def test_export_gives_the_in_process_tokens(translator, exported, beam_size):
     expected = translator.translate(SENTENCES, beam_size=beam_size)
-    got = ExportedTranslator(export_dir).translate(SENTENCES, beam_size=beam_size)
+    got = exported.translate(SENTENCES, beam_size=beam_size)
     assert len({e.text for e in expected}) > 1, "the model is degenerate"
     for e, g in zip(expected, got):
         assert g.tokens == e.tokens
@@ -64,11 +90,11 @@ def test_export_gives_the_in_process_tokens(translator, export_dir, beam_size):
 
 
 @pytest.mark.slow
-def test_serving_default_takes_the_text_alone(translator, export_dir):
+def test_serving_default_takes_the_text_alone(translator, isolated):
     # What a TensorFlow Serving client sends: {"instances": ["..."]}, nothing else; the
     # export's default beam (1) and length (the run's 16), in plain TensorFlow.
     expected = translator.translate(SENTENCES)
-    outputs, imported = run_signature_isolated(export_dir, {"sentences": SENTENCES})
+    outputs, imported = isolated[0]["text_alone"], isolated[1]
     assert imported == []
     assert [t.decode() for t in outputs["translations"]] == [e.text for e in expected]
     for row, e in enumerate(expected):
@@ -79,11 +105,9 @@ def test_serving_default_takes_the_text_alone(translator, export_dir):
 
 
 @pytest.mark.slow
-def test_n_best_output_is_the_in_process_beam(translator, export_dir):
+def test_n_best_output_is_the_in_process_beam(translator, isolated):
     expected = translator.translate(SENTENCES, beam_size=2, n_best=2)
-    outputs, imported = run_signature_isolated(
-        export_dir, {"sentences": SENTENCES, "beam_size": 2, "max_length": 16, "n_best": 2},
-        signature="translate_with_options")
+    outputs, imported = isolated[0]["n_best"], isolated[1]
     assert imported == []
     assert outputs["n_best_tokens"].shape == (len(SENTENCES), 2, 16)
     # the reference: the in-process beam search itself, tokens mapped to words by the vocabulary
@@ -107,11 +131,9 @@ def test_n_best_output_is_the_in_process_beam(translator, export_dir):
 
 
 @pytest.mark.slow
-def test_export_runs_on_stock_tensorflow_alone(translator, export_dir):
+def test_export_runs_on_stock_tensorflow_alone(translator, isolated):
     expected = translator.translate(SENTENCES, beam_size=2)
-    outputs, imported = run_signature_isolated(
-        export_dir, {"sentences": SENTENCES, "beam_size": 2, "max_length": 16, "n_best": 1},
-        signature="translate_with_options")
+    outputs, imported = isolated[0]["beam_2"], isolated[1]
     assert imported == []
     assert [t.decode() for t in outputs["translations"]] == [e.text for e in expected]
     assert outputs["tokens"].shape == (len(SENTENCES), 16)
@@ -131,7 +153,8 @@ def test_saved_model_cli_shows_and_runs_the_signature(translator, export_dir, tm
     printed = saved_model_cli(
         "run", "--dir", str(export_dir), "--tag_set", "serve", "--signature_def",
         "translate_with_options", "--input_exprs",
-        'sentences=["March 3, 1999", "3/3/1999"];beam_size=2;max_length=16;n_best=1',
+        'sentences=["March 3, 1999", "3/3/1999"];beam_size=2;max_length=16;n_best=1;'
+        'no_repeat_ngram=0',
         "--outdir", str(tmp_path))
     assert "translations" in printed or (tmp_path / "translations.npy").exists()
     got = np.load(tmp_path / "translations.npy", allow_pickle=True)
@@ -146,18 +169,19 @@ def test_export_info_and_defaults(export_dir, run_dir):
     assert info["max_decode_length"] == 16 and info["max_source_tokens"] == 32
     assert info["options_signature"] == "translate_with_options"
     defaults = json.loads((export_dir / "assets.extra" / "serving_input_defaults.json").read_text())
-    assert defaults == {"beam_size": 1, "max_length": 16, "n_best": 1}
+    assert defaults == {"beam_size": 1, "max_length": 16, "n_best": 1, "no_repeat_ngram": 0}
     # exporting onto an existing directory is refused unless --overwrite
     assert main(["export", str(run_dir), str(export_dir)]) == 2
 
 
 @pytest.mark.slow
-def test_signature_refuses_bad_input(export_dir):
-    fn = tf.saved_model.load(str(export_dir)).signatures["translate_with_options"]
+def test_signature_refuses_bad_input(exported):
+    fn = exported.loaded.signatures["translate_with_options"]  # tf.saved_model.load's
 
     def call(sentences, beam=1, length=16, n_best=1):
         return fn(sentences=tf.constant(sentences), beam_size=tf.constant(beam),
-                  max_length=tf.constant(length), n_best=tf.constant(n_best))
+                  max_length=tf.constant(length), n_best=tf.constant(n_best),
+                  no_repeat_ngram=tf.constant(0))
 
     with pytest.raises(tf.errors.InvalidArgumentError, match="beam_size must be one of"):
         call(["March 3, 1999"], beam=3)
@@ -276,7 +300,7 @@ def test_unknown_words_are_copied_from_the_most_attended_source_token():
     module = TranslatorModule.from_translator(translator, beam_sizes=(1,), max_decode_length=8)
     sentences = ["a b zz c", "Qq d e e a", "b"]
     out = module.translate_with_options(tf.constant(sentences), tf.constant(1), tf.constant(8),
-                                        tf.constant(1))
+                                        tf.constant(1), tf.constant(0))
     expected = translator.translate(sentences, max_length=8)
     assert all(len(e.copied) == 8 for e in expected)
     assert len({token for e in expected for token in e.tokens}) >= 3  # not always position 0
@@ -346,7 +370,7 @@ def test_n_best_outputs_of_the_module_match_the_translator(arch):
     sentences = ["a b zz c", "Qq d e e a", "b"]
     expected = translator.translate(sentences, beam_size=3, max_length=6, n_best=3)
     out = module.translate_with_options(tf.constant(sentences), tf.constant(3), tf.constant(6),
-                                        tf.constant(3))
+                                        tf.constant(3), tf.constant(0))
     for row, e in enumerate(expected):
         assert len(e.n_best) == 3
         if arch == "seq2seq-noattn":  # (a pointer-generator may point at what it could write)
@@ -356,13 +380,14 @@ def test_n_best_outputs_of_the_module_match_the_translator(arch):
             assert [t.decode() for t in out["n_best_tokens"][row, k, :n].numpy()] == h.tokens
             assert float(out["n_best_scores"][row, k]) == pytest.approx(h.score, abs=1e-5)
     one = module.translate_with_options(tf.constant(sentences), tf.constant(3), tf.constant(6),
-                                        tf.constant(1))
+                                        tf.constant(1), tf.constant(0))
     assert one["n_best_tokens"].shape[1] == 1
     np.testing.assert_array_equal(one["tokens"].numpy(), out["tokens"].numpy())
 
 
 @pytest.mark.slow
-def test_serving_benchmark_compares_the_same_translations(run_dir, export_dir, tmp_path):
+def test_serving_benchmark_compares_the_same_translations(run_dir, export_dir, translator,
+                                                          tmp_path):
     from tests.helpers.benchmarks import check_serving_report, load_script
 
     out = tmp_path / "serving.json"
@@ -373,7 +398,6 @@ def test_serving_benchmark_compares_the_same_translations(run_dir, export_dir, t
     report = json.loads(out.read_text())
     assert report["family"] == "translator" and report["sentence"] == SENTENCES[1]
     check_serving_report(report, [1, 2])
-    translator = Translator.from_run_dir(run_dir)
     for row in report["results"]:  # the run directory's own translation
         expected = translator.translate([SENTENCES[1]], beam_size=row["beam_size"])[0]
         assert (row["text"], row["words"]) == (expected.text, expected.tokens)

@@ -1,7 +1,13 @@
 """`scripts/translator_recipe.py`: one recipe trained per seed with the package's commands, its
 checkpoints (best, last, the average of the last N) scored at each length penalty, and a
-summary line per (checkpoint, penalty) whose spread is that of the seeds' lines."""
+summary line per (checkpoint, penalty) whose spread is that of the seeds' lines.
 
+The recipe of two seeds runs in this process, its `seq2seq` commands too (`seq2seq.cli.main`
+with the arguments it gives `python -m seq2seq`); the recipe of one seed runs as a user runs
+it, every command a process of its own."""
+
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -12,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers.benchmarks import load_script
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "translator_recipe.py"
 SPA_ENG = REPO.parent / "shared" / "data" / "spa-eng"
@@ -21,6 +29,28 @@ ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)}
 def _run(*args):
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
                           timeout=900, env=ENV, cwd=REPO)
+
+
+def _seq2seq_in_process(*args: str, quiet: bool = False) -> subprocess.CompletedProcess:
+    """What the recipe's `_seq2seq` gives for `python -m seq2seq ARGS`, from `main(ARGS)`."""
+    from seq2seq.cli import main
+
+    if not quiet:
+        return subprocess.CompletedProcess(args, main(list(args)))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(list(args))
+    return subprocess.CompletedProcess(args, status, out.getvalue(), err.getvalue())
+
+
+def _run_in_process(monkeypatch, capsys, *args: str) -> subprocess.CompletedProcess:
+    """The recipe's `main(ARGS)` here, its `seq2seq` commands in this process too."""
+    recipe = load_script("translator_recipe")
+    monkeypatch.setattr(recipe, "_seq2seq", _seq2seq_in_process)
+    capsys.readouterr()
+    status = recipe.main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, status, out, err)
 
 
 @pytest.fixture
@@ -36,18 +66,22 @@ def data(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_recipe_is_trained_per_seed_scored_and_summarized(tmp_path, data):
+def test_a_recipe_is_trained_per_seed_scored_and_summarized(tmp_path, data, monkeypatch,
+                                                            capsys):
+    # Runs that keep no best checkpoint (`--best-metric none`): their last and their average
+    # are scored, and each epoch decodes no validation sentences.
     out = tmp_path / "runs"
-    done = _run("r", "--data", str(data), "--seeds", "1,2", "--average", "2",
-                "--length-penalties", "0.6,1.5", "--beam-size", "2", "--out-dir", str(out),
-                "--", "--arch", "transformer", "--preset", "tiny", "--epochs", "2")
+    done = _run_in_process(monkeypatch, capsys, "r", "--data", str(data), "--seeds", "1,2",
+                           "--average", "2", "--length-penalties", "0.6,1.5", "--beam-size",
+                           "2", "--out-dir", str(out), "--", "--arch", "transformer",
+                           "--preset", "tiny", "--epochs", "2", "--best-metric", "none")
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert lines == [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     runs = [line for line in lines if line.get("kind") != "summary"]
     summaries = [line for line in lines if line.get("kind") == "summary"]
     labels = {r["checkpoint"] for r in runs}
-    assert {"last", "average-2"} <= labels
+    assert labels == {"last", "average-2"}
     assert len(runs) == 2 * len(labels) * 2 and len(summaries) == len(labels) * 2
     for seed in (1, 2):
         config = json.loads((out / f"r-seed{seed}" / "config.json").read_text())
@@ -106,6 +140,8 @@ def test_a_recipe_is_trained_per_seed_scored_and_summarized(tmp_path, data):
 
 @pytest.mark.slow
 def test_without_length_penalties_each_checkpoint_is_scored_at_the_runs_own(tmp_path, data):
+    # From the command line, each `seq2seq` command a process of its own; the run keeps a best
+    # checkpoint by validation (the preset's), which is scored beside the last.
     out = tmp_path / "runs"
     done = _run("r", "--data", str(data), "--seeds", "3", "--beam-size", "2", "--out-dir",
                 str(out), "--", "--arch", "transformer", "--preset", "tiny",
@@ -113,7 +149,8 @@ def test_without_length_penalties_each_checkpoint_is_scored_at_the_runs_own(tmp_
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     runs = [line for line in lines if line.get("kind") != "summary"]
-    assert runs and len(lines) == 2 * len(runs)  # one summary per row: one seed
+    assert [r["checkpoint"] for r in runs] == ["best", "last"]
+    assert len(lines) == 2 * len(runs)  # one summary per row: one seed
     assert {line["length_penalty"] for line in lines} == {1.3}
 
 

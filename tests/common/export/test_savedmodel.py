@@ -10,7 +10,11 @@ import tensorflow as tf
 
 from common.errors import UserError
 from common.export import savedmodel
-from tests.helpers.isolated import run_signature_isolated, saved_model_cli
+from tests.helpers.isolated import (
+    run_signature_isolated,
+    run_signatures_isolated,
+    saved_model_cli,
+)
 
 
 class Shout(tf.Module):
@@ -77,6 +81,16 @@ def test_isolated_run_gives_the_outputs_and_imports_nothing_else(export_dir):
     assert imported == []
     assert outputs["shouted"].tolist() == [b"ABC ABC", "HéLLO HéLLO".encode()]
     np.testing.assert_array_equal(outputs["length"], [4, 7])  # bytes, + the variable
+
+
+def test_isolated_calls_give_each_its_own_outputs_in_order(export_dir):
+    # One process for several calls: each call's outputs, not the last call's for all.
+    outputs, imported = run_signatures_isolated(
+        export_dir, [("serving_default", {"text": ["ab"], "times": 3}),
+                     ("serving_default", {"text": ["x", "yz"], "times": 1})])
+    assert imported == []
+    assert [o["shouted"].tolist() for o in outputs] == [[b"AB AB AB"], [b"X", b"YZ"]]
+    assert [o["length"].tolist() for o in outputs] == [[3], [2, 3]]
 
 
 def test_isolated_run_refuses_forbidden_modules(export_dir):
