@@ -2,7 +2,9 @@
 
 The tests run Keras on JAX in subprocesses (`worker.py`): this process keeps the TensorFlow
 backend that the rest of the suite uses. They are skipped when `jax` is not installed
-(`pip install -e .[jax]`).
+(`pip install -e .[jax]`). Every subprocess of a session shares one persistent compilation
+cache (`jax_compilation_cache`): most of them compile the same tiny models on the same shapes,
+and compiling, not training, is most of their time.
 """
 
 from __future__ import annotations
@@ -32,10 +34,29 @@ requires_jax = pytest.mark.skipif(jax_missing(), reason="jax is not installed (p
                                   ".[jax]): the JAX backend tests need it")
 
 
+# The session's compilation cache folder, once `jax_compilation_cache` has made it.
+_COMPILATION_CACHE: list[Path] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def jax_compilation_cache(tmp_path_factory):
+    """A folder that JAX's persistent compilation cache shares between this session's
+    subprocesses (`worker_env`): a program compiled once, by any of them, is read back by the
+    next. It keeps executables only (keyed by the program, its shapes, devices and flags), so
+    a process still traces and lowers every function, and `jax_log_compiles` still names
+    each compilation it asks for."""
+    _COMPILATION_CACHE[:] = [tmp_path_factory.mktemp("jax-compilation-cache")]
+    yield _COMPILATION_CACHE[0]
+    _COMPILATION_CACHE.clear()
+
+
 def worker_env(backend: str = "jax", devices: int = 1, **extra: str) -> dict[str, str]:
     env = dict(os.environ, KERAS_BACKEND=backend, JAX_PLATFORMS="cpu",
                TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
     env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    if _COMPILATION_CACHE:  # every program cached, however fast it compiled
+        env.setdefault("JAX_COMPILATION_CACHE_DIR", str(_COMPILATION_CACHE[0]))
+        env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     env.update(extra)
     return env
 
@@ -61,6 +82,12 @@ def run_worker(task: str, args: dict, backend: str = "jax", devices: int = 1,
     """Run `worker.py TASK ARGS` and return its JSON result (an assertion error with its
     stderr when it fails)."""
     return finish_worker(start_worker(task, args, worker_env(backend, devices, **extra)))
+
+
+def run_worker_batch(tasks: dict, timeout: float = 1800) -> dict:
+    """`worker.py batch`: each of `tasks` ({name: [TASK, ARGS]}) in turn in one JAX process
+    (Keras and JAX imported once); {name: its result, or {"crashed": its traceback}}."""
+    return finish_worker(start_worker("batch", {"tasks": tasks}, worker_env()), timeout)
 
 
 def free_port() -> int:

@@ -3,8 +3,10 @@ ARGS_JSON`, on Keras's JAX backend without TensorFlow (`worker.py`'s block), pri
 line.
 
 Tasks: `kill_at_epoch_end` (a run killed at epoch 0's end, then resumed: the epoch records and
-checkpoints it leaves) and `full_disk` (a write of the run that finds the disk full: the error
-and what the run directory holds after it).
+checkpoints it leaves), `full_disk` (a write of the run that finds the disk full: the error
+and what the run directory holds after it), and `batch` (several of those in turn in this one
+process, each in its own run directory: Keras and JAX are imported once). Each task undoes what
+it patched when it ends, however it ends, so the next one starts clean.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 import errno
 import json
 import sys
+from contextlib import ExitStack
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -60,12 +64,11 @@ def task_kill_at_epoch_end(args):
             raise Killed(args["at"])
         return out
 
-    setattr(cls, name, dying)
-    try:
-        worker._trainer(args, **training).fit(verbose=0)
-    except Killed:
-        pass
-    setattr(cls, name, real)
+    with mock.patch.object(cls, name, dying):
+        try:
+            worker._trainer(args, **training).fit(verbose=0)
+        except Killed:
+            pass
     worker._trainer(args, **training).fit(resume=True, verbose=0)
     return {"killed": bool(killed), **_run_files(Path(args["run_dir"]))}
 
@@ -87,38 +90,47 @@ def task_full_disk(args):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     write = args["write"]
-    if write == "vocabulary":
-        shutil.copyfile = full
-    elif write == "history":  # the epoch's record: appended, where the reads are not
-        def failing_open(file, mode="r", *a, **k):
-            return full() if "a" in mode else open(file, mode, *a, **k)
+    with ExitStack() as patches:
+        if write == "vocabulary":
+            patches.enter_context(mock.patch.object(shutil, "copyfile", full))
+        elif write == "history":  # the epoch's record: appended, where the reads are not
+            def failing_open(file, mode="r", *a, **k):
+                return full() if "a" in mode else open(file, mode, *a, **k)
 
-        jax_trainer.RunDir.append_history.__globals__["open"] = failing_open
-    elif write == "status":
-        jax_trainer.RunDir.write_status.__globals__["save_json"] = full
-    elif write == "checkpoint":
-        def savez(file, **arrays):  # a state file cut short
-            file.write(b"PK\x03\x04 partial")
-            full()
+            patches.enter_context(mock.patch.dict(jax_trainer.RunDir.append_history.__globals__,
+                                                  {"open": failing_open}))
+        elif write == "status":
+            patches.enter_context(mock.patch.dict(jax_trainer.RunDir.write_status.__globals__,
+                                                  {"save_json": full}))
+        elif write == "checkpoint":
+            def savez(file, **arrays):  # a state file cut short
+                file.write(b"PK\x03\x04 partial")
+                full()
 
-        np.savez = savez
-    elif write == "weights":
-        real = jax_trainer.JaxTrainer._write_weights
+            patches.enter_context(mock.patch.object(np, "savez", savez))
+        elif write == "weights":
+            real = jax_trainer.JaxTrainer._write_weights
 
-        def write_weights(self, path):
-            if path.parent == run_dir:  # the final weights, not a checkpoint's
-                self.model.save_weights = lambda tmp: (Path(tmp).write_bytes(b"partial"),
-                                                       full())
-            return real(self, path)
+            def write_weights(self, path):
+                if path.parent == run_dir:  # the final weights, not a checkpoint's
+                    self.model.save_weights = lambda tmp: (Path(tmp).write_bytes(b"partial"),
+                                                           full())
+                return real(self, path)
 
-        jax_trainer.JaxTrainer._write_weights = write_weights
-    trainer = worker._trainer(args, epochs=1, steps_per_epoch=2, checkpoint_every=0)
-    try:
-        trainer.fit(verbose=0)
-        error = None
-    except RunDirError as exc:
-        error = str(exc)
+            patches.enter_context(mock.patch.object(jax_trainer.JaxTrainer, "_write_weights",
+                                                    write_weights))
+        trainer = worker._trainer(args, epochs=1, steps_per_epoch=2, checkpoint_every=0)
+        try:
+            trainer.fit(verbose=0)
+            error = None
+        except RunDirError as exc:
+            error = str(exc)
     return {"error": error, **_run_files(run_dir)}
+
+
+def task_batch(args):
+    """`args["tasks"]` ({name: [TASK, ARGS]}, tasks of this file) in turn in this process."""
+    return worker.run_tasks(args["tasks"], globals())
 
 
 if __name__ == "__main__":

@@ -1,6 +1,11 @@
 """The JAX path from the command line: `prepare`, `KERAS_BACKEND=jax train --prepared`, then
-the TensorFlow commands read the run (its `model.weights.h5`) and export it."""
+the TensorFlow commands read the run (its `model.weights.h5`) and export it.
 
+A command under KERAS_BACKEND=jax runs in a subprocess (`_run`); a TensorFlow one runs
+in-process (`_main`: this process has the TensorFlow backend), its file descriptors captured,
+so that a message is still one line of all it writes."""
+
+import shutil
 import subprocess
 import sys
 
@@ -16,17 +21,21 @@ def _run(*argv, backend="jax"):
     return result.returncode, result.stdout, result.stderr
 
 
+def _main(capfd, *argv):
+    """`seq2seq ARGV` in this process, on TensorFlow: (status, stdout, stderr)."""
+    capfd.readouterr()
+    status = main(list(argv))
+    out, err = capfd.readouterr()
+    return status, out, err
+
+
 @requires_jax
 @pytest.mark.slow
-def test_prepare_train_on_jax_then_translate_and_export_with_tensorflow(tmp_path, capsys):
-    prepared, run = tmp_path / "prepared", tmp_path / "run"
-    status, out, err = _run("prepare", "--dataset", "dates", "--arch", "transformer", "--preset",
-                            "tiny", "--out", str(prepared))
-    assert status == 0, err[-2000:]
-    status, out, err = _run("train", "--prepared", str(prepared), "--out", str(run),
-                            "--epochs", "2", "--distribute", "data-parallel",
-                            "--validation-examples", "0")
-    assert status == 0, err[-2000:]
+def test_prepare_train_on_jax_then_translate_and_export_with_tensorflow(dates_run, tmp_path,
+                                                                        capsys):
+    """`dates_folders` ran `prepare` and `dates_run` `train --distribute data-parallel` on the
+    command line (under KERAS_BACKEND=jax); this process reads the run on TensorFlow."""
+    run = dates_run
     assert (run / "model.weights.h5").is_file() and not (run / "checkpoints").exists()
 
     capsys.readouterr()
@@ -44,43 +53,53 @@ def test_prepare_train_on_jax_then_translate_and_export_with_tensorflow(tmp_path
 
 @requires_jax
 @pytest.mark.slow
-def test_jax_training_without_a_prepared_folder_or_with_model_options_is_one_line(tmp_path):
+def test_jax_training_without_a_prepared_folder_or_with_model_options_is_one_line(tmp_path,
+                                                                                 capfd):
     status, _, err = _run("train", "--dataset", "dates", "--arch", "transformer", "--out",
                           str(tmp_path / "r"))
     assert status == 2 and "training on JAX reads a prepared folder" in err
-    status, _, err = _run("train", "--prepared", str(tmp_path / "nothing"), "--out",
-                          str(tmp_path / "r"), backend="tensorflow")
+    status, _, err = _main(capfd, "train", "--prepared", str(tmp_path / "nothing"), "--out",
+                           str(tmp_path / "r"))
     assert status == 2 and "training on JAX reads a prepared folder" in err
 
 
 @pytest.fixture(scope="module")
 def dates_folders(tmp_path_factory):
     """Two prepared `dates` folders of the tiny Transformer, the second 24 wide (another
-    model)."""
+    model): the first by `prepare` under KERAS_BACKEND=jax, the second in this process."""
     root = tmp_path_factory.mktemp("dates")
-    for name, extra in (("a", []), ("b", ["--hidden-dim", "24"])):
-        status, _, err = _run("prepare", "--dataset", "dates", "--arch", "transformer",
-                              "--preset", "tiny", "--out", str(root / name), *extra)
-        assert status == 0, err[-2000:]
+    prepare = ["prepare", "--dataset", "dates", "--arch", "transformer", "--preset", "tiny"]
+    status, _, err = _run(*prepare, "--out", str(root / "a"))
+    assert status == 0, err[-2000:]
+    assert main([*prepare, "--out", str(root / "b"), "--hidden-dim", "24"]) == 0
     return root / "a", root / "b"
+
+
+@pytest.fixture(scope="module")
+def dates_run(dates_folders, tmp_path_factory):
+    """A JAX run of the first folder from the command line: one epoch of 2 steps of 16 pairs,
+    seed 7, data-parallel (tests that train on, or write into, a run take a copy)."""
+    run = tmp_path_factory.mktemp("dates-run") / "run"
+    status, _, err = _run("train", "--prepared", str(dates_folders[0]), "--out", str(run),
+                          "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "16",
+                          "--seed", "7", "--distribute", "data-parallel",
+                          "--validation-examples", "0")
+    assert status == 0, err[-2000:]
+    return run
 
 
 @requires_jax
 @pytest.mark.slow
 def test_a_resumed_jax_run_keeps_its_settings_and_refuses_another_run_untouched(
-        dates_folders, tmp_path):
+        dates_folders, dates_run, tmp_path, capfd):
     """`--resume` continues with the run's own training settings (as on TensorFlow), and a
     run of another model, or a TensorFlow run, is refused in one line before anything of it
     is written."""
     import json
-    import shutil
 
     mine, other = dates_folders
     run = tmp_path / "run"
-    status, _, err = _run("train", "--prepared", str(mine), "--out", str(run), "--epochs", "1",
-                          "--steps-per-epoch", "2", "--batch-size", "16", "--seed", "7",
-                          "--validation-examples", "0")
-    assert status == 0, err[-2000:]
+    shutil.copytree(dates_run, run)  # 1 epoch of 2 steps, batch size 16, seed 7
     status, _, err = _run("train", "--prepared", str(mine), "--out", str(run), "--epochs", "2",
                           "--resume")
     assert status == 0, err[-2000:]
@@ -103,8 +122,8 @@ def test_a_resumed_jax_run_keeps_its_settings_and_refuses_another_run_untouched(
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
     # The TensorFlow trainer does not resume it either: it trained over it from scratch,
     # history included.
-    status, _, err = _run("train", "--dataset", "dates", "--arch", "transformer", "--preset",
-                          "tiny", "--out", str(run), "--resume", backend="tensorflow")
+    status, _, err = _main(capfd, "train", "--dataset", "dates", "--arch", "transformer",
+                           "--preset", "tiny", "--out", str(run), "--resume")
     assert status == 2 and len(err.strip().splitlines()) == 1
     assert "is a run of the JAX trainer" in err
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
@@ -145,7 +164,7 @@ def test_jax_training_refuses_what_it_would_not_do(dates_folders, tmp_path, args
 
 @requires_jax
 @pytest.mark.slow
-def test_model_parallel_from_the_command_line_splits_the_model(dates_folders, tmp_path):
+def test_model_parallel_from_the_command_line_splits_the_model(dates_folders, tmp_path, capfd):
     """`--distribute model-parallel --model-parallel 2` over two devices trains, and on
     TensorFlow `--model-parallel` is refused."""
     import json
@@ -159,14 +178,14 @@ def test_model_parallel_from_the_command_line_splits_the_model(dates_folders, tm
     assert result.returncode == 0, result.stderr[-2000:]
     status = json.loads((tmp_path / "r" / "status.json").read_text())
     assert status["mesh"] == {"batch": 1, "model": 2} and status["state"] == "finished"
-    status, _, err = _run("train", "--dataset", "dates", "--arch", "transformer", "--out",
-                          str(tmp_path / "t"), "--model-parallel", "2", backend="tensorflow")
+    status, _, err = _main(capfd, "train", "--dataset", "dates", "--arch", "transformer", "--out",
+                           str(tmp_path / "t"), "--model-parallel", "2")
     assert status == 2 and "--model-parallel splits a model over JAX devices" in err
 
 
 @requires_jax
 @pytest.mark.slow
-def test_jax_path_mistakes_are_one_line_and_lose_nothing(dates_folders, tmp_path):
+def test_jax_path_mistakes_are_one_line_and_lose_nothing(dates_folders, tmp_path, capfd):
     """The prepared folder given as the run directory, `prepare` into a path that cannot be
     a folder or with settings the JAX trainer would not honour, a TensorFlow command under
     KERAS_BACKEND=jax, a seed out of range: each one line, exit 2, nothing written."""
@@ -184,8 +203,8 @@ def test_jax_path_mistakes_are_one_line_and_lose_nothing(dates_folders, tmp_path
              "--deterministic needs the tensorflow trainer (not the jax one"),
             (["--out", str(tmp_path / "p"), "--seed", str(2**32)],
              "seed must be an integer <= 4294967295")):
-        status, _, err = _run("prepare", "--dataset", "dates", "--arch", "transformer",
-                              "--preset", "tiny", *args, backend="tensorflow")
+        status, _, err = _main(capfd, "prepare", "--dataset", "dates", "--arch", "transformer",
+                               "--preset", "tiny", *args)
         assert status == 2 and message in err, err[-2000:]
         assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "p").exists()
@@ -198,16 +217,15 @@ def test_jax_path_mistakes_are_one_line_and_lose_nothing(dates_folders, tmp_path
 
 @requires_jax
 @pytest.mark.slow
-def test_a_jax_run_with_imported_checkpoints_is_told_how_to_resume(dates_folders, tmp_path):
+def test_a_jax_run_with_imported_checkpoints_is_told_how_to_resume(dates_folders, dates_run,
+                                                                  tmp_path):
     """`import_jax_weights` writes TensorFlow checkpoints beside the JAX ones: a JAX resume
     then names them (training on would leave them stale), rather than calling the run a
     TensorFlow run."""
     from common.training.cross_backend import import_jax_weights
 
     run = tmp_path / "run"
-    status, _, err = _run("train", "--prepared", str(dates_folders[0]), "--out", str(run),
-                          "--epochs", "1", "--steps-per-epoch", "2", "--validation-examples", "0")
-    assert status == 0, err[-2000:]
+    shutil.copytree(dates_run, run)  # 1 epoch of 2 steps
     import_jax_weights(run)
     status, _, err = _run("train", "--prepared", str(dates_folders[0]), "--out", str(run),
                           "--epochs", "2", "--resume")

@@ -60,7 +60,10 @@ def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder,
     import tarfile
 
     out = tmp_path / "out"
-    result = run_check(tmp_path, translation_folder, "--quick")
+    # The device call's budget (560 s) is not what is tested here (see the budget test below):
+    # a CPU shared with other work may take longer over these steps.
+    result = run_check(tmp_path, translation_folder, "--quick", timeout=1800,
+                       GPU_CHECK_BUDGET="1800")
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     files = sorted(p.name for p in out.iterdir())
     assert len(files) <= 8 and all((out / f).stat().st_size < 16 * 2**20 for f in files)

@@ -1,5 +1,8 @@
 """The JAX trainer's run directory: a run killed at an epoch's end records every epoch once,
-and a write that finds the disk full is one `RunDirError` that leaves no partial file."""
+and a write that finds the disk full is one `RunDirError` that leaves no partial file.
+
+Every scenario runs in one JAX subprocess for the module (`run_writes`), each in its own run
+directory; each test reads its own scenario's result."""
 
 from __future__ import annotations
 
@@ -10,9 +13,12 @@ from tests.jax.conftest import REPO, finish_worker, requires_jax, worker_env
 pytestmark = [requires_jax, pytest.mark.slow]
 
 WORKER = REPO / "tests" / "jax" / "run_writes_worker.py"
+KILLED_AT = ["after-the-record", "after-the-checkpoint"]
+FULL_DISK = [("vocabulary", "vocab.txt"), ("checkpoint", "jax"), ("weights", "model.weights.h5"),
+             ("history", "history.jsonl")]
 
 
-def run_task(task: str, args: dict) -> dict:
+def run_task(task: str, args: dict, timeout: float = 300) -> dict:
     import json
     import subprocess
     import sys
@@ -20,15 +26,33 @@ def run_task(task: str, args: dict) -> dict:
     process = subprocess.Popen([sys.executable, str(WORKER), task, json.dumps(args)],
                                env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=REPO)
-    return finish_worker(process)
+    return finish_worker(process, timeout)
 
 
-@pytest.mark.parametrize("at", ["after-the-record", "after-the-checkpoint"])
-def test_a_run_killed_at_an_epochs_end_records_every_epoch_once(caption_folder, tmp_path, at):
+@pytest.fixture(scope="module")
+def run_writes(caption_folder, tmp_path_factory) -> dict:
+    """Each scenario's result and run directory, by name ("kill:AT", "full:WRITE")."""
+    root = tmp_path_factory.mktemp("run-writes")
+    scenarios = {f"kill:{at}": ["kill_at_epoch_end", {"at": at}] for at in KILLED_AT}
+    scenarios |= {f"full:{write}": ["full_disk", {"write": write}] for write, _ in FULL_DISK}
+    for name, (_, args) in scenarios.items():
+        run_dir = root / name.replace(":", "-") / "run"
+        args.update(prepared=str(caption_folder), run_dir=str(run_dir))
+    results = run_task("batch", {"tasks": scenarios}, timeout=1800)
+    return {name: (results[name], args["run_dir"]) for name, (_, args) in scenarios.items()}
+
+
+def _result(run_writes: dict, name: str) -> tuple[dict, str]:
+    result, run_dir = run_writes[name]
+    assert "crashed" not in result, result.get("crashed")
+    return result, run_dir
+
+
+@pytest.mark.parametrize("at", KILLED_AT)
+def test_a_run_killed_at_an_epochs_end_records_every_epoch_once(run_writes, at):
     """Killed between epoch 0's record and its checkpoint, the run resumes before that epoch,
     drops its line and records it again; killed after both, it resumes after it."""
-    result = run_task("kill_at_epoch_end", {"prepared": str(caption_folder),
-                                            "run_dir": str(tmp_path / "run"), "at": at})
+    result, _ = _result(run_writes, f"kill:{at}")
     assert result["killed"]
     epochs = result["epochs"]
     assert [(r["epoch"], r["step"]) for r in epochs] == [(0, 2), (1, 4)], epochs
@@ -38,17 +62,12 @@ def test_a_run_killed_at_an_epochs_end_records_every_epoch_once(caption_folder, 
     assert result["status"]["state"] == "finished"
 
 
-@pytest.mark.parametrize("write, named", [
-    ("vocabulary", "vocab.txt"),
-    ("checkpoint", "jax"),
-    ("weights", "model.weights.h5"),
-    ("history", "history.jsonl"),
-])
-def test_a_full_disk_is_one_run_dir_error_without_partial_files(caption_folder, tmp_path, write,
-                                                                named):
-    run = tmp_path / "run"
-    result = run_task("full_disk", {"prepared": str(caption_folder), "run_dir": str(run),
-                                    "write": write})
+@pytest.mark.parametrize("write, named", FULL_DISK)
+def test_a_full_disk_is_one_run_dir_error_without_partial_files(run_writes, write, named):
+    from pathlib import Path
+
+    result, run_dir = _result(run_writes, f"full:{write}")
+    run = Path(run_dir)
     assert result["error"] == (f"cannot write {run / named}: No space left on device; expected "
                                "a writable run directory with free space")
     assert result["files"] == []  # no half-written copy, checkpoint or weights left behind

@@ -1,5 +1,10 @@
 """The JAX trainer: the loss falls for both families, the run directory is laid out as the
-TensorFlow trainer's, and a resumed run ends with the weights of an uninterrupted one."""
+TensorFlow trainer's, and a resumed run ends with the weights of an uninterrupted one.
+
+The runs of a module fixture (`translation_runs`, `caption_runs`) are made in one JAX
+subprocess, one after the other, each in its own run directory; each test checks its own
+claim on its own run. A test whose claim is about the process (what compiles in it) keeps a
+process of its own."""
 
 from __future__ import annotations
 
@@ -9,9 +14,91 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.jax.conftest import load_state, requires_jax, run_worker
+from tests.jax.conftest import load_state, requires_jax, run_worker, run_worker_batch
 
 pytestmark = [requires_jax, pytest.mark.slow]
+
+
+def _result(runs: dict, name: str):
+    """The result of task `name` of a batch; a task that crashed fails with its traceback."""
+    result = runs[name]
+    assert not (isinstance(result, dict) and "crashed" in result), result["crashed"]
+    return result
+
+
+@pytest.fixture(scope="module")
+def translation_runs(tmp_path_factory, translation_folder, two_bucket_folder,
+                     single_device_run) -> dict:
+    """The runs of the tiny Transformer that the tests below check, by name, each under
+    `root/NAME`; `root` too. The rbg ones last: every other run uses Keras's generator."""
+    root = tmp_path_factory.mktemp("translation-runs")
+    folder = str(translation_folder)
+
+    def run(name: str, **extra) -> dict:
+        return {"prepared": folder, "run_dir": str(root / name / "run"),
+                "state": str(root / name / "state.npz"), "training": {}, **extra}
+
+    tasks = {
+        "resumed": ["train", run("resumed", stages=[[1, False], [2, True]])],
+        "train_jax": ["train_jax", run("train_jax", training={"epochs": 1})],
+        "average": ["average", {**run("average"), "run_dir": single_device_run["run_dir"],
+                                "last": 2}],
+        "diverge": ["diverge", run("diverge", training={
+            "learning_rate": 1e12, "clip_norm": None, "checkpoint_every": 1})],
+        "weights_diverge": ["weights_diverge_at_epoch_end", run(
+            "weights_diverge", training={"epochs": 1, "checkpoint_every": 0})],
+        "evaluate": ["evaluate", {"prepared": str(two_bucket_folder), "split": "train",
+                                  "run_dir": str(root / "evaluate" / "run"),
+                                  "batch_sizes": [8, _bucket_sizes(two_bucket_folder)[-1]]}],
+        "rbg_whole": ["train", run("rbg_whole", training={"dropout_rng": "rbg"},
+                                   stages=[[2, False]])],
+        "rbg_resumed": ["train", run("rbg_resumed", training={"dropout_rng": "rbg"},
+                                     stages=[[1, False], [2, True]])],
+    }
+    for name in tasks:
+        (root / name).mkdir()
+    return {**run_worker_batch(tasks), "root": root}
+
+
+@pytest.fixture(scope="module")
+def caption_runs(tmp_path_factory, caption_folder) -> dict:
+    """The runs of the tiny captioner that the tests below check, by name, each under
+    `root/NAME`; `root` too. `lr_again` resumes `lr`'s run, after it."""
+    root = tmp_path_factory.mktemp("caption-runs")
+    folder = str(caption_folder)
+    captions = _num_examples(caption_folder)
+
+    def run(name: str, directory: str | None = None, **extra) -> dict:
+        return {"prepared": folder, "run_dir": str(root / (directory or name) / "run"),
+                "state": str(root / name / "state.npz"), "training": {}, **extra}
+
+    tasks = {
+        "loss_falls": ["train", run("loss_falls")],
+        "lr": ["train", run("lr", stages=[[1, False], [2, True, {"learning_rate": 0.002}]])],
+        "lr_again": ["train", run("lr_again", directory="lr", stages=[[3, True]])],
+        "evaluate": ["evaluate", {**run("evaluate"), "split": "train",
+                                  "patch": {"decoder": {"penalty_tau": 1.0,
+                                                        "penalty_weight": 1.0}},
+                                  "batch_sizes": [7, captions]}],
+        "save_order": ["save_order", run("save_order")],
+    }
+    for name in tasks:
+        (root / name).mkdir()
+    return {**run_worker_batch(tasks), "root": root}
+
+
+def _bucket_sizes(folder: Path) -> list[int]:
+    """The rows of each bucket of `folder`'s train split, smallest first."""
+    from common.training.prepare import load_prepared
+
+    prepared = load_prepared(folder)
+    return sorted(len(v) for k, v in prepared.splits["train"].items() if k.startswith("source."))
+
+
+def _num_examples(folder: Path) -> int:
+    from common.training.prepare import load_prepared
+
+    return load_prepared(folder).num_examples()
 
 
 def test_transformer_loss_falls_without_tensorflow(single_device_run):
@@ -31,9 +118,8 @@ def test_transformer_loss_falls_without_tensorflow(single_device_run):
     assert json.loads((run.path / "config.json").read_text())["family"] == "seq2seq"
 
 
-def test_captioner_loss_falls(caption_folder, tmp_path):
-    result = run_worker("train", {"prepared": str(caption_folder), "run_dir": str(tmp_path / "run"),
-                                  "state": str(tmp_path / "state.npz"), "training": {}})
+def test_captioner_loss_falls(caption_runs):
+    result = _result(caption_runs, "loss_falls")
     losses = [r["loss"] for r in result["records"]]
     assert losses[-1] < losses[0]
     assert all(np.isfinite(r["val_loss"]) for r in result["records"])  # shapes has a valid split
@@ -41,15 +127,13 @@ def test_captioner_loss_falls(caption_folder, tmp_path):
 
 
 def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(
-        translation_folder, single_device_run, tmp_path):
+        translation_runs, single_device_run):
     """One epoch, a new trainer (as after a kill), then `resume` to the second epoch: the same
-    batches, random numbers and updates as the uninterrupted two epochs, bit for bit."""
-    result = run_worker("train", {
-        "prepared": str(translation_folder), "run_dir": str(tmp_path / "run"),
-        "state": str(tmp_path / "state.npz"), "training": {},
-        "stages": [[1, False], [2, True]]})
+    batches, random numbers and updates as the uninterrupted two epochs (made in another
+    process), bit for bit."""
+    result = _result(translation_runs, "resumed")
     reference = load_state(single_device_run["state"])
-    resumed = load_state(tmp_path / "state.npz")
+    resumed = load_state(translation_runs["root"] / "resumed" / "state.npz")
     assert sorted(resumed) == sorted(reference)
     for key, value in reference.items():
         np.testing.assert_array_equal(resumed[key], value, err_msg=key)
@@ -57,12 +141,11 @@ def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(
 
 
 def test_each_checkpoint_is_written_once_and_a_kill_while_validating_loses_no_record(
-        caption_folder, tmp_path):
+        caption_runs):
     """A checkpoint due on a pass's last step is the epoch-end one, written once (a kill
     between two writes of it resumed past every batch); validation runs before it, so a run
     killed while validating resumes within the epoch and still writes that epoch's record."""
-    result = run_worker("save_order", {"prepared": str(caption_folder),
-                                       "run_dir": str(tmp_path / "run")})
+    result = _result(caption_runs, "save_order")
     steps = result["steps_per_pass"]
     assert result["killed_at"] == {"step": steps, "epoch": 0, "step_in_epoch": steps}
     written = [(p["step"], p["epoch"], p["step_in_epoch"]) for p in result["saved"]]
@@ -74,52 +157,38 @@ def test_each_checkpoint_is_written_once_and_a_kill_while_validating_loses_no_re
     assert all("val_loss" in r and r["loss"] > 0 for r in result["epochs"])
 
 
-def test_resume_trains_at_the_learning_rate_it_is_given(caption_folder, tmp_path):
+def test_resume_trains_at_the_learning_rate_it_is_given(caption_runs):
     """A constant rate (the captioner's) is optimizer state that the checkpoint brings back:
     `--resume --learning-rate X` trains at X, as on TensorFlow, and a later resume at the
     folder's rate goes back to it."""
-    stages = [[1, False], [2, True, {"learning_rate": 0.002}]]
-    result = run_worker("train", {"prepared": str(caption_folder),
-                                  "run_dir": str(tmp_path / "run"),
-                                  "state": str(tmp_path / "state.npz"), "training": {},
-                                  "stages": stages})
+    result = _result(caption_runs, "lr")  # epoch 1, then epoch 2 resumed at 0.002
     assert result["learning_rate"] == pytest.approx(0.002)
     assert len(result["records"]) == 2 and np.isfinite(result["records"][-1]["loss"])
-    again = run_worker("train", {"prepared": str(caption_folder),
-                                 "run_dir": str(tmp_path / "run"),
-                                 "state": str(tmp_path / "state2.npz"), "training": {},
-                                 "stages": [[3, True]]})
+    again = _result(caption_runs, "lr_again")  # the same run resumed to epoch 3
     assert again["learning_rate"] == pytest.approx(0.01)
 
 
-def test_train_jax_changes_only_the_settings_it_is_given(translation_folder, tmp_path):
+def test_train_jax_changes_only_the_settings_it_is_given(translation_runs):
     """The library call with a few settings keeps the prepared folder's others (its learning
     rate, seed, checkpoint interval), as the command line does, rather than the defaults."""
-    result = run_worker("train_jax", {"prepared": str(translation_folder),
-                                      "run_dir": str(tmp_path / "run"),
-                                      "training": {"epochs": 1}})
+    result = _result(translation_runs, "train_jax")
     training = result["training"]
     assert result["records"] == 1 and training["epochs"] == 1
     assert (training["learning_rate"], training["seed"], training["checkpoint_every"],
             training["batch_size"]) == (0.01, 7, 10, 8)
 
 
-def test_average_checkpoints_is_the_mean_of_the_newest(translation_folder, single_device_run,
-                                                      tmp_path):
+def test_average_checkpoints_is_the_mean_of_the_newest(translation_runs, single_device_run):
     """Floating model values: the float64 mean over the newest checkpoints; integer ones
     (random-generator states) and the optimizer's: the newest's."""
-    from pathlib import Path
-
     from common.training.jax_trainer import STATE_FILE, complete_jax_checkpoints
 
     run_dir = Path(single_device_run["run_dir"])
-    result = run_worker("average", {"prepared": str(translation_folder), "run_dir": str(run_dir),
-                                    "state": str(tmp_path / "avg.npz"), "training": {},
-                                    "last": 2})
+    result = _result(translation_runs, "average")  # of `single_device_run`'s checkpoints
     newest = complete_jax_checkpoints(run_dir / "jax")[:2]
     assert [Path(f) for f in result["folders"]] == newest and len(newest) == 2
     states = [load_state(folder / STATE_FILE) for folder in newest]
-    averaged = load_state(tmp_path / "avg.npz")
+    averaged = load_state(translation_runs["root"] / "average" / "state.npz")
     assert sorted(averaged) == sorted(states[0])
     moved = 0
     for key, value in averaged.items():
@@ -132,59 +201,47 @@ def test_average_checkpoints_is_the_mean_of_the_newest(translation_folder, singl
     assert moved > 0  # the two checkpoints differ, so the mean is neither of them
 
 
-def test_a_diverging_run_stops_without_a_non_finite_checkpoint(translation_folder, tmp_path):
+def test_a_diverging_run_stops_without_a_non_finite_checkpoint(translation_runs):
     """The trainer reads each step's loss one step late; a checkpoint step is read first, so
-    a step whose loss or weights are not finite is never saved."""
-    result = run_worker("diverge", {
-        "prepared": str(translation_folder), "run_dir": str(tmp_path / "run"),
-        "training": {"learning_rate": 1e12, "clip_norm": None, "checkpoint_every": 1}})
+    a step whose loss or weights are not finite is never saved (learning rate 1e12, no
+    clipping, a checkpoint every step)."""
+    result = _result(translation_runs, "diverge")
     assert result["error"] is not None and "diverged" in result["error"]
     assert all(result["finite"])
 
 
 def test_weights_gone_non_finite_at_an_epoch_end_leave_no_record_of_the_epoch(
-        translation_folder, tmp_path):
+        translation_runs):
     """The epoch's record was written before the epoch-end save found the weights non-finite:
     a record of an epoch whose checkpoint never existed (TensorFlow checks first)."""
-    result = run_worker("weights_diverge_at_epoch_end", {
-        "prepared": str(translation_folder), "run_dir": str(tmp_path / "run"),
-        "training": {"epochs": 1, "checkpoint_every": 0}})
+    result = _result(translation_runs, "weights_diverge")
     assert result["error"] is not None and "NaN or infinite" in result["error"]
     assert result["epoch_records"] == 0 and result["checkpoints"] == []
 
 
-def test_evaluation_covers_every_example_whatever_the_batch_size(two_bucket_folder, tmp_path):
+def test_evaluation_covers_every_example_whatever_the_batch_size(translation_runs,
+                                                                 two_bucket_folder):
     """The validation loss of 8-row batches (each bucket's last rows padded) equals that of
     one batch per bucket holding all of it: no example is dropped, and the padding rows add
     nothing."""
-    from common.training.prepare import load_prepared
-
-    prepared = load_prepared(two_bucket_folder)
-    sizes = sorted(len(v) for k, v in prepared.splits["train"].items() if k.startswith("source."))
+    sizes = _bucket_sizes(two_bucket_folder)
     assert len(sizes) == 2 and all(n % 8 for n in sizes)
-    results = run_worker("evaluate", {"prepared": str(two_bucket_folder), "split": "train",
-                                      "run_dir": str(tmp_path / "run"),
-                                      "batch_sizes": [8, max(sizes)]})
-    small, whole = results
-    assert small["rows"] == whole["rows"] == prepared.num_examples() == 60
+    small, whole = _result(translation_runs, "evaluate")  # at batch sizes 8 and max(sizes)
+    assert (small["batch_size"], whole["batch_size"]) == (8, max(sizes))
+    assert small["rows"] == whole["rows"] == _num_examples(two_bucket_folder) == 60
     assert small["batches"] == sum(-(-n // 8) for n in sizes)
     assert small["metrics"]["loss"] == pytest.approx(whole["metrics"]["loss"], rel=1e-5)
     assert small["metrics"]["accuracy"] == pytest.approx(whole["metrics"]["accuracy"], rel=1e-5)
 
 
-def test_captioner_evaluation_pads_without_a_penalty_for_the_padding(caption_folder, tmp_path):
+def test_captioner_evaluation_pads_without_a_penalty_for_the_padding(caption_runs,
+                                                                     caption_folder):
     """The captioner's padding rows (a zero image, no caption) add no doubly stochastic
     penalty, with a fixed tau too (an empty caption used to cost L tau^2)."""
-    from common.training.prepare import load_prepared
-
-    captions = load_prepared(caption_folder).num_examples()
+    captions = _num_examples(caption_folder)
     assert captions % 7
-    results = run_worker("evaluate", {"prepared": str(caption_folder), "split": "train",
-                                      "run_dir": str(tmp_path / "run"),
-                                      "patch": {"decoder": {"penalty_tau": 1.0,
-                                                            "penalty_weight": 1.0}},
-                                      "batch_sizes": [7, captions]})
-    small, whole = results
+    small, whole = _result(caption_runs, "evaluate")  # penalty tau 1 and weight 1
+    assert (small["batch_size"], whole["batch_size"]) == (7, captions)
     assert small["rows"] == whole["rows"] == captions
     assert whole["metrics"]["penalty"] > 0
     for key in ("loss", "penalty", "xent"):
@@ -192,6 +249,7 @@ def test_captioner_evaluation_pads_without_a_penalty_for_the_padding(caption_fol
 
 
 def test_compile_steps_leaves_no_compilation_to_the_timed_epochs(two_bucket_folder, tmp_path):
+    """In a process of its own: what compiles there is what this test counts."""
     result = run_worker("compile_steps", {"prepared": str(two_bucket_folder),
                                           "run_dir": str(tmp_path / "run")})
     assert result["shapes"] == [8, 16]
@@ -216,25 +274,22 @@ def test_a_jax_run_records_the_digests_of_its_vocabularies(single_device_run):
 
 
 def test_rbg_dropout_trains_another_stream_of_masks_reproducibly(
-        translation_folder, single_device_run, tmp_path):
+        translation_runs, single_device_run):
     """`dropout_rng="rbg"` (XLA's RngBitGenerator, `common.layers.dropout_rng`): the loss
     falls, the weights are not those of Keras's generator (the masks do differ), a run resumed
     after its first epoch ends with the uninterrupted run's weights bit for bit, and the run's
     config.json records the generator."""
-    runs = {}
-    for name, stages in (("whole", [[2, False]]), ("resumed", [[1, False], [2, True]])):
-        runs[name] = run_worker("train", {
-            "prepared": str(translation_folder), "run_dir": str(tmp_path / name),
-            "state": str(tmp_path / f"{name}.npz"), "training": {"dropout_rng": "rbg"},
-            "stages": stages})
-    losses = [r["loss"] for r in runs["whole"]["records"]]
+    root = translation_runs["root"]
+    losses = [r["loss"] for r in _result(translation_runs, "rbg_whole")["records"]]
     assert losses[-1] < losses[0]
-    whole, resumed = load_state(tmp_path / "whole.npz"), load_state(tmp_path / "resumed.npz")
+    _result(translation_runs, "rbg_resumed")
+    whole = load_state(root / "rbg_whole" / "state.npz")
+    resumed = load_state(root / "rbg_resumed" / "state.npz")
     keras_masks = load_state(single_device_run["state"])
     assert sorted(whole) == sorted(keras_masks) == sorted(resumed)
     for key in whole:
         np.testing.assert_array_equal(resumed[key], whole[key], err_msg=key)
     trainable = [key for key in whole if key.startswith("t")]  # t00000, ...: the weights
     assert trainable and any(not np.array_equal(whole[k], keras_masks[k]) for k in trainable)
-    config = json.loads((tmp_path / "whole" / "config.json").read_text(encoding="utf-8"))
+    config = json.loads((root / "rbg_whole" / "run" / "config.json").read_text(encoding="utf-8"))
     assert config["training"]["dropout_rng"] == "rbg"

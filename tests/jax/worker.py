@@ -2,7 +2,9 @@
 
 Each task runs on the backend of `KERAS_BACKEND` and prints one JSON line (the last line of
 stdout). Unless `TF_ALLOWED=1`, importing TensorFlow raises (a meta-path finder, as in
-`common.export.savedmodel`), so every JAX task also proves that it needs no TensorFlow.
+`common.export.savedmodel`), so every JAX task also proves that it needs no TensorFlow. Task
+`batch` runs several tasks in turn in one process (Keras and JAX imported once); a task that
+patches the trainer undoes it when it ends.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import importlib.abc
 import json
 import os
 import sys
+import traceback
 from pathlib import Path
+from unittest import mock
 
 
 class Block(importlib.abc.MetaPathFinder):
@@ -414,13 +418,13 @@ def task_save_order(args):
             raise KeyboardInterrupt
         return original_evaluate(self, split)
 
-    JaxTrainer._save, JaxTrainer.evaluate = save, evaluate
     training = {"epochs": 2, "checkpoint_every": steps, "steps_per_epoch": None}
-    try:
-        _trainer(args, **training).fit(verbose=0)
-    except KeyboardInterrupt:
-        pass
-    _trainer(args, **training).fit(resume=True, verbose=0)
+    with mock.patch.multiple(JaxTrainer, _save=save, evaluate=evaluate):
+        try:
+            _trainer(args, **training).fit(verbose=0)
+        except KeyboardInterrupt:
+            pass
+        _trainer(args, **training).fit(resume=True, verbose=0)
     history = Path(args["run_dir"]) / "history.jsonl"
     records = [json.loads(line) for line in history.read_text(encoding="utf-8").splitlines()]
     return {"steps_per_pass": steps, "saved": saved, "killed_at": killed[0],
@@ -468,6 +472,24 @@ def task_compile_steps(args):
             "fit_compiles": [m[:120] for m in messages if "Compiling" in m
                              and ("train_step" in m or "eval_step" in m)],
             "shapes": sorted({b["source"].shape[1] for b in trainer._batches("train", 0)})}
+
+
+def run_tasks(tasks: dict, namespace: dict) -> dict:
+    """Each of `tasks` ({name: [TASK, ARGS]}, the functions `task_TASK` of `namespace`) in
+    turn: {name: its result, or {"crashed": its traceback}}, so that one that fails does not
+    hide what the others found."""
+    results = {}
+    for name, (task, arguments) in tasks.items():
+        try:
+            results[name] = namespace[f"task_{task}"](arguments)
+        except BaseException:  # noqa: BLE001 (a stand-in for a kill included)
+            results[name] = {"crashed": traceback.format_exc()}
+    return results
+
+
+def task_batch(args):
+    """`args["tasks"]` ({name: [TASK, ARGS]}) in turn in this process (`run_tasks`)."""
+    return run_tasks(args["tasks"], globals())
 
 
 if __name__ == "__main__":
