@@ -465,8 +465,7 @@ class JaxTrainer:
         processes); the values gathered are kept for the checkpoint that follows."""
         host = self.host_state()
         self._host = (self.position["step"], host)
-        return all(np.all(np.isfinite(v)) for v in host.values()
-                   if np.issubdtype(v.dtype, np.floating))
+        return _all_finite(host)
 
     def save_checkpoint(self) -> str | None:
         host, self._host = self._host, None
@@ -612,9 +611,8 @@ class JaxTrainer:
         """`host_state()` (a collective under several processes: every one calls it), after
         checking that every weight is finite."""
         host = self.host_state()
-        for value in host.values():
-            if np.issubdtype(value.dtype, np.floating) and not np.all(np.isfinite(value)):
-                raise UserError(f"training diverged: a weight became NaN or infinite at step "
+        if not _all_finite(host):
+            raise UserError(f"training diverged: a weight became NaN or infinite at step "
                                 f"{self.position['step']}; stopped without saving")
         return host
 
@@ -794,6 +792,12 @@ def resumed_training(run_dir: str | os.PathLike, default: dict[str, Any],
     if isinstance(saved, dict) and isinstance(saved.get("training"), dict):
         return saved["training"]
     return default
+
+
+def _all_finite(host: dict[str, np.ndarray]) -> bool:
+    """Whether every floating-point array of `host` (`host_state`) holds only finite values."""
+    return all(np.all(np.isfinite(v)) for v in host.values()
+               if np.issubdtype(v.dtype, np.floating))
 
 
 def _ascii_number(text: str) -> bool:

@@ -30,6 +30,8 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
+import numpy as np
+
 from common.errors import UserError
 from common.training.best import BestPolicy
 from common.training.config import TrainingConfig
@@ -331,7 +333,5 @@ _END = object()
 
 
 def _is_number(value: Any) -> bool:
-    import numpy as np
-
     return isinstance(value, (int, float, np.number)) or (
         isinstance(value, np.ndarray) and value.ndim == 0)

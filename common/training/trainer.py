@@ -426,11 +426,6 @@ class Trainer:
         self.loop.save()
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.number)) or (
-        isinstance(value, np.ndarray) and value.ndim == 0)
-
-
 def _checkpoint_step(path: str) -> int | None:
     """The global step a checkpoint was written at (None when unreadable)."""
     try:
