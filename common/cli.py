@@ -433,9 +433,9 @@ def add_checkpoint_argument(p: argparse.ArgumentParser, saved_model: bool = Fals
     also = "; not with a SavedModel, which holds the weights chosen at export" if saved_model \
         else ""
     p.add_argument("--checkpoint", metavar="WHICH",
-                   help="the run's checkpoint: best (the best validation), last, a number N "
-                        f"(checkpoints/ckpt-N) or a path; default: best when the run keeps "
-                        f"one, else last{also}")
+                   help="the run's checkpoint: best (the best validation), last, a step N "
+                        "(ckpt-N, numbered by training step) or a path; default: best when "
+                        f"the run keeps one, else last{also}")
 
 
 def add_no_repeat_ngram_argument(p: argparse.ArgumentParser, output: str) -> None:

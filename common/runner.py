@@ -187,10 +187,10 @@ class Runner:
     def average(self, out_dir: str | os.PathLike, last: int) -> Path:
         """Average the weights of the run's last `last` checkpoints into a new run directory.
 
-        The new run holds the config and vocabularies of this one and one checkpoint,
-        `checkpoints/ckpt-1`, of the averaged weights (model entries only: it evaluates,
-        decodes, exports and warm-starts, it does not resume); its `status.json` says which
-        checkpoints went in.
+        The new run holds the config and vocabularies of this one and one checkpoint of the
+        averaged weights, named as the newest checkpoint averaged (`checkpoints/ckpt-STEP`;
+        model entries only: it evaluates, decodes, exports and warm-starts, it does not
+        resume); its `status.json` says which checkpoints went in.
 
         Raises:
             UserError: fewer than `last` complete checkpoints, or `out_dir` holds a run.
@@ -228,7 +228,8 @@ class Runner:
                 for name in (RunDir.config, *files):
                     shutil.copyfile(self.run.path / name, out.path / name)
                 out.record_vocabularies(files)
-                write_model_checkpoint(model, out.checkpoints / "ckpt-1")
+                # named as the newest checkpoint averaged: the step it ends at
+                write_model_checkpoint(model, out.checkpoints / Path(paths[0]).name)
                 out.write_status("finished", averaged=[str(Path(p)) for p in paths],
                                  source=str(self.run.path))
         except BaseException:

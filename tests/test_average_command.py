@@ -30,14 +30,17 @@ def test_the_averaged_run_holds_the_mean_of_the_last_checkpoints(run_dir, tmp_pa
     out = tmp_path / "averaged"
     assert main(["average", str(run_dir), "--last", "2", "--out", str(out)]) == 0
     assert "Averaged the last 2 checkpoints" in capsys.readouterr().out
-    second, third = (_model_tensors(run_dir / "checkpoints" / f"ckpt-{n}") for n in (2, 3))
-    averaged = _model_tensors(out / "checkpoints" / "ckpt-1")
+    # 3 steps an epoch: ckpt-3, ckpt-6, ckpt-9, numbered by step; the average is named as
+    # the newest that went in
+    second, third = (_model_tensors(run_dir / "checkpoints" / f"ckpt-{n}") for n in (6, 9))
+    assert sorted(p.name for p in (out / "checkpoints").glob("*.index")) == ["ckpt-9.index"]
+    averaged = _model_tensors(out / "checkpoints" / "ckpt-9")
     floats = [k for k in third if third[k].dtype.kind == "f"]
     assert floats and set(averaged) == set(third)
     for key in floats:
         np.testing.assert_allclose(averaged[key], (second[key] + third[key]) / 2, rtol=1e-6,
                                    atol=1e-7)
-    assert json.loads((out / "status.json").read_text())["averaged"][0].endswith("ckpt-3")
+    assert json.loads((out / "status.json").read_text())["averaged"][0].endswith("ckpt-9")
     # Every command reads it.
     assert main(["evaluate", str(out), "--dataset", "dates", "--limit", "8"]) == 0
     assert main(["translate", str(out), "Nov 3, 1999"]) == 0

@@ -211,8 +211,10 @@ class CheckpointKeeper:
         """The newest complete checkpoint of the chief's directory, or None."""
         return latest_checkpoint(self.directory)
 
-    def save(self) -> str | None:
-        """Write a checkpoint (`ckpt-1`, `ckpt-2`, ...); returns its path on the chief only.
+    def save(self, step: int | None = None) -> str | None:
+        """Write a checkpoint `ckpt-STEP`, numbered by the training step it holds (`step`;
+        None: by save count, `ckpt-1`, `ckpt-2`, ..., as runs written before numbered them);
+        returns its path on the chief only.
 
         A save that fails (a full disk) or is interrupted removes the shard folder it was
         writing (`ckpt-N_temp/`, which TensorFlow leaves behind), then raises; the checkpoints
@@ -220,7 +222,7 @@ class CheckpointKeeper:
         """
         before = set(self._write_dir.glob("*_temp"))
         try:
-            path = self.manager.save()
+            path = self.manager.save(checkpoint_number=step)
         except BaseException:
             for partial in set(self._write_dir.glob("*_temp")) - before:
                 shutil.rmtree(partial, ignore_errors=True)
@@ -440,7 +442,7 @@ def write_model_checkpoint(model: keras.Model, prefix: str | os.PathLike) -> str
     return checkpoint.write(str(prefix))
 
 
-CHECKPOINT_CHOICES = "best, last, a checkpoint number N (checkpoints/ckpt-N) or a path"
+CHECKPOINT_CHOICES = "best, last, a step N (ckpt-N) or a path"
 
 
 def resolve_checkpoint(run_dir: str | os.PathLike, which: str | None = None,
@@ -450,8 +452,10 @@ def resolve_checkpoint(run_dir: str | os.PathLike, which: str | None = None,
     Args:
         run_dir: a run directory.
         which: "best" (the best validation, `common.training.best`), "last" (the newest
-            complete checkpoint), a checkpoint number N (`checkpoints/ckpt-N`, numbered in
-            the order they were saved), or a checkpoint path;
+            complete checkpoint), a checkpoint number N (`checkpoints/ckpt-N`, or the best,
+            `best/ckpt-N`, when the run no longer keeps that one in `checkpoints/`: both are
+            numbered by the training step they hold; runs written before numbered
+            `checkpoints/` by save count, and N is read as they are named), or a path;
             None: the best when the run keeps one, else the last.
         option: the command-line option that named it, for the error message.
 
@@ -482,6 +486,8 @@ def resolve_checkpoint(run_dir: str | os.PathLike, which: str | None = None,
         return available[0]
     if which.isascii() and which.isdigit():  # not "²" or "١", which str.isdigit accepts
         path = str(directory / f"ckpt-{int(which)}")
+        if path not in available and best is not None and Path(best).name == Path(path).name:
+            return best
         if path not in available:
             raise UserError(f"{run_dir} has no checkpoint number {which}; it has: {have()}")
         return path

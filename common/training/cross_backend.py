@@ -58,7 +58,23 @@ def import_jax_weights(run_dir: str | os.PathLike,
     family.create_variables(model, config)
     model.load_weights(weights)
     checkpoints = run_dir / "checkpoints"
-    numbers = [int(m.group(1)) for p in checkpoints.glob("ckpt-*.index")
-               if (m := re.fullmatch(r"ckpt-(\d+)\.index", p.name))]
-    prefix = checkpoints / f"ckpt-{max(numbers, default=0) + 1}"
-    return write_model_checkpoint(model, prefix)
+    step = _weights_step(run_dir, weights)
+    if step is None:  # weights from elsewhere: the number after the run's newest
+        numbers = [int(m.group(1)) for p in checkpoints.glob("ckpt-*.index")
+                   if (m := re.fullmatch(r"ckpt-(\d+)\.index", p.name))]
+        step = max(numbers, default=0) + 1
+    return write_model_checkpoint(model, checkpoints / f"ckpt-{step}")
+
+
+def _weights_step(run_dir: Path, weights: Path) -> int | None:
+    """The training step a JAX run's weights file holds, for the checkpoint's name (the one
+    numbering of `--checkpoint N`): a checkpoint's (`jax/ckpt-STEP/`), the best's
+    (`best.json`), the run's last (`status.json`); None when not known."""
+    if re.fullmatch(r"ckpt-\d+", weights.parent.name) and weights.parent.name[5:].isascii():
+        return int(weights.parent.name[5:])
+    best = best_weights_file(run_dir)
+    file = (weights.parent / "best.json" if best is not None and weights == Path(best)
+            else run_dir / "status.json" if weights == run_dir / WEIGHTS_FILE else None)
+    record = load_json(file) if file is not None and file.is_file() else None
+    step = record.get("step") if isinstance(record, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None

@@ -351,7 +351,7 @@ class Trainer:
 
     def save_checkpoint(self) -> str | None:
         with failed_writes_named(self.run_dir.checkpoints):
-            return self._keeper.save()
+            return self._keeper.save(self.get_position()["step"])
 
     def newest_checkpoint(self) -> str | None:
         return self._keeper.latest if self._keeper is not None else None

@@ -12,6 +12,7 @@ where the greedy output would not change.
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -42,7 +43,10 @@ def test_imported_jax_run_gives_the_jax_models_log_probabilities(translation_fol
     run_dir = tmp_path / "run"
     shutil.copytree(single_device_run["run_dir"], run_dir)
     checkpoint = import_jax_weights(run_dir)
-    assert checkpoint.endswith("checkpoints/ckpt-1")
+    # named by the step its weights hold: the best's when the run keeps one, else the last's
+    record = run_dir / "best" / "best.json"
+    record = record if record.is_file() else run_dir / "status.json"
+    assert checkpoint.endswith(f"checkpoints/ckpt-{json.loads(record.read_text())['step']}")
 
     prepared = load_prepared(translation_folder)
     batch = next(prepared.batches("train", PAIRS, seed=0))

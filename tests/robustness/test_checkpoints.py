@@ -50,15 +50,15 @@ def kill_on_save(monkeypatch, module, name, checkpoint):
 
 
 @pytest.mark.parametrize("where, resumed_step", [
-    # killed after the shards were written, before they became ckpt-3.index/.data
+    # killed after the shards were written, before they became ckpt-6.index/.data
     ((gen_io_ops, "merge_v2_checkpoints"), 4),
-    # killed after ckpt-3 was complete, before the `checkpoint` state file named it
+    # killed after ckpt-6 was complete, before the `checkpoint` state file named it
     ((checkpoint_management, "update_checkpoint_state_internal"), 6),
 ])
 def test_a_save_cut_short_leaves_a_usable_checkpoint(tmp_path, monkeypatch, where, resumed_step):
     straight = fit(tmp_path / "straight")
     run = tmp_path / "run"
-    kill_on_save(monkeypatch, *where, "ckpt-3")  # the save after step 6
+    kill_on_save(monkeypatch, *where, "ckpt-6")  # the save after step 6
     with pytest.raises(Killed):
         fit(run)
     monkeypatch.undo()
@@ -83,22 +83,22 @@ def test_damaged_newest_checkpoints_are_skipped(tmp_path, capsys):
     fit(run, keep_checkpoints=4)
     directory = run / "checkpoints"
     names = [Path(p).name for p in complete_checkpoints(directory)]
-    assert names == ["ckpt-4", "ckpt-3", "ckpt-2", "ckpt-1"]
-    # ckpt-4 lost its index (the state file still names it); ckpt-3's data is cut in half.
-    (directory / "ckpt-4.index").unlink()
-    data = next(directory.glob("ckpt-3.data-*"))
+    assert names == ["ckpt-8", "ckpt-6", "ckpt-4", "ckpt-2"]  # numbered by step
+    # ckpt-8 lost its index (the state file still names it); ckpt-6's data is cut in half.
+    (directory / "ckpt-8.index").unlink()
+    data = next(directory.glob("ckpt-6.data-*"))
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
-    assert Path(latest_checkpoint(directory)).name == "ckpt-3"
+    assert Path(latest_checkpoint(directory)).name == "ckpt-6"
 
     trainer = Trainer(run, TrainingConfig(epochs=3, batch_size=8, checkpoint_every=2),
                       TinyRegressor)
     trainer.build(dataset_maker(8))
-    assert Path(trainer.restore()).name == "ckpt-2"
+    assert Path(trainer.restore()).name == "ckpt-4"
     assert "skipping unreadable checkpoint" in capsys.readouterr().err
     assert trainer.state.as_dict() == {"step": 4, "epoch": 1, "step_in_epoch": 0}
     probe = TinyRegressor()
     probe.loss_terms(next(iter(dataset_maker(8)(0, tf.distribute.InputContext()))), False)
-    assert Path(restore_model(probe, run)).name == "ckpt-2"  # for evaluation and export too
+    assert Path(restore_model(probe, run)).name == "ckpt-4"  # for evaluation and export too
     trainer.fit(dataset_maker(8), resume=True, verbose=0)  # and trains on to the end
     assert trainer.state.as_dict()["step"] == 12
 
@@ -106,10 +106,10 @@ def test_damaged_newest_checkpoints_are_skipped(tmp_path, capsys):
 def test_a_named_checkpoint_that_cannot_be_read_is_a_user_error(tmp_path):
     run = tmp_path / "run"
     trainer = fit(run)
-    data = next((run / "checkpoints").glob("ckpt-4.data-*"))
+    data = next((run / "checkpoints").glob("ckpt-8.data-*"))
     data.write_bytes(b"garbage")
     with pytest.raises(UserError, match="cannot be read"):
-        trainer.restore(str(run / "checkpoints" / "ckpt-4"))
+        trainer.restore(str(run / "checkpoints" / "ckpt-8"))
 
 
 def test_a_loss_that_diverges_deletes_the_checkpoint_of_the_weights_that_caused_it(tmp_path):
@@ -118,10 +118,10 @@ def test_a_loss_that_diverges_deletes_the_checkpoint_of_the_weights_that_caused_
     # weights gave that loss: it goes, and the model is back at step 4 (the end of epoch 0).
     trainer = Trainer(run, TrainingConfig(epochs=2, batch_size=8, checkpoint_every=3),
                       lambda: TinyRegressor(poison_step=6))
-    with pytest.raises(TrainingDiverged, match=r"loss was nan at step 7.*ckpt-2"):
+    with pytest.raises(TrainingDiverged, match=r"loss was nan at step 7.*ckpt-4"):
         trainer.fit(dataset_maker(8), verbose=0)
     assert [Path(p).name for p in complete_checkpoints(run / "checkpoints")] == [
-        "ckpt-2", "ckpt-1"]
+        "ckpt-4", "ckpt-3"]
     assert trainer.state.as_dict() == {"step": 4, "epoch": 1, "step_in_epoch": 0}
     state = json.loads((run / "status.json").read_text())
     assert state["state"] == "failed" and "TrainingDiverged" in state["error"]
@@ -137,7 +137,7 @@ def test_non_finite_weights_are_never_saved(tmp_path):
     trainer.model.dense.kernel.assign(np.full((3, 2), np.inf, "float32"))
     with pytest.raises(TrainingDiverged, match="a weight became NaN or infinite"):
         trainer._save()
-    assert Path(latest_checkpoint(run / "checkpoints")).name == "ckpt-4"
+    assert Path(latest_checkpoint(run / "checkpoints")).name == "ckpt-8"
     assert np.all(np.isfinite(trainer.model.dense.kernel))  # restored
 
 
@@ -158,7 +158,7 @@ def test_a_full_disk_stops_with_a_clear_error_and_keeps_the_checkpoints(tmp_path
         fit(run, make_dataset=make_dataset)
     state = json.loads((run / "status.json").read_text())
     assert state["state"] == "failed" and "No space left" in state["error"]
-    assert Path(latest_checkpoint(run / "checkpoints")).name == "ckpt-2"  # end of epoch 0
+    assert Path(latest_checkpoint(run / "checkpoints")).name == "ckpt-4"  # end of epoch 0
     (run / "history.jsonl").unlink()
     assert fit(run, resume=True).state.as_dict()["step"] == 8
 
@@ -184,12 +184,12 @@ def test_a_save_that_fails_half_way_leaves_no_shard_folder(tmp_path, monkeypatch
     def no_space(*args, **kwargs):
         raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
 
-    fit(run, epochs=1)  # ckpt-1 and ckpt-2
+    fit(run, epochs=1)  # ckpt-2 and ckpt-4 (after steps 2 and 4)
     monkeypatch.setattr(gen_io_ops, "merge_v2_checkpoints", no_space)
     with pytest.raises(RunDirError, match=r"cannot write .*checkpoints: .*No space left"):
         fit(run, resume=True, epochs=2)
     assert sorted(p.name for p in (run / "checkpoints").iterdir() if p.is_dir()) == []
-    assert Path(latest_checkpoint(run / "checkpoints")).name == "ckpt-2"
+    assert Path(latest_checkpoint(run / "checkpoints")).name == "ckpt-4"
 
 
 def test_claim_refuses_a_directory_that_cannot_be_written(tmp_path):

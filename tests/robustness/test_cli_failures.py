@@ -24,16 +24,16 @@ def one_line_error(capsys) -> str:
 @pytest.mark.slow
 def test_a_diverging_translator_stops_with_exit_2_and_keeps_the_good_checkpoint(tmp_path, capsys):
     run = tmp_path / "run"
-    assert seq2seq_main([*TINY, "--out", str(run)]) == 0  # 3 good steps, ckpt-1
+    assert seq2seq_main([*TINY, "--out", str(run)]) == 0  # 3 good steps, ckpt-3
     capsys.readouterr()
     status = seq2seq_main([*TINY, "--out", str(run), "--resume", "--epochs", "2",
                            "--learning-rate", "1e30", "--checkpoint-every", "1"])
     assert status == 2
     error = one_line_error(capsys)
     assert error.startswith("seq2seq: error: training diverged: the loss was nan")
-    assert "Last good checkpoint: " + str(run / "checkpoints" / "ckpt-1") in error
+    assert "Last good checkpoint: " + str(run / "checkpoints" / "ckpt-3") in error
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
-        "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index"]
+        "checkpoint", "ckpt-3.data-00000-of-00001", "ckpt-3.index"]
     state = json.loads((run / "status.json").read_text())
     assert state["state"] == "failed" and state["step"] == 3
     assert seq2seq_main(["translate", str(run), "March 3, 1999"]) == 0  # still usable

@@ -9,6 +9,7 @@ import pytest
 from common.errors import UserError
 from common.training import Trainer, TrainingConfig, restore_model
 from common.training.best import best_checkpoint, best_record
+from common.training.checkpoints import latest_checkpoint
 from tests.common.training.conftest import TinyRegressor, dataset_maker
 
 
@@ -41,7 +42,7 @@ def test_best_weights_are_those_of_the_best_epoch_and_early_stopping_ends_the_ru
     record = best_record(run_dir)
     assert (record["value"], record["epoch"], record["step"]) == (3.0, 1, history[1]["step"])
     # The rotation's checkpoint of the end of epoch 1 holds the same weights.
-    end_of_epoch_1 = str(run_dir / "checkpoints" / "ckpt-2")
+    end_of_epoch_1 = str(run_dir / "checkpoints" / f"ckpt-{history[1]['step']}")
     for best, rotated in zip(_weights(best_checkpoint(run_dir)), _weights(end_of_epoch_1),
                              strict=True):
         np.testing.assert_array_equal(best, rotated)
@@ -101,16 +102,22 @@ def test_a_metric_the_validation_does_not_report_is_a_user_error(run_dir):
 def test_resolve_checkpoint_names_best_last_a_step_or_a_path(run_dir):
     from common.training.checkpoints import resolve_checkpoint
 
-    _train(run_dir, [1.0, 3.0, 2.0], epochs=3)  # ckpt-1, 2, 3; the best at step 4
+    # 2 steps an epoch: ckpt-2, ckpt-4, ckpt-6, numbered by step as the best is; the best at 4
+    _train(run_dir, [1.0, 3.0, 2.0], epochs=3)
     best = best_checkpoint(run_dir)
     assert resolve_checkpoint(run_dir) == best == str(run_dir / "best" / "ckpt-4")
     assert resolve_checkpoint(run_dir, "best") == best
-    assert resolve_checkpoint(run_dir, "last") == str(run_dir / "checkpoints" / "ckpt-3")
+    assert resolve_checkpoint(run_dir, "last") == str(run_dir / "checkpoints" / "ckpt-6")
     assert resolve_checkpoint(run_dir, "2") == str(run_dir / "checkpoints" / "ckpt-2")
+    assert resolve_checkpoint(run_dir, "4") == str(run_dir / "checkpoints" / "ckpt-4")
     assert resolve_checkpoint(run_dir, best) == best
     with pytest.raises(UserError, match="no checkpoint number 7; it has: ckpt-4 \\(best\\), "
-                                        "ckpt-3, ckpt-2, ckpt-1"):
+                                        "ckpt-6, ckpt-4, ckpt-2"):
         resolve_checkpoint(run_dir, "7")
+    # a step the rotation no longer keeps is the best's when the best is of that step
+    for file in (run_dir / "checkpoints").glob("ckpt-4.*"):
+        file.unlink()
+    assert resolve_checkpoint(run_dir, "4") == best
     with pytest.raises(UserError, match="--checkpoint 'newest'"):
         resolve_checkpoint(run_dir, "newest")
 
@@ -118,12 +125,12 @@ def test_resolve_checkpoint_names_best_last_a_step_or_a_path(run_dir):
 def test_a_checkpoint_number_is_ascii_digits_only(run_dir):
     from common.training.checkpoints import resolve_checkpoint
 
-    _train(run_dir, [1.0, 3.0], epochs=2)  # ckpt-1, ckpt-2
-    assert resolve_checkpoint(run_dir, "01") == str(run_dir / "checkpoints" / "ckpt-1")
+    _train(run_dir, [1.0, 3.0], epochs=2)  # ckpt-2, ckpt-4
+    assert resolve_checkpoint(run_dir, "02") == str(run_dir / "checkpoints" / "ckpt-2")
     # str.isdigit accepts both; int() fails on the first and reads the second as 1.
     for which in ("\u00b2", "\u0661"):
         with pytest.raises(UserError, match=f"--checkpoint '{which}': expected best, last, a "
-                                            "checkpoint number N"):
+                                            "step N"):
             resolve_checkpoint(run_dir, which)
 
 
@@ -132,7 +139,7 @@ def test_without_a_best_the_default_is_the_last(run_dir):
 
     config = TrainingConfig(epochs=2, batch_size=16)
     Trainer(run_dir, config, TinyRegressor).fit(dataset_maker(16), verbose=0)
-    assert resolve_checkpoint(run_dir) == str(run_dir / "checkpoints" / "ckpt-2")
+    assert resolve_checkpoint(run_dir) == latest_checkpoint(run_dir / "checkpoints")
     with pytest.raises(UserError, match="keeps no best checkpoint"):
         resolve_checkpoint(run_dir, "best")
 
@@ -166,7 +173,7 @@ def test_init_from_starts_a_new_run_from_another_runs_weights(tmp_path):
     first = tmp_path / "first"
     config = TrainingConfig(epochs=2, batch_size=16)
     Trainer(first, config, TinyRegressor).fit(dataset_maker(16), verbose=0)
-    source = str(first / "checkpoints" / "ckpt-2")
+    source = latest_checkpoint(first / "checkpoints")
 
     warm = Trainer(tmp_path / "warm", TrainingConfig(epochs=1, batch_size=16), TinyRegressor)
     warm.build(dataset_maker(16))

@@ -56,7 +56,7 @@ def epoch_0_record(run, record):
     return record["kind"] == "epoch" and record["epoch"] == 0
 
 
-def epoch_0_checkpoint(keeper):
+def epoch_0_checkpoint(keeper, step=None):
     return int(keeper.checkpoint.step.numpy()) == 4  # the end of epoch 0 (4 steps)
 
 
@@ -86,7 +86,7 @@ def test_a_run_killed_at_an_epochs_end_records_every_epoch_once(tmp_path, monkey
         assert got["best_epoch"] == want["best_epoch"] == got["epoch"]
     steps = [r["step"] for r in records if r["kind"] == "step"]
     assert steps == [2, 4, 6, 8, 10, 12]  # none lost, none twice
-    assert latest_checkpoint(run / "checkpoints").endswith("ckpt-3")
+    assert latest_checkpoint(run / "checkpoints").endswith("ckpt-12")  # numbered by step
     best = json.loads((run / "best" / "best.json").read_text())
     assert (best["epoch"], best["step"]) == (2, 12)
     assert RunDir(run).read_status()["state"] == "finished"
@@ -102,7 +102,7 @@ def test_an_early_stopped_run_killed_at_its_last_epochs_end_keeps_that_epochs_re
     run = tmp_path / "run"
     with monkeypatch.context() as patch:
         kill_once(patch, CheckpointKeeper, "save",
-                  lambda keeper: int(keeper.checkpoint.step.numpy()) == 8, after=True)
+                  lambda keeper, step=None: int(keeper.checkpoint.step.numpy()) == 8, after=True)
         with pytest.raises(Killed):
             fit(run, validate=flat, early_stopping=1)
     assert fit(run, resume=True, validate=flat, early_stopping=1) == []
@@ -143,7 +143,7 @@ def test_a_full_disk_at_a_tensorboard_write_is_one_run_dir_error(tmp_path, monke
                        "directory with free space")
     status = RunDir(run).read_status()
     assert status["state"] == "failed" and NO_SPACE in status["error"]
-    assert latest_checkpoint(run / "checkpoints").endswith("ckpt-1")  # the complete one, kept
+    assert latest_checkpoint(run / "checkpoints").endswith("ckpt-4")  # the complete one, kept
     monkeypatch.undo()
     fit(run, resume=True, epochs=2, validate=score)
     epochs = [r for r in RunDir(run).read_history() if r["kind"] == "epoch"]
@@ -170,7 +170,7 @@ def test_a_full_disk_when_the_tensorboard_writer_closes_is_one_run_dir_error(tmp
     with pytest.raises(RunDirError, match=f"cannot write {run / 'logs'}: {NO_SPACE};"):
         fit(run, epochs=1)
     assert RunDir(run).read_status()["state"] == "failed"
-    assert latest_checkpoint(run / "checkpoints").endswith("ckpt-1")
+    assert latest_checkpoint(run / "checkpoints").endswith("ckpt-4")
 
 
 def test_a_full_disk_when_a_resume_cuts_the_history_back_keeps_the_old_file(tmp_path,

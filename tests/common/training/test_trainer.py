@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -11,6 +12,7 @@ import tensorflow as tf
 
 from common.errors import UserError
 from common.training import Trainer, TrainingConfig, TrainingDiverged, restore_model
+from common.training.checkpoints import complete_checkpoints
 from common.training.events import event_files, read_events
 from common.training.run_dir import RunDirError, write_failure
 
@@ -217,8 +219,10 @@ def test_status_history_and_tensorboard(run_dir):
     ]
     assert lines[1] == history[0] and lines[3] == history[1]
     assert {"loss", "abs_error", "learning_rate"} <= set(lines[0])
-    # checkpoint_every=0: only the two epoch-end checkpoints.
-    assert trainer.latest_checkpoint.endswith("ckpt-2")
+    # checkpoint_every=0: only the two epoch-end checkpoints, named by their steps.
+    assert [Path(p).name for p in complete_checkpoints(run_dir / "checkpoints")] == [
+        "ckpt-8", "ckpt-4"]
+    assert trainer.latest_checkpoint.endswith("ckpt-8")
     tags = set()
     for event_file in (run_dir / "logs").iterdir():
         for event in tf.compat.v1.train.summary_iterator(str(event_file)):
