@@ -53,8 +53,12 @@ setup(
         # Keras's JAX backend on CPU: the JAX trainer's tests (a GPU machine installs its own
         # jax[cuda*] wheel instead; docs/jax.md).
         "jax": ["jax[cpu]>=0.10.2,<1"],
+        # CTranslate2, OpenNMT's inference engine: `seq2seq export --format ctranslate2` and
+        # translating or serving such an export (docs/serving.md); the tests take it too.
+        "ctranslate2": ["ctranslate2>=4.8.5,<5"],
         "dev": [
             "jax[cpu]>=0.10.2,<1",
+            "ctranslate2>=4.8.5,<5",
             "pytest>=8.0.0,<10",
             "pytest-xdist>=3.8.0,<4",  # the suite over every core (scripts/test.sh -n auto)
             "ruff>=0.5.0",

@@ -8,9 +8,11 @@ import json
 import sys
 
 from common.cli import (
+    EXIT_OK,
     EXIT_USAGE,
     Subcommand,
     check_model_path,
+    exported_beam_sizes,
     family_main,
     family_subcommands,
     positive_int,
@@ -26,7 +28,8 @@ PROG = FAMILY.name
 
 def _translate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="MODEL",
-                   help="a run directory, or a SavedModel written by `seq2seq export`")
+                   help="a run directory, or a SavedModel or CTranslate2 directory written by "
+                        "`seq2seq export`")
     p.add_argument("text", nargs="*", metavar="TEXT", help="sentences (default: stdin lines)")
     add_decode_arguments(p)
     p.add_argument("--n-best", type=positive_int, metavar="N",
@@ -59,14 +62,16 @@ def _check_figure_options(args: argparse.Namespace) -> None:
     if args.html:
         check_output_path(args.html, ".html", "--html")
     if args.all_heads:
+        from common.export.ctranslate2 import is_ctranslate2
         from common.export.savedmodel import is_saved_model
 
         if not (args.plot or args.html):
             raise UserError("--all-heads: nothing to draw; add --plot OUT.png or --html OUT.html")
         if args.attention_head is not None:
             raise UserError("--all-heads draws every head; leave out --attention-head")
-        if is_saved_model(args.run_dir):
-            raise UserError("--all-heads: a SavedModel returns the attention chosen at export "
+        if is_saved_model(args.run_dir) or is_ctranslate2(args.run_dir):
+            what = "a SavedModel" if is_saved_model(args.run_dir) else "a CTranslate2 export"
+            raise UserError(f"--all-heads: {what} returns the attention chosen at export "
                             "time; give a run directory")
 
 
@@ -74,9 +79,13 @@ def _check_translate(args: argparse.Namespace) -> None:
     """What `translate` can refuse before TensorFlow is imported: the model's path, the options
     a SavedModel does not take, the figures."""
     from common.errors import UserError
+    from common.export.ctranslate2 import is_ctranslate2
     from common.export.savedmodel import is_saved_model
 
     _check_figure_options(args)
+    if is_ctranslate2(args.run_dir):  # its own config.json is CTranslate2's, not a run's
+        _check_exported(args, "a CTranslate2 export")
+        return
     check_model_path(FAMILY, args.run_dir, "translator", args.checkpoint)
     if is_saved_model(args.run_dir):
         if args.length_penalty is not None:
@@ -85,6 +94,19 @@ def _check_translate(args: argparse.Namespace) -> None:
         if args.attention_layer != -1 or args.attention_head is not None:
             raise UserError("--attention-layer/--attention-head: a SavedModel returns the "
                             "attention chosen at export time; give them to `seq2seq export`")
+
+
+def _check_exported(args: argparse.Namespace, what: str) -> None:
+    """The options an export (chosen at export time) does not take from `translate` or
+    `evaluate`: `--checkpoint`, `--attention-layer`, `--attention-head`."""
+    from common.errors import UserError
+
+    if getattr(args, "checkpoint", None) is not None:
+        raise UserError(f"--checkpoint: {what} holds the weights chosen at export time; give "
+                        "it to `seq2seq export`")
+    if args.attention_layer != -1 or args.attention_head is not None:
+        raise UserError(f"--attention-layer/--attention-head: {what} returns the attention "
+                        "chosen at export time; give them to `seq2seq export`")
 
 
 def _check_attention_options(args: argparse.Namespace, translator) -> None:
@@ -176,19 +198,118 @@ def _translate(args: argparse.Namespace) -> int:
     return EXIT_USAGE if failed else 0
 
 
+# -- export, evaluate and serve: a CTranslate2 directory beside the SavedModel ---------------
+# (`seq2seq.ctranslate2_export`, `seq2seq.ctranslate2_translator`, docs/serving.md)
+
+
+def _extended(shared: Subcommand, given, check, run, arguments=None,
+              help: str | None = None) -> Subcommand:
+    """The shared sub-command, doing `check(args)` and `run(args)` instead of its own where
+    `given(args)` (a CTranslate2 directory is asked for or given); `arguments` adds options."""
+
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        shared.add_arguments(p)
+        if arguments is not None:
+            arguments(p)
+
+    def checked(args: argparse.Namespace) -> None:
+        if given(args):
+            check(args)
+        elif shared.check is not None:
+            shared.check(args)
+
+    return Subcommand(shared.name, help or shared.help, add_arguments,
+                      lambda args: run(args) if given(args) else shared.run(args),
+                      description=shared.description, uses_tensorflow=shared.uses_tensorflow,
+                      runs_on_jax=shared.runs_on_jax, check=checked)
+
+
+def _export(shared: Subcommand) -> Subcommand:
+    """`export ... --format ctranslate2 [--quantization TYPE]`: a CTranslate2 directory."""
+    from common.export import ctranslate2 as ct2
+
+    def arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--format", choices=("savedmodel", "ctranslate2"), default="savedmodel",
+                       help="savedmodel: a SavedModel for TensorFlow (Serving); ctranslate2: a "
+                            "CTranslate2 model directory, for a Transformer run (`pip install "
+                            "-e .[ctranslate2]`; docs/serving.md)")
+        p.add_argument("--quantization", choices=ct2.QUANTIZATIONS,
+                       help="--format ctranslate2: the weights' type (default float32, the "
+                            "weights as trained; int16 and int8 store each in 2 and 1 bytes)")
+
+    def given(args: argparse.Namespace) -> bool:
+        if args.format != "ctranslate2" and args.quantization:
+            from common.errors import UserError
+
+            raise UserError("--quantization: the weights' type of a CTranslate2 export; add "
+                            "--format ctranslate2")
+        return args.format == "ctranslate2"
+
+    def check(args: argparse.Namespace) -> None:
+        ct2.engine()
+        ct2.check_target(args.out_dir, args.overwrite)
+
+    def run(args: argparse.Namespace) -> int:
+        from seq2seq.ctranslate2_export import export_ctranslate2
+
+        sizes = exported_beam_sizes(args)
+        quantization = args.quantization or "float32"
+        out = export_ctranslate2(
+            args.run_dir, args.out_dir, quantization=quantization, checkpoint=args.checkpoint,
+            overwrite=args.overwrite, beam_sizes=sizes, default_beam_size=args.beam_size,
+            max_decode_length=args.max_decode_length, attention_layer=args.attention_layer,
+            attention_head=args.attention_head)
+        print(f"Exported {out} (CTranslate2, {quantization} weights; beam sizes: "
+              f"{', '.join(map(str, sizes))})")
+        return EXIT_OK
+
+    return _extended(shared, given, check, run, arguments,
+                     help="export a run as a self-contained SavedModel or a CTranslate2 "
+                          "directory")
+
+
+def _evaluate(shared: Subcommand) -> Subcommand:
+    """`evaluate OUT_DIR`: a CTranslate2 export scored as its run (`seq2seq.evaluate`)."""
+    from common.export import ctranslate2 as ct2
+
+    def check(args: argparse.Namespace) -> None:
+        ct2.engine()
+        _check_exported(args, "a CTranslate2 export")
+
+    return _extended(shared, lambda args: ct2.is_ctranslate2(args.run_dir), check, shared.run)
+
+
+def _serve(shared: Subcommand) -> Subcommand:
+    """`serve OUT_DIR`: a CTranslate2 export over the same REST API (version 1)."""
+    from common.export import ctranslate2 as ct2
+
+    def run(args: argparse.Namespace) -> int:
+        from seq2seq.ctranslate2_translator import serve
+
+        serve(args.export_dir, args.model_name, host=args.host, port=args.port,
+              max_batch_size=args.max_batch_size, batch_timeout_ms=args.batch_timeout_ms,
+              max_request_instances=args.max_request_instances)
+        return EXIT_OK
+
+    return _extended(shared, lambda args: ct2.is_ctranslate2(args.export_dir),
+                     lambda args: ct2.engine(), run,
+                     help="serve a SavedModel or a CTranslate2 export over TensorFlow Serving's "
+                          "REST API")
+
+
 def subcommands() -> list[Subcommand]:
-    """train, evaluate, export and serve from `common.cli`; translate is the translators'
-    own."""
+    """train, evaluate, export and serve from `common.cli` (the last three also taking a
+    CTranslate2 directory); translate is the translators' own."""
     shared = family_subcommands(FAMILY)
     return [
         shared["train"],
         shared["average"],
         shared["prepare"],
-        shared["evaluate"],
-        Subcommand("translate", "translate sentences with a run directory or a SavedModel",
-                   _translate_arguments, _translate, check=_check_translate),
-        shared["export"],
-        shared["serve"],
+        _evaluate(shared["evaluate"]),
+        Subcommand("translate", "translate sentences with a run directory, a SavedModel or a "
+                   "CTranslate2 export", _translate_arguments, _translate, check=_check_translate),
+        _export(shared["export"]),
+        _serve(shared["serve"]),
         fetch_subcommand(["spa-eng"]),
     ]
 

@@ -80,7 +80,8 @@ def evaluate(
     """Translates the references' sources with `run_dir` and scores the output.
 
     Args:
-        run_dir: a translator run directory.
+        run_dir: a translator run directory, or a CTranslate2 export of one (scored as the
+            run, with its config).
         data: a TSV of source<TAB>reference pairs (the run's `reverse` applies).
         dataset: `"dates"`: the held-out dates split.
         beam_size: 1 for greedy decoding.
@@ -119,7 +120,14 @@ def evaluate(
         # Before the model loads: an existing file is replaced only when it is an earlier
         # result, and never the `data` being scored.
         check_output_file(json_path, "--json", inputs=[data], result_keys=RESULT_KEYS)
-    translator = Translator.from_run_dir(run_dir, checkpoint)
+    from common.export.ctranslate2 import is_ctranslate2
+
+    if is_ctranslate2(run_dir):
+        from seq2seq.inference import open_model
+
+        translator = open_model(run_dir, attention_layer, attention_head, checkpoint)
+    else:
+        translator = Translator.from_run_dir(run_dir, checkpoint)
     # The attention chosen is checked before the data loads (a model with one attention
     # refuses a layer or head; a Transformer, one it does not have).
     model = getattr(translator, "model", None)  # an exported translator chose at export time

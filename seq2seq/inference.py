@@ -393,11 +393,24 @@ class Translator:
 def open_model(path: str | Path, attention_layer: int = -1,
                attention_head: int | None = None, checkpoint: str | None = None) -> Any:
     """A `Translator` for a run directory, a `seq2seq.export.ExportedTranslator` for a
-    SavedModel (both translate the same way); a `UserError` for anything else, or for
-    attention options given with a SavedModel (they are chosen at export time)."""
+    SavedModel, a `seq2seq.ctranslate2_translator.CTranslate2Translator` for a CTranslate2
+    export (all translate the same way); a `UserError` for anything else, or for attention
+    options given with an export (they are chosen at export time)."""
+    from common.export.ctranslate2 import is_ctranslate2
     from common.export.savedmodel import is_saved_model
 
     path = Path(path)
+    if is_ctranslate2(path):  # before the run-directory check: it has a config.json of its own
+        from seq2seq.ctranslate2_translator import CTranslate2Translator
+
+        if attention_layer != -1 or attention_head is not None:
+            raise UserError("--attention-layer/--attention-head: a CTranslate2 export returns "
+                            "the attention chosen at export time; give them to `seq2seq "
+                            "export`")
+        if checkpoint is not None:
+            raise UserError("--checkpoint: a CTranslate2 export holds the weights chosen at "
+                            "export time; give it to `seq2seq export`")
+        return CTranslate2Translator(path)
     if is_saved_model(path):
         from seq2seq.export import ExportedTranslator
 

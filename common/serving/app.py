@@ -181,6 +181,7 @@ def create_app(
     input_defaults: Mapping[str, Any] | None = None,
     screen_images: bool = False,
     max_request_instances: int = 1024,
+    versions: Mapping[int, Any] | None = None,
 ) -> web.Application:
     """The aiohttp application serving `saved_model_dir` as `model_name` (loads it now).
 
@@ -198,6 +199,9 @@ def create_app(
         input_defaults: values for scalar inputs (e.g. `{"beam_size": 3}`) a request omits.
         screen_images: binary inputs are images: refuse non-images from their header and
             re-encode what the graph cannot decode faithfully (see `ServedModel`).
+        versions: the versions already loaded, by number, each with `ServedModel`'s
+            interface (a CTranslate2 export's `common.serving.engine_servable.EngineServable`);
+            then `saved_model_dir` is not read and the loading options do not apply.
 
     Returns:
         A `web.Application`; `app[BATCHER].stats` counts requests and model calls.
@@ -208,7 +212,7 @@ def create_app(
         raise UserError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
     if max_request_instances < 1:
         raise UserError(f"max_request_instances must be >= 1, got {max_request_instances}")
-    versions = {
+    versions = dict(versions) if versions else {
         number: ServedModel(path, input_defaults, max_image_pixels, screen_images, number,
                             max_instances=max_request_instances)
         for number, path in model_versions(saved_model_dir).items()
