@@ -149,11 +149,15 @@ class SelfCriticalConfig:
         baseline: what each sample's reward is compared with: `"greedy"`, the reward of the
             image's greedy caption (Rennie et al.), or `"mean"`, the mean reward of the image's
             other `K - 1` samples (Luo 2020, "new self-critical"; needs `K >= 2`).
+        xe_weight: `w` in `loss = (1 - w) · SCST + w · XE`, the cross-entropy of the image's
+            reference captions mixed into the policy gradient (self-critical.pytorch's
+            `structure_loss_weight` is `1 - w`); 0, SCST alone; below 1.
     """
 
     enabled: bool = False
     samples: int = 5
     baseline: str = "greedy"
+    xe_weight: float = 0.0
 
     def __post_init__(self):
         _check_choice("scst baseline", self.baseline, SCST_BASELINES)
@@ -163,6 +167,11 @@ class SelfCriticalConfig:
         if self.baseline == "mean" and self.samples < 2:
             raise UserError(f"the scst baseline 'mean' averages the other samples of an image; "
                             f"expected samples >= 2, got {self.samples}")
+        weight = self.xe_weight
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not (
+                0 <= weight < 1):
+            raise UserError(f"scst xe_weight must be a number in [0, 1) (0: SCST alone; "
+                            f"cross-entropy alone is --no-scst), got {weight!r}")
 
 
 @dataclass(frozen=True)

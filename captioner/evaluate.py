@@ -4,7 +4,7 @@
 reports, on a 0–100 scale: BLEU-1..4, METEOR, ROUGE-L and CIDEr (pycocoevalcap, through
 `common.metrics.caption_scores`, with the tokenizer that ran), attention correctness and its
 uniform-attention baseline (for datasets with object boxes: `shapes`, COCO instances), and on
-`shapes` the object and relation accuracy of the captions.
+`shapes` the object and relation accuracy of the captions and how many name an object twice.
 
 Attention correctness is given twice (`common.metrics.attention_correctness`): on the
 generated captions, where only the objects the model chose to name are scored, and as Liu et
@@ -107,8 +107,9 @@ def evaluate(run_dir: str | os.PathLike | CaptionerRun, dataset: str | None = No
         "attention_uniform_baseline", "attention_words", "attention_words_skipped",
         "attention_correctness_references", "attention_uniform_baseline_references",
         "attention_words_references", "attention_words_skipped_references",
-        ["object_accuracy", "relation_accuracy"]}`; scores on the 0–100 scale, except the
-        counts; `tokenizer` says which tokenizer the caption metrics used (`"ptb"`, or
+        ["object_accuracy", "relation_accuracy", "relations_stated", "objects_named_twice",
+        "objects_named_twice_rate"]}` (on `shapes`: `shapes_metrics.shapes_scores`); scores on
+        the 0–100 scale, except the counts and `relations_stated` (per caption); `tokenizer` says which tokenizer the caption metrics used (`"ptb"`, or
         `"simple"` without Java). The `attention_*` entries are on the generated captions,
         the `*_references` ones on the references under teacher forcing (see the module
         docstring); they are there for datasets with object boxes. A metric that cannot be

@@ -161,6 +161,9 @@ Typical use:
         add(g, "--scst-baseline", path="scst.baseline", choices=SCST_BASELINES,
             help="each sample's reward is compared with its image's greedy caption's (the "
                  "default) or with the mean of its image's other samples")
+        add(g, "--scst-xe-weight", path="scst.xe_weight", type=float, metavar="W",
+            help="loss = (1 - W) SCST + W cross-entropy of the images' reference captions, "
+                 "0 <= W < 1 (default 0: SCST alone)")
 
     def preset(self, name: str | None, explicit: dict[str, Any]) -> dict[str, Any]:
         dataset = explicit.get("data", {}).get("dataset")

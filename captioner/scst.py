@@ -27,11 +27,20 @@ whose `loss_terms` is the policy gradient of the reward, for the trainer's compi
    each sampled location: `loss_sum = −Σᵢ Aᵢ Σₜ log p(wᵢₜ) + λ Σᵢ penaltyᵢ`, `count = N`, so the
    loss is the mean over the samples, per caption (not per word).
 
+With `scst.xe_weight` `w > 0` the cross-entropy of the images' reference captions is mixed
+in, as self-critical.pytorch's `structure_loss_weight` does: the batch also carries each
+image's references `(B, R, T)` (`reference_ids`), read under teacher forcing with dropout off,
+and the step's loss is `(1 − w) · (the SCST loss above) + w · XE`, XE the mean over the
+references' words: `loss_sum = (1 − w) · loss_sum + w · N · XE` (the trainer divides by `N`).
+It keeps the model's captions among those the references say: SCST alone follows CIDEr-D's
+consensus wherever it leads (on `shapes`, to listing the objects without their relations).
+
 The reported terms (means over the `N` samples): `reward`, the samples' CIDEr-D;
-`greedy_reward`, their images' greedy captions' (greedy baseline only); `penalty`.
+`greedy_reward`, their images' greedy captions' (greedy baseline only); `penalty`; with the
+mix, `xent`, the references' cross-entropy per word.
 
 Shapes: `B` images, `K` samples per image, `N = B·K` sampled captions, `T` steps
-(`decoder.max_length`), `L` regions, `D` features, `V` vocabulary.
+(`decoder.max_length`), `L` regions, `D` features, `V` vocabulary, `R` references per image.
 """
 
 from __future__ import annotations
@@ -114,6 +123,22 @@ def word_log_probs(logits, words):
                                            axis=-1), -1)
 
 
+def reference_ids(split: Any, vocab: Any, max_length: int) -> np.ndarray:
+    """`(len(split), R, max_length)` int32: the reference captions of each image of `split` as
+    cross-entropy training's targets (`caption_out`: the words, cut to `max_length − 1`, then
+    `<end>`), `<pad>` after them and in the rows of an image with fewer than `R` (the most any
+    image has) captions."""
+    from captioner.datasets.pipeline import caption_pairs
+
+    owners, ids = caption_pairs(split, vocab, max_length=max_length)
+    counts = np.bincount(owners, minlength=len(split))
+    table = np.full((len(split), max(int(counts.max()), 1), max_length), PAD_ID, np.int32)
+    first = np.concatenate([[0], np.cumsum(counts)])
+    for n, row in enumerate(ids.to_list()):
+        table[owners[n], n - first[owners[n]], :len(row) + 1] = [*row, END_ID]
+    return table
+
+
 def _hard_step(decoder, tokens, h, c, annotations, projected, location):
     """One step of the hard-attention decoder at a chosen location: `decoder.step` with the
     location given (an `(N,)` index, or a function of the weights `(N, L)` that draws one).
@@ -179,7 +204,8 @@ class SelfCriticalCaptioner(ShowAttendTell):
 
         `batch`: `"image" (B, H, W, 3)` or `"features" (B, L, D)`, `"index" (B,)` the images'
         indices in the training split (the reward's), and `"seed" (B,)` (the first one seeds
-        the batch's samples; `make_scst_dataset`).
+        the batch's samples; `make_scst_dataset`); with `scst.xe_weight`, `"references"
+        (B, R, T)` (`reference_ids`).
         """
         if self.reward is None:
             raise ValueError("SelfCriticalCaptioner needs a reward: set model.reward")
@@ -207,13 +233,33 @@ class SelfCriticalCaptioner(ShowAttendTell):
             log_prob = log_prob + ops.sum(location_log_prob * mask, axis=1)
         penalty = config.penalty_weight * ops.sum(
             doubly_stochastic_penalty(ops.cast(alpha, "float32"), mask, config.penalty_tau))
-        terms = {"loss_sum": -ops.sum(advantage * log_prob) + penalty,
-                 "count": ops.cast(ops.shape(words)[0], "float32"),
+        count = ops.cast(ops.shape(words)[0], "float32")
+        terms = {"loss_sum": -ops.sum(advantage * log_prob) + penalty, "count": count,
                  "reward": ops.sum(rewards)}
         if scst.baseline == "greedy":
             terms["greedy_reward"] = ops.sum(greedy_rewards) * samples
         terms["penalty"] = penalty
+        if scst.xe_weight:
+            weight = scst.xe_weight
+            xent = count * self._reference_xent(annotations, batch["references"])
+            terms["loss_sum"] = (1.0 - weight) * terms["loss_sum"] + weight * xent
+            terms["xent"] = xent
         return terms
+
+    def _reference_xent(self, annotations, references):
+        """The mean cross-entropy per word of `references (B, R, T)` (`caption_out` rows,
+        all-`<pad>` rows ignored) read under teacher forcing from `annotations (B, L, D)`,
+        with the gradient; dropout off, hard attention at its most likely locations."""
+        steps = references.shape[-1]
+        target = ops.reshape(ops.cast(references, "int32"), (-1, steps))  # (B·R, T)
+        caption_in = ops.concatenate(
+            [ops.full((ops.shape(target)[0], 1), START_ID, "int32"), target[:, :-1]], axis=1)
+        tiled = ops.repeat(annotations, ops.shape(references)[1], axis=0)  # (B·R, L, D)
+        logits = self.decoder(tiled, caption_in, training=False)["logits"]
+        mask = ops.cast(ops.not_equal(target, PAD_ID), "float32")
+        token_xent = keras.losses.sparse_categorical_crossentropy(
+            target, ops.cast(logits, "float32"), from_logits=True) * mask
+        return ops.sum(token_xent) / ops.maximum(ops.sum(mask), 1.0)
 
     def _sample(self, annotations, samples: int, seed, hard: bool):
         """`K` sampled captions per image, image-major: `words (N, T)` int32 (`<pad>` after
@@ -314,7 +360,8 @@ def batch_seeds(seed: int, epoch: int, batches: tf.Tensor) -> tf.Tensor:
 
 def make_scst_dataset(split: Any, batch_size: int, seed: int, epoch: int,
                       image_size: Any = None, features: np.ndarray | None = None,
-                      missing: Sequence[int] = (), repeat: bool = False) -> tf.data.Dataset:
+                      missing: Sequence[int] = (), repeat: bool = False,
+                      references: np.ndarray | None = None) -> tf.data.Dataset:
     """Batches of the training split's images for SCST, shuffled by `seed + epoch`.
 
     Args:
@@ -326,11 +373,14 @@ def make_scst_dataset(split: Any, batch_size: int, seed: int, epoch: int,
         features: the cached annotations `(len(split), L, D)` (`captioner.features`), read
             instead of the images; `missing`: the indices whose image could not be read.
         repeat: repeat forever (`steps_per_epoch` set).
+        references: `(len(split), R, T)` the images' reference captions (`reference_ids`),
+            for the cross-entropy mixed in (`scst.xe_weight`); None: not in the batches.
 
     Returns:
         A `tf.data.Dataset` of dicts: `image (B, H, W, 3)` float32 in [0, 255] or
         `features (B, L, D)`, `index (B,)` int32 (the image's index in `split`), and
-        `seed (B,)` int32, the batch's sampling seed (`batch_seeds`) repeated.
+        `seed (B,)` int32, the batch's sampling seed (`batch_seeds`) repeated, and with
+        `references` their rows, `references (B, R, T)` int32.
     """
     from captioner.datasets.pipeline import make_image_dataset
 
@@ -348,8 +398,13 @@ def make_scst_dataset(split: Any, batch_size: int, seed: int, epoch: int,
         dataset = dataset.batch(batch_size, drop_remainder=True).map(
             lambda index: {"features": tf.gather(table, index), "index": index})
 
+    table = None if references is None else tf.constant(np.asarray(references, np.int32))
+
     def with_seed(number, batch):
         size = tf.shape(batch["index"])[0]
-        return {**batch, "seed": tf.fill([size], batch_seeds(seed, epoch, number))}
+        batch = {**batch, "seed": tf.fill([size], batch_seeds(seed, epoch, number))}
+        if table is not None:
+            batch["references"] = tf.gather(table, batch["index"])
+        return batch
 
     return dataset.enumerate().map(with_seed).prefetch(tf.data.AUTOTUNE)

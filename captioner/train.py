@@ -150,12 +150,14 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
         def build_optimizer(training_config):
             return keras.optimizers.Adam(learning_rate(config, training_config, steps))
 
-    reward = None
+    reward = references = None
     if config.scst.enabled:
-        from captioner.scst import CaptionReward
+        from captioner.scst import CaptionReward, reference_ids
 
         # CIDEr-D's document frequencies: the training references.
         reward = CaptionReward([record.captions for record in split], vocab)
+        if config.scst.xe_weight:  # the references' cross-entropy, mixed in
+            references = reference_ids(split, vocab, data.max_length)
 
     def make_model():
         if reward is None:
@@ -181,7 +183,7 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
             dataset = make_scst_dataset(
                 split, context.get_per_replica_batch_size(training.batch_size), training.seed,
                 epoch, config.encoder.image_size, features, missing or (),
-                repeat=training.steps_per_epoch is not None)
+                repeat=training.steps_per_epoch is not None, references=references)
             if context.num_input_pipelines > 1:
                 dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
             return dataset

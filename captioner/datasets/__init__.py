@@ -94,7 +94,8 @@ parse_caption(caption: str) -> ParsedCaption  # .objects (NamedObject(colour, sh
 object_accuracy(captions: Sequence[str], objects: Sequence[Sequence[ObjectAnnotation]]) -> float
 relation_accuracy(captions, objects) -> float  # fraction of stated relations that hold (nan: none)
 shapes_scores(hypotheses: dict[image_id, str], split: CaptionSplit) -> dict[str, float]
-# {"object_accuracy": 0-100, "relation_accuracy": 0-100 or nan, "relations_stated": per caption}
+# {"object_accuracy": 0-100, "relation_accuracy": 0-100 or nan, "relations_stated": per caption,
+#  "objects_named_twice": captions, "objects_named_twice_rate": 0-100}
 ```
 
 Caption metrics live in `common.metrics.caption_metrics.caption_scores(references,

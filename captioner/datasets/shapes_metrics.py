@@ -10,6 +10,12 @@ between two phrases states none. Every other word is ignored.
   exactly the image's objects, with every stated size right.
 - `relation_accuracy`: the fraction of stated relations that are true of the image: both
   objects are in it and the relation matches their box centres (`shapes.spatial_relation`).
+- `objects_named_twice`: the number of captions that name one object twice, that is, with an
+  object phrase of the same colour and shape as an earlier one of the caption that is not
+  introduced by "the" ("a yellow square left of a green diamond and a yellow square"). "The"
+  is how the references refer back to an object they have named ("a red circle left of a blue
+  square , and a green diamond above the blue square"; an image never holds two objects of
+  one colour and shape), so no reference caption counts.
 """
 
 from __future__ import annotations
@@ -64,17 +70,7 @@ def parse_caption(caption: str) -> ParsedCaption:
     NamedObject(colour='blue', shape='square', size=None)), relations=((0, 'left', 1),))
     """
     words = _WORD.findall(caption.lower())
-    mentions: list[tuple[int, int, NamedObject]] = []  # (first word, last word, object)
-    i = 0
-    while i < len(words) - 1:
-        if words[i] in COLOURS and words[i + 1] in SHAPES:
-            first = i - 1 if i > 0 and words[i - 1] in SIZES else i
-            size = words[i - 1] if first < i else None
-            mentions.append((first, i + 1, NamedObject(words[i], words[i + 1], size)))
-            i += 2
-        else:
-            i += 1
-
+    mentions = _mentions(words)
     objects: list[NamedObject] = []
     index: dict[tuple[str, str], int] = {}
     mention_ids = []
@@ -94,6 +90,43 @@ def parse_caption(caption: str) -> ParsedCaption:
         if stated and mention_ids[k] != mention_ids[k + 1]:
             relations.append((mention_ids[k], stated[0], mention_ids[k + 1]))
     return ParsedCaption(objects=tuple(objects), relations=tuple(relations))
+
+
+def _mentions(words: Sequence[str]) -> list[tuple[int, int, NamedObject]]:
+    """The object phrases `[size] colour shape` of a caption's `words`, in order: `(first
+    word, last word, object)`."""
+    mentions = []
+    i = 0
+    while i < len(words) - 1:
+        if words[i] in COLOURS and words[i + 1] in SHAPES:
+            first = i - 1 if i > 0 and words[i - 1] in SIZES else i
+            size = words[i - 1] if first < i else None
+            mentions.append((first, i + 1, NamedObject(words[i], words[i + 1], size)))
+            i += 2
+        else:
+            i += 1
+    return mentions
+
+
+def names_an_object_twice(caption: str) -> bool:
+    """True when an object phrase of `caption` has the colour and shape of an earlier one and
+    is not introduced by "the" (see the module docstring).
+
+    Example:
+    >>> names_an_object_twice("a small yellow square left of a green diamond and a yellow square")
+    True
+    >>> names_an_object_twice("a red circle left of a blue square , and a green diamond "
+    ...                       "above the blue square")
+    False
+    """
+    words = _WORD.findall(caption.lower())
+    seen = set()
+    for first, _, named in _mentions(words):
+        key = (named.colour, named.shape)
+        if key in seen and (first == 0 or words[first - 1] != "the"):
+            return True
+        seen.add(key)
+    return False
 
 
 def _find(objects: Sequence[ObjectAnnotation], named: NamedObject) -> ObjectAnnotation | None:
@@ -163,16 +196,21 @@ def shapes_scores(hypotheses: Mapping[Hashable, str], split: CaptionSplit) -> di
     """Object and relation accuracy (0-100) of generated captions `{image_id: caption}`.
 
     Returns:
-        `{"object_accuracy", "relation_accuracy", "relations_stated"}`; relation accuracy is
-        nan when no caption states a relation, `relations_stated` is the mean number per
-        caption.
+        `{"object_accuracy", "relation_accuracy", "relations_stated", "objects_named_twice",
+        "objects_named_twice_rate"}`; relation accuracy is nan when no caption states a
+        relation, `relations_stated` is the mean number per caption, `objects_named_twice` the
+        number of captions that name an object twice (`names_an_object_twice`) and
+        `objects_named_twice_rate` their share (0-100; nan for no captions).
     """
     ids = list(hypotheses)
     captions = [hypotheses[i] for i in ids]
     objects = [split.by_id(i).objects for i in ids]
     stated = sum(relation_counts(c, o)[1] for c, o in zip(captions, objects))
+    twice = sum(names_an_object_twice(c) for c in captions)
     return {
         "object_accuracy": 100.0 * object_accuracy(captions, objects),
         "relation_accuracy": 100.0 * relation_accuracy(captions, objects),
         "relations_stated": stated / len(ids) if ids else math.nan,
+        "objects_named_twice": twice,
+        "objects_named_twice_rate": 100.0 * twice / len(ids) if ids else math.nan,
     }

@@ -21,12 +21,13 @@ REPO = Path(__file__).resolve().parents[2]
 VOCAB, STEPS, IMAGES = 9, 6, 2
 
 
-def _model(attention="soft", samples=3, kind="greedy", vocab=VOCAB, reward=None):
+def _model(attention="soft", samples=3, kind="greedy", vocab=VOCAB, reward=None,
+           xe_weight=0.0, dropout=0.0):
     model = SelfCriticalCaptioner(
         vocab, EncoderConfig("small-cnn", (16, 16), "none", filters=(8,)),
-        DecoderConfig(embedding_dim=8, units=16, attention_units=8, dropout=0.0,
+        DecoderConfig(embedding_dim=8, units=16, attention_units=8, dropout=dropout,
                       max_length=STEPS, attention=attention, penalty_weight=0.0),
-        SelfCriticalConfig(True, samples=samples, baseline=kind))
+        SelfCriticalConfig(True, samples=samples, baseline=kind, xe_weight=xe_weight))
     model.reward = reward
     return model
 
@@ -68,6 +69,26 @@ def _step_path(model, images, words, samples):
             locations.append(tf.argmax(alpha, axis=-1, output_type=tf.int32))
         total += term * (words[:, t] != PAD_ID)
     return total, (tf.stack(locations, 1) if locations else None)
+
+
+def _references_xent(model, images, references):
+    """The mean cross-entropy per word of `references (B, R, T)` through the decoding step
+    (one token at a time, the full softmax; hard attention at the step's own, most likely,
+    location), all-`<pad>` rows and the `<pad>` after `<end>` left out: a NumPy-style sum."""
+    batch, count = references.shape[:2]
+    rows = references.reshape(-1, STEPS)
+    annotations = model.annotations({"image": images})
+    state = tuple(tf.repeat(x, count, axis=0)
+                  for x in model.initial_decoding_state(features=annotations))
+    step = model.make_step()
+    tokens = np.concatenate([np.full((len(rows), 1), START_ID), rows[:, :-1]], 1)
+    total, words = 0.0, 0
+    for t in range(STEPS):
+        logits, state, _ = step(tf.constant(tokens[:, t]), state, tf.constant(t))
+        xent = tf.nn.sparse_softmax_cross_entropy_with_logits(rows[:, t], logits)
+        total += tf.reduce_sum(xent * (rows[:, t] != PAD_ID))
+        words += int((rows[:, t] != PAD_ID).sum())
+    return total / words
 
 
 @pytest.mark.parametrize("attention", ["soft", "hard"])
@@ -113,6 +134,70 @@ def test_the_loss_and_its_gradient_are_the_advantage_times_the_samples_log_likel
         got, want = tf.convert_to_tensor(got).numpy(), tf.convert_to_tensor(want).numpy()
         scale = max(np.abs(want).max(), 1e-3)
         np.testing.assert_allclose(got / scale, want / scale, atol=2e-4, err_msg=variable.path)
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_the_mixed_loss_and_its_gradient_are_the_weighted_sum_of_scst_and_cross_entropy(
+        attention):
+    # xe_weight w: loss = (1 - w) · SCST (per sample) + w · XE (per reference word), each part
+    # computed apart: SCST through the decoding step as above, XE through the step too, over
+    # the references (B, R, T) with an all-<pad> row; the gradient is the same sum's.
+    samples, weight, rng = 2, 0.3, np.random.default_rng(4)
+    rewards = rng.uniform(0, 2, IMAGES * samples + IMAGES).astype(np.float32)
+    model = _model(attention, samples, xe_weight=weight, dropout=0.5,
+                   reward=lambda tokens, images: rewards[: len(tokens)])
+    images = _images()
+    words, greedy = _captions(IMAGES * samples, rng), _captions(IMAGES, rng)
+    references = _captions(IMAGES * 3, rng).reshape(IMAGES, 3, STEPS)
+    references[1, 2] = PAD_ID  # the second image has two references
+    log_p, locations = _step_path(model, images, words, samples)
+    model._sample = lambda annotations, k, seed, hard: (tf.constant(words), locations)
+    model._greedy = lambda annotations: tf.constant(greedy)
+    advantage = rewards[: IMAGES * samples] - np.repeat(rewards[IMAGES * samples:], samples)
+    batch = {"image": images, "index": tf.range(IMAGES), "seed": tf.fill([IMAGES], 5),
+             "references": tf.constant(references)}
+    count = IMAGES * samples
+
+    with tf.GradientTape() as tape:
+        terms = model.loss_terms(batch, training=True)
+        loss = terms["loss_sum"] / terms["count"]
+    grads = tape.gradient(loss, model.trainable_variables)
+    with tf.GradientTape() as tape:
+        scst = -tf.reduce_sum(advantage * _step_path(model, images, words, samples)[0]) / count
+        xent = _references_xent(model, images, references)
+        reference = (1 - weight) * scst + weight * xent
+    expected = tape.gradient(reference, model.trainable_variables)
+
+    assert float(xent) > 0.5 and abs(float(scst)) > 0.05  # both parts count
+    assert float(terms["count"]) == count
+    np.testing.assert_allclose(float(loss), float(reference), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(float(terms["xent"]) / count, float(xent), rtol=1e-5)
+    for got, want, variable in zip(grads, expected, model.trainable_variables):
+        got, want = tf.convert_to_tensor(got).numpy(), tf.convert_to_tensor(want).numpy()
+        scale = max(np.abs(want).max(), 1e-3)
+        np.testing.assert_allclose(got / scale, want / scale, atol=2e-4, err_msg=variable.path)
+
+
+def test_the_reference_table_holds_each_images_captions_as_training_targets():
+    from captioner.datasets import build_vocabulary, load_split
+    from captioner.scst import reference_ids
+
+    split = load_split("shapes", "train", num_images=12)
+    vocab = build_vocabulary(split)
+    table = reference_ids(split, vocab, max_length=9)
+    counts = [len(record.captions) for record in split]
+    assert table.shape == (12, max(counts), 9) and min(counts) < max(counts)
+    for record, rows in zip(split, table):
+        for k, row in enumerate(rows):
+            if k >= len(record.captions):
+                assert not row.any()
+                continue
+            ids = [vocab.token_to_id(w) for w in record.captions[k].lower().split()][:8]
+            assert row.tolist() == ids + [END_ID] + [PAD_ID] * (8 - len(ids))
+    dataset = make_scst_dataset(split, 4, seed=1, epoch=0, image_size=(16, 16),
+                                references=table)
+    for batch in dataset:
+        np.testing.assert_array_equal(batch["references"], table[batch["index"].numpy()])
 
 
 def test_the_rewards_in_the_step_are_cider_d_of_the_models_own_captions():
@@ -224,7 +309,8 @@ def test_scst_from_a_trained_run_raises_its_validation_cider_and_keeps_the_best(
     assert epochs[-1]["val_cider"] > _epochs(source)[-1]["val_cider"] + 5
     assert list((scst / "best").glob("ckpt-*.index"))
     config = json.loads((scst / "config.json").read_text())
-    assert config["scst"] == {"enabled": True, "samples": 4, "baseline": "greedy"}
+    assert config["scst"] == {"enabled": True, "samples": 4, "baseline": "greedy",
+                              "xe_weight": 0.0}
     assert config["training"]["jit_compile"] is False
     # The checkpoints are the captioner's: caption reads the best one.
     sample = REPO / "assets" / "samples" / "shapes_2.png"
@@ -267,6 +353,9 @@ def _one_line_error(capsys, argv):
     (["--scst", "--scst-samples", "1", "--scst-baseline", "mean"],
      "expected samples >= 2, got 1"),
     (["--scst", "--scst-baseline", "best"], "invalid choice: 'best'"),
+    (["--scst", "--scst-xe-weight", "1"], "scst xe_weight must be a number in [0, 1)"),
+    (["--scst", "--scst-xe-weight", "-0.1"], "got -0.1"),
+    (["--scst", "--scst-xe-weight", "half"], "invalid float value: 'half'"),
     (["--scst", "--jit-compile"], "--scst computes its CIDEr-D reward in NumPy"),
 ])
 def test_bad_scst_options_are_one_line(capsys, tmp_path, args, message):
@@ -274,6 +363,15 @@ def test_bad_scst_options_are_one_line(capsys, tmp_path, args, message):
                                    *args])
     assert message in err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_config_written_before_the_cross_entropy_mix_loads_without_it():
+    from captioner.config import CaptionerRunConfig
+    from common.config import from_dict
+
+    config = from_dict(CaptionerRunConfig, {"scst": {"enabled": True, "samples": 4,
+                                                     "baseline": "mean"}})
+    assert config.scst == SelfCriticalConfig(True, 4, "mean", xe_weight=0.0)
 
 
 def test_scst_is_refused_for_the_jax_trainer_in_one_line(capsys, tmp_path):

@@ -9,6 +9,7 @@ import pytest
 from captioner.datasets import DATASETS, load_split
 from captioner.datasets.shapes import COLOURS, INVERSE, RELATION_PHRASES, spatial_relation
 from captioner.datasets.shapes_metrics import (
+    names_an_object_twice,
     object_accuracy,
     parse_caption,
     relation_accuracy,
@@ -150,6 +151,31 @@ def test_accuracies_catch_wrong_objects_and_sizes(train):
         assert math.isnan(accuracy([], []))
         with pytest.raises(UserError, match="got 2 captions for 1 images"):
             accuracy([good, good], [record.objects])
+
+
+@pytest.mark.parametrize("caption, twice", [
+    ("a small yellow square to the left of a green diamond and a small yellow square", True),
+    ("a yellow square and a large yellow square", True),  # another size, the same object
+    ("a red circle , a red circle and a blue square", True),
+    ("two shapes : a red circle above a red circle", True),
+    ("the red circle is above a blue square and the red circle", False),  # "the": back to it
+    ("a red circle left of a blue square , and a green diamond above the blue square", False),
+    ("a red circle and a red square and a blue circle", False),  # colour or shape differs
+    ("", False),
+])
+def test_names_an_object_twice_counts_a_repeat_not_introduced_by_the(caption, twice):
+    assert names_an_object_twice(caption) is twice
+
+
+def test_no_reference_names_an_object_twice_and_the_scores_count_those_that_do(train):
+    assert not any(names_an_object_twice(c) for r in train for c in r.captions)
+    records = [r for r in train if len(r.objects) == 2][:4]
+    hypotheses = {r.image_id: f"a {r.objects[0].category} and a {r.objects[1].category}"
+                  for r in records}
+    first = records[0]
+    hypotheses[first.image_id] += f" and a {first.objects[0].category}"
+    scores = shapes_scores(hypotheses, train)
+    assert scores["objects_named_twice"] == 1 and scores["objects_named_twice_rate"] == 25.0
 
 
 def test_bad_options_are_user_errors():
