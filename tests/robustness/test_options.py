@@ -117,7 +117,7 @@ def test_a_savedmodel_of_another_kind(command, kind, needle, tmp_path, capsys):
     (["--max-decode-length", "100000"], "max decode length 100000: expected 1..32"),
     (["--attention-layer", "7"], "attention layer 7"),
     (["--attention-head", "9"], "attention head 9"),
-    (["--checkpoint", "\u00b2"], "--checkpoint '\u00b2': expected best, last, a checkpoint number"),
+    (["--checkpoint", "\u00b2"], "--checkpoint '\u00b2': expected best, last, a step N"),
 ])
 def test_out_of_range_decoding_options_on_a_run(options, needle, models, capsys):
     err = one_line_error(capsys, ["translate", str(models["run directory"]), "March 3",
