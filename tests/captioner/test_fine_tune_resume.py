@@ -30,7 +30,9 @@ def test_resume_with_fine_tune_trains_the_top_layers_from_there(tmp_path, capsys
     assert "Fine-tuning the encoder's top 3 layers from here on (a new optimizer)" in out
     assert json.loads((run / "config.json").read_text())["encoder"]["fine_tune"] == 3
 
-    before, after = _backbone_weights(run, "1"), _backbone_weights(run, "2")
+    # Checkpoints are named by step: the first epoch's and the second's.
+    first, second = sorted(int(p.stem.split("-")[1]) for p in (run / "checkpoints").glob("ckpt-*.index"))
+    before, after = _backbone_weights(run, str(first)), _backbone_weights(run, str(second))
     changed = [any(not np.array_equal(a, b) for a, b in zip(x, y, strict=True))
                for x, y in zip(before, after, strict=True)]
     # The top three weighted layers are trainable now (those the loss reaches move); the
