@@ -78,8 +78,10 @@ else
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export KERAS_BACKEND=jax PYTHONUNBUFFERED=1
-{ nvidia-smi 2>&1 || true; "$PY" -c 'import jax, keras; print(jax.devices(), jax.__version__, keras.__version__)'; } \
-  > "$LOGS/machine.txt" 2>&1
+# Keras's version from its metadata: importing it here would only add seconds to every run.
+{ nvidia-smi 2>&1 || true
+  "$PY" -c 'import jax; from importlib.metadata import version
+print(jax.devices(), jax.__version__, version("keras"))'; } > "$LOGS/machine.txt" 2>&1
 
 # collect: what has come so far into $OUT (at most 8 files): the report, the history, the weight
 # parts (4 for the spa-eng model) and one archive of everything else. Run after every step, so
@@ -129,12 +131,15 @@ step() {
 # twice the batch); then the layer norms' closed-form gradient (`paper_norm`, at both batches,
 # profiled); and all of them at smaller batches (`paper_sizes`). MFU_STEPS names the steps to
 # run (default: all six, about 8 minutes on an H200).
+# --quick: tiny sizes, one step to compile and one timed, compiled with few optimizations
+# (JAX's jax_disable_most_optimizations): on a CPU their speed is not what it checks, and
+# compiling them is most of its time.
 if [ $QUICK = 1 ]; then
-  TRAIN=(--quick) BASE=(--size tiny --length 8 --steps 3) ONE=16 BIG=(16 32) SMALL=(8)
-  LIMIT=300
+  TRAIN=(--quick) BASE=(--size tiny --length 8 --steps 1 --warmup 1) ONE=16 BIG=(16 32)
+  SMALL=(8) LIMIT=300 OPTIMIZE_LESS=1
 else
   TRAIN=(--minutes 3) BASE=(--size base --length 64 --steps 20) ONE=1024 BIG=(1024 2048)
-  SMALL=(256 512) LIMIT=100
+  SMALL=(256 512) LIMIT=100 OPTIMIZE_LESS=${JAX_DISABLE_MOST_OPTIMIZATIONS:-0}
 fi
 if [ "$PART" = seeds ]; then
   for S in $SEEDS; do
@@ -154,6 +159,7 @@ if [ "$PART" = all ] || [ "$PART" = mfu ]; then
     shift 2
     [[ " $MFU_STEPS " == *" $name "* ]] || return 0
     step "$name" "$limit" env XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_gpu_enable_triton_gemm=false" \
+      JAX_DISABLE_MOST_OPTIMIZATIONS=$OPTIMIZE_LESS \
       "$PY" scripts/benchmarks/benchmark_transformer_jax.py "${BASE[@]}" --attention-dropout 0 \
       --dropout-rng rbg "$@" --out "$LOGS/${name}_bf16.json"
   }

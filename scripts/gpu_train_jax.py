@@ -29,8 +29,8 @@ and the padded shape of every batch those epochs trained on
 (`common.training.flops.PEAK_TFLOPS`, matched on JAX's device kind) unless `--peak-tflops` is
 given.
 
-`--quick` runs on CPU in seconds (float32, 2 epochs of 3 steps): the CI check that the script
-works.
+`--quick` runs on CPU in seconds (float32, 2 epochs of 3 steps, compiled with few
+optimizations: JAX's `jax_disable_most_optimizations`): the CI check that the script works.
 """
 
 from __future__ import annotations
@@ -90,6 +90,8 @@ def run(args: argparse.Namespace) -> dict:
 
     if keras.backend.backend() != "jax":
         raise UserError(f"needs KERAS_BACKEND=jax, got {keras.backend.backend()}")
+    if args.quick:  # a smoke run: its speed is not what it checks; compiling is most of its time
+        jax.config.update("jax_disable_most_optimizations", True)
     prepared = load_prepared(args.prepared)
     if prepared.family != "seq2seq" or prepared.config["model"]["arch"] != "transformer":
         raise UserError(f"{args.prepared} is not a Transformer translation folder; expected "
@@ -214,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "RngBitGenerator, cheaper on a GPU)")
     p.add_argument("--quick", action="store_true",
                    help="CPU smoke run: float32, 2 epochs of 3 steps (so 2 checkpoints to "
-                        "average; options given win)")
+                        "average; options given win), compiled with few optimizations")
     # Runs on Keras's JAX backend, where the GPU machine has no TensorFlow.
     p.set_defaults(_run=run_main, _uses_tensorflow=False, _runs_on_jax=True)
     return p

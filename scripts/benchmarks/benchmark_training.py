@@ -232,15 +232,14 @@ def captioner(arch: str, size: str, data: str, batch_size: int, length: int) -> 
     caption = rng.integers(4, vocab, size=(rows, length + 1)).astype("int32")
     caption[:, 0] = 1
     pool = {"caption_in": caption[:, :-1], "caption_out": caption[:, 1:]}
-    model = build_model(config, vocab)  # only to read the encoder's output shape
-    if cached:
+    if cached:  # the encoder's output shape, read from a model built only for it
+        encoder = build_model(config, vocab).encoder
         pool["features"] = rng.normal(
-            size=(rows, model.encoder.num_regions, model.encoder.feature_dim)
-        ).astype("float32")
+            size=(rows, encoder.num_regions, encoder.feature_dim)).astype("float32")
+        del encoder
     else:
         height, width = config.encoder.image_size
         pool["image"] = rng.uniform(0, 255, size=(rows, height, width, 3)).astype("float32")
-    del model
 
     def make_dataset(context, batch, _length):
         rows = context.get_per_replica_batch_size(batch)
@@ -328,7 +327,6 @@ def versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
     import statistics
     import time
 
-    from common.training import make_strategy
     from common.training.flops import transformer_training_flops
 
     from _lib.benchmark import PEERS_DIR, alternate, load_peer, time_steps
@@ -336,16 +334,12 @@ def versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
     length = 20  # the peer's sequence_length: 20 source and 20 target tokens
     folder = peers_dir or str(PEERS_DIR)
     peer_module = load_peer("keras_io_nmt", folder)
-    bench, network, step, batches = prepare("translator", "transformer", "keras-io",
-                                            "synthetic", batch_size, length, "float32",
-                                            False, make_strategy("none"))
-    use_keras_attention(network, keras_call=False)  # the fused projections
+    bench, network, step, batches = _transformer_side("keras-io", "synthetic", batch_size,
+                                                      length, "float32", keras_call=False)
     time_steps(step, batches, steps=1, warmup=max(warmup - 1, 0))
     project_flops = bench.flops(network)
-    _, keras_network, keras_step, keras_batches = prepare(
-        "translator", "transformer", "keras-io", "synthetic", batch_size, length, "float32",
-        False, make_strategy("none"))
-    use_keras_attention(keras_network)
+    _, keras_network, keras_step, keras_batches = _transformer_side(
+        "keras-io", "synthetic", batch_size, length, "float32", keras_call=True)
     time_steps(keras_step, keras_batches, steps=1, warmup=max(warmup - 1, 0))
     measures = {"project": lambda: time_steps(step, batches, steps=steps,
                                               warmup=0).examples_per_s,
@@ -411,6 +405,20 @@ def use_keras_attention(network: Any, keras_call: bool = True) -> None:
         attention.fused_projections = not keras_call
 
 
+def _transformer_side(size: str, data: str, batch_size: int, length: int, precision: str,
+                      keras_call: bool):
+    """`(bench, network, step, batches)` of the Transformer translator at `size` on one
+    device, as `prepare` builds them, its attention through keras' `call` or (`keras_call=False`)
+    with its fused projections (`use_keras_attention`)."""
+    from common.training import make_strategy
+
+    bench, network, step, batches = prepare("translator", "transformer", size, data,
+                                            batch_size, length, precision, False,
+                                            make_strategy("none"))
+    use_keras_attention(network, keras_call=keras_call)
+    return bench, network, step, batches
+
+
 def versus_keras_attention(size: str, data: str, batch_size: int, length: int, steps: int,
                            warmup: int, rounds: int, precision: str) -> dict[str, Any]:
     """Times the Transformer at `size` with its attention's fused projections (the default)
@@ -418,16 +426,12 @@ def versus_keras_attention(size: str, data: str, batch_size: int, length: int, s
     round `steps` steps of each after `warmup` untimed ones, `rounds` rounds, medians."""
     import statistics
 
-    from common.training import make_strategy
-
     from _lib.benchmark import alternate, time_steps
 
     sides = {}
     for side in ("fused", "keras-attention"):
-        _, network, step, batches = prepare("translator", "transformer", size, data,
-                                            batch_size, length, precision, False,
-                                            make_strategy("none"))
-        use_keras_attention(network, keras_call=side == "keras-attention")
+        _, network, step, batches = _transformer_side(size, data, batch_size, length, precision,
+                                                      keras_call=side == "keras-attention")
         time_steps(step, batches, steps=1, warmup=max(warmup - 1, 0))
         sides[side] = (network, step, batches)
     def measure(step, batches) -> float:
@@ -548,10 +552,12 @@ def _per_step_teacher_forcing(decoder, embedded, annotations, projected, h, c, t
     return hs, contexts, alphas, log_probs
 
 
-def _captioner_side(size: str, batch_size: int, per_step: bool, precision: str = "float32"):
+def _captioner_side(size: str, batch_size: int, per_step: bool, precision: str = "float32",
+                    bench: Bench | None = None):
     """`(bench, network, step, batches)` of the captioner at `size` in `precision`, as
     `prepare` builds them; with `per_step` its decoder runs the old per-step teacher forcing
-    (`_per_step_teacher_forcing`)."""
+    (`_per_step_teacher_forcing`). `bench`: the `captioner` bench of this size and batch,
+    when another side already made it (its synthetic batches do not depend on the rest)."""
     import types
 
     import keras
@@ -560,7 +566,7 @@ def _captioner_side(size: str, batch_size: int, per_step: bool, precision: str =
     from common.training.step import make_train_step
 
     length = _default_length("captioner", size)
-    bench = captioner("soft", size, "synthetic", batch_size, length)
+    bench = bench or captioner("soft", size, "synthetic", batch_size, length)
     keras.mixed_precision.set_dtype_policy(precision)
     keras.utils.set_random_seed(0)
     network = bench.build_model()
@@ -592,7 +598,9 @@ def captioner_versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
     - `project, mixed_bfloat16`: the coco-cached size under `mixed_bfloat16` (bfloat16
       products, float32 variables; oneDNN runs them on AMX where the CPU has it).
 
-    `sizes` replaces `coco-cached` and `demo` (`--quick`: `tiny` for both).
+    `sizes` replaces `coco-cached` and `demo` (`--quick`: `tiny` for both). A side of the same
+    configuration (size, batch, teacher forcing, precision) as one before it is built and
+    timed once, with it: its row carries that side's figures and names it (`timed_with`).
 
     FLOPs per step are counted from each model's layers (`captioner_training_flops`,
     `tutorial_captioner_training_flops`); ratios are of medians from this one run.
@@ -615,16 +623,23 @@ def captioner_versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
              "demo": (demo_size, demo_batch_size, False, "float32"),
              "demo, per-step": (demo_size, demo_batch_size, True, "float32")}
     rows, measures = [], {}
-    for side, (size, batch, per_step, precision) in sides.items():
-        bench, network, step, batches = _captioner_side(size, batch, per_step, precision)
-        time_steps(step, batches, steps=1, warmup=max(warmup - 1, 0))
-        measures[side] = (lambda step=step, batches=batches:
-                          time_steps(step, batches, steps=steps, warmup=0).examples_per_s)
+    benches, timed = {}, {}  # (size, batch) -> its bench; a configuration -> (side, FLOPs)
+    for side, configuration in sides.items():
+        size, batch, per_step, precision = configuration
+        if configuration not in timed:
+            bench, network, step, batches = _captioner_side(
+                size, batch, per_step, precision, bench=benches.get((size, batch)))
+            benches[size, batch] = bench
+            time_steps(step, batches, steps=1, warmup=max(warmup - 1, 0))
+            measures[side] = (lambda step=step, batches=batches:
+                              time_steps(step, batches, steps=steps, warmup=0).examples_per_s)
+            timed[configuration] = (side, bench.flops(network))
+        first, flops = timed[configuration]
         rows.append({"side": side, "size": size, "batch": batch, "precision": precision,
                      "length": _default_length("captioner", size),
                      "program": f"ShowAttendTell {size}"
                      + (" (old per-step teacher forcing)" if per_step else ""),
-                     "flops_per_step": bench.flops(network)})
+                     "flops_per_step": flops, **({"timed_with": first} if first != side else {})})
     if peer_module is not None:
         built = peer_module.build()
         model = built["make_model"]()
@@ -654,7 +669,7 @@ def captioner_versus_peer(batch_size: int, steps: int, warmup: int, rounds: int,
     figures = alternate(measures, rounds)
     by_side = {}
     for row in rows:
-        per_round = figures[row["side"]]
+        per_round = figures[row.get("timed_with", row["side"])]
         rate = statistics.median(per_round)
         row.update({"steps_per_round": steps, "rounds": rounds,
                     "examples_per_s_per_round": per_round, "examples_per_s": rate,
@@ -698,6 +713,9 @@ def run_captioner_versus_peer(args: argparse.Namespace) -> int:
     result = captioner_versus_peer(args.batch_size, args.steps, args.warmup, args.rounds,
                                    args.peers, demo_batch, sizes)
     print(format_table(result["rows"], CAPTIONER_PEER_COLUMNS))
+    for row in result["rows"]:
+        if "timed_with" in row:
+            print(f"{row['side']}: the configuration of {row['timed_with']}, timed once with it")
     print(f"demo: {result['demo_steps_per_s_ratio']:.2f}x the steps/s of the per-step "
           f"teacher forcing; coco-cached: {result['coco_cached_steps_per_s_ratio']:.2f}x")
     if result["peer_found"]:

@@ -126,7 +126,7 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
     rng = np.random.default_rng(seed)
     ids = lambda: rng.integers(4, size["vocab"], size=(batch, length), dtype=np.int32)  # noqa: E731
     batch_data = {"source": ids(), "target_in": ids(), "target_out": ids()}
-    model(batch_data)  # build
+    model.ensure_built()  # variables made by a tiny forward pass, not one at (batch, length)
     if fused_projections:  # each attention's projections as (B * T)-row products, QKV in one
         for layer in model.attention_layers:
             layer.fused_projections = True
@@ -177,9 +177,10 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
     jax.block_until_ready(loss)
     seconds = (time.perf_counter() - t0) / steps
     # Whether the attention ran as cuDNN's fused kernel: its custom call in the lowered step.
-    fused_attention = "cudnn$fmha" in train_step.lower(state, data).as_text()
+    lowered = train_step.lower(state, data)
+    fused_attention = "cudnn$fmha" in lowered.as_text()
     if profile:
-        state, _ = trace(train_step, state, data, profile, hlo)
+        state, _ = trace(train_step, state, data, profile, hlo, lowered=lowered)
     flops = model_flops_per_step(size, batch, length, length)
     params = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
     return {"size": size_name, **size, "batch_size": batch, "length": length,
@@ -194,11 +195,13 @@ def benchmark(size_name: str, batch: int, length: int, steps: int, warmup: int,
             "first_loss": float(first_loss), "final_loss": float(loss), "warmup_and_compile_s": compile_s}
 
 
-def trace(train_step, state, data, folder: str, hlo: bool = False, steps: int = 5):
+def trace(train_step, state, data, folder: str, hlo: bool = False, steps: int = 5,
+          lowered=None):
     """Profile `steps` more steps into `folder` (`jax.profiler`) and write `folder/summary.json`
     (device time per kernel and per HLO op, ms per step), so that a profile taken on a GPU
     machine can be read where there is no profiler viewer; with `hlo`, also the step's
-    optimized HLO (`folder/train_step.hlo.txt`) and the device time by the part of the model
+    optimized HLO (`folder/train_step.hlo.txt`, compiled from `lowered`, the step already
+    lowered for these arguments, when given) and the device time by the part of the model
     each kernel computes (`by_source`). Returns the state and the last loss."""
     import glob
 
@@ -214,7 +217,7 @@ def trace(train_step, state, data, folder: str, hlo: bool = False, steps: int = 
     found = sorted(glob.glob(f"{folder}/**/*.xplane.pb", recursive=True))
     names = None
     if hlo:  # compiles the step once more (about 30 s for Transformer-base on a GPU)
-        text = train_step.lower(state, data).compile().as_text()
+        text = (lowered or train_step.lower(state, data)).compile().as_text()
         with reported_write(folder, "--profile"):
             Path(folder, "train_step.hlo.txt").write_text(text)
         names = hlo_op_names(text)

@@ -13,11 +13,13 @@ from captioner.datasets import load_split
 def trained_captioner(tmp_path_factory) -> Path:
     """A `--preset tiny` run with enough steps (200, at a high learning rate, on 200 images)
     that its captions differ between images; its attention query is the demo's (`hidden+word`),
-    so the export and serving tests cover it."""
+    so the export and serving tests cover it. No validation: the best checkpoint of its one
+    epoch would be its last."""
     run = tmp_path_factory.mktemp("captioner") / "run"
     assert main(["train", "--preset", "tiny", "--out", str(run), "--seed", "3",
                  "--steps-per-epoch", "200", "--learning-rate", "0.01",
-                 "--data-option", "num_images=200", "--attention-query", "hidden+word"]) == 0
+                 "--data-option", "num_images=200", "--attention-query", "hidden+word",
+                 "--validation-examples", "0"]) == 0
     return run
 
 

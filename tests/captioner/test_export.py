@@ -20,7 +20,7 @@ from common.decoding import beam_search, greedy_decode
 from common.export import savedmodel
 from common.text import detokenize
 from tests.common.image_cases import write_cases
-from tests.helpers.isolated import run_signatures_isolated, saved_model_cli
+from tests.helpers.isolated import run_signatures_and_saved_model_cli
 
 
 @pytest.fixture(scope="module")
@@ -44,18 +44,33 @@ def _options(images, beam_size, n_best):
 
 
 @pytest.fixture(scope="module")
-def isolated(exported_captioner, shape_images):
+def isolated(exported_captioner, shape_images, tmp_path_factory):
     """What the tests below send each signature of the export, made in one process that
     imports TensorFlow and NumPy only: a TensorFlow Serving client's request (the image bytes
     alone), the best of a beam of 2, and the n-best at (beam, n) = (2, 2) and (1, 1). Name ->
-    outputs, and the forbidden modules that process imported."""
+    outputs, and the forbidden modules that process imported. Then, in that process,
+    TensorFlow's `saved_model_cli`: `show --all`, and `run` of each signature on the first
+    image (the bytes in an object array: `--inputs` reads .npy files; the options as
+    literals): what each command printed, and the folder each `run` wrote to."""
     images = [b64(path) for path in shape_images]
     calls = {"bytes_alone": ("serving_default", {"images": images}),
              "beam_2": _options(images, 2, 1),
              "n_best_2_2": _options(images, 2, 2),
              "n_best_1_1": _options(images, 1, 1)}
-    outputs, imported = run_signatures_isolated(exported_captioner, list(calls.values()))
-    return dict(zip(calls, outputs, strict=True)), imported
+    out = tmp_path_factory.mktemp("saved-model-cli")
+    np.save(out / "images.npy", np.array([shape_images[0].read_bytes()], dtype=object))
+    run_images = ["run", "--dir", str(exported_captioner), "--tag_set", "serve", "--inputs",
+                  f"images={out / 'images.npy'}"]
+    commands = [["show", "--dir", str(exported_captioner), "--all"],
+                [*run_images, "--signature_def", "caption_with_options", "--input_exprs",
+                 "beam_size=1;max_length=12;n_best=1;no_repeat_ngram=0",
+                 "--outdir", str(out / "options")],
+                # serving_default needs the images alone
+                [*run_images, "--signature_def", "serving_default", "--outdir",
+                 str(out / "default")]]
+    outputs, imported, printed = run_signatures_and_saved_model_cli(
+        exported_captioner, list(calls.values()), commands)
+    return dict(zip(calls, outputs, strict=True)), imported, (printed, out)
 
 
 @pytest.mark.slow
@@ -205,29 +220,15 @@ def test_beam_size_1_is_greedy_through_the_export(run, exported, shape_images):
 
 
 @pytest.mark.slow
-def test_saved_model_cli_shows_and_runs_the_signature(run, exported_captioner, shape_images,
-                                                      tmp_path):
-    shown = saved_model_cli("show", "--dir", str(exported_captioner), "--all")
+def test_saved_model_cli_shows_and_runs_the_signature(run, isolated, shape_images):
+    (shown, _, _), out = isolated[2]
     assert "signature_def['serving_default']" in shown
     assert "signature_def['caption_with_options']" in shown
     assert "name: serving_default_images:0" in shown and "DT_STRING" in shown
-    # the bytes in an object array (`--inputs` reads .npy files), the options as literals
-    np.save(tmp_path / "images.npy", np.array([shape_images[0].read_bytes()], dtype=object))
-    saved_model_cli(
-        "run", "--dir", str(exported_captioner), "--tag_set", "serve", "--signature_def",
-        "caption_with_options", "--inputs", f"images={tmp_path / 'images.npy'}",
-        "--input_exprs", "beam_size=1;max_length=12;n_best=1;no_repeat_ngram=0", "--outdir", str(tmp_path))
-    got = np.load(tmp_path / "captions.npy", allow_pickle=True)
-    expected, _ = run.caption_files(shape_images[:1], beam_size=1)
-    assert [c.decode() for c in got] == [expected[0][1].text]
-    # serving_default needs the images alone
-    saved_model_cli(
-        "run", "--dir", str(exported_captioner), "--tag_set", "serve", "--signature_def",
-        "serving_default", "--inputs", f"images={tmp_path / 'images.npy'}",
-        "--outdir", str(tmp_path), "--overwrite")
-    got = np.load(tmp_path / "captions.npy", allow_pickle=True)
-    expected, _ = run.caption_files(shape_images[:1], beam_size=2)
-    assert [c.decode() for c in got] == [expected[0][1].text]
+    for outputs, beam_size in (("options", 1), ("default", 2)):  # serving_default's beam: 2
+        got = np.load(out / outputs / "captions.npy", allow_pickle=True)
+        expected, _ = run.caption_files(shape_images[:1], beam_size=beam_size)
+        assert [c.decode() for c in got] == [expected[0][1].text]
 
 
 @pytest.mark.slow

@@ -4,8 +4,10 @@
 and NumPy only (plus the op libraries it is told to, tensorflow_text for SentencePiece), and
 reports which modules got imported: the test that an export needs nothing from this project
 (nor Keras, keras-hub, nor tensorflow_text unless its ops are in the graph);
-`run_signatures_isolated` makes several calls in one such process. `saved_model_cli` runs
-TensorFlow's own tool on an export.
+`run_signatures_isolated` makes several calls in one such process (`inspect_isolated` also
+lists the variables the signatures read, with their dtypes). `saved_model_cli` runs
+TensorFlow's own tool on an export; `run_signatures_and_saved_model_cli` runs several of its
+commands after an isolated run's calls, in its process.
 """
 
 from __future__ import annotations
@@ -21,6 +23,35 @@ from typing import Any
 
 #: Modules an isolated run must not import: the export has to stand on stock TensorFlow.
 FORBIDDEN_MODULES = ("keras", "keras_hub", "tensorflow_text", "common", "seq2seq", "captioner")
+
+# TensorFlow's `saved_model_cli` for each of `request["saved_model_cli"]` (an argv each), its
+# `main` as the console script calls it, every flag back to its default before each (as in a
+# new process): `printed`, a status and stdout per command, up to the first that fails.
+_SAVED_MODEL_CLI_LOOP = r"""
+printed = []
+if request.get("saved_model_cli"):
+    import contextlib, io, traceback
+
+    from absl import flags
+    from tensorflow.python.tools.saved_model_cli import main as saved_model_cli_main
+
+    for argv in request["saved_model_cli"]:
+        flags.FLAGS.unparse_flags()
+        sys.argv = ["saved_model_cli", *argv]
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                saved_model_cli_main()
+            status = 0
+        except SystemExit as exc:  # absl's app.run ends with sys.exit
+            status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except Exception:  # what the tool would end with: a traceback, status 1
+            traceback.print_exc()
+            status = 1
+        printed.append({"status": status, "out": out.getvalue()})
+        if status:
+            break
+"""
 
 _ISOLATED_SCRIPT = r"""
 import importlib.abc, json, sys
@@ -71,7 +102,12 @@ for call in request["calls"]:
     np.savez(call["out"], **outputs)
 prefixes = tuple(request["forbidden"])
 imported = sorted(m for m in set(sys.modules) - at_import if m.split(".")[0] in prefixes)
-json.dump({"forbidden_imported": imported}, open(request["report"], "w"))
+variables = {id(v): [v.name, v.dtype.name, v.shape.as_list()]  # what the signatures read
+             for fn in loaded.signatures.values() for v in fn.variables}
+# Then TensorFlow's own tool, if asked: after the check above, with nothing forbidden importable.
+""" + _SAVED_MODEL_CLI_LOOP + r"""
+json.dump({"forbidden_imported": imported, "variables": list(variables.values()),
+           "saved_model_cli": printed}, open(request["report"], "w"))
 """
 
 
@@ -146,6 +182,65 @@ def run_signatures_isolated(
     Raises:
         RuntimeError: the child failed; the message holds the end of its stderr.
     """
+    outputs, report = _run_isolated(export_dir, calls, python, forbidden,
+                                    allowed_with_tensorflow, timeout, op_libraries)
+    return outputs, report["forbidden_imported"]
+
+
+def inspect_isolated(
+    export_dir: str | os.PathLike,
+    calls: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    **options: Any,
+) -> tuple[list[dict[str, Any]], list[str], list[tuple[str, str, list[int]]]]:
+    """`run_signatures_isolated`, plus the variables the loaded signatures read, as plain
+    TensorFlow sees them: `(outputs, imported, variables)`, each variable as `(name, dtype,
+    shape)` (names are the layers' own, not unique).
+
+    Example:
+    >>> _, _, variables = inspect_isolated("export/dates-int8")  # doctest: +SKIP
+    >>> {dtype for _, dtype, _ in variables}  # doctest: +SKIP
+    {'float32', 'int8'}
+    """
+    outputs, report = _run_isolated(export_dir, calls, **options)
+    return outputs, report["forbidden_imported"], [tuple(v) for v in report["variables"]]
+
+
+def run_signatures_and_saved_model_cli(
+    export_dir: str | os.PathLike,
+    calls: Sequence[tuple[str, Mapping[str, Any]]],
+    commands: Sequence[Sequence[str]],
+    **options: Any,
+) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """`run_signatures_isolated`, then TensorFlow's `saved_model_cli` for each of `commands`
+    (an argv each; the tool's `main` as its console script calls it, every flag back to its
+    default before each) in the same process, after its check of what got imported and with
+    nothing forbidden importable still: one process for every check of an export.
+    `(outputs, imported, printed)`, `printed` what each command printed on stdout.
+
+    Example:
+    >>> _, _, (shown,) = run_signatures_and_saved_model_cli(
+    ...     "export/dates", [], [["show", "--dir", "export/dates", "--all"]])  # doctest: +SKIP
+
+    Raises:
+        RuntimeError: the child or a command failed; the message holds the end of its stderr.
+    """
+    outputs, report = _run_isolated(export_dir, calls, **options, saved_model_cli=commands)
+    _check_printed(report["saved_model_cli"], commands, report["stderr"])
+    return outputs, report["forbidden_imported"], [p["out"] for p in report["saved_model_cli"]]
+
+
+def _run_isolated(
+    export_dir: str | os.PathLike,
+    calls: Sequence[tuple[str, Mapping[str, Any]]],
+    python: str | None = None,
+    forbidden: Sequence[str] = FORBIDDEN_MODULES,
+    allowed_with_tensorflow: Sequence[str] = ("keras",),
+    timeout: float = 300.0,
+    op_libraries: Sequence[str] = (),
+    saved_model_cli: Sequence[Sequence[str]] = (),
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The subprocess of `run_signatures_isolated`: `(outputs, report)` (the report with the
+    child's `stderr`); `saved_model_cli`: the tool's commands to run after the calls."""
     import numpy as np
 
     with tempfile.TemporaryDirectory(prefix="isolated-") as tmp:
@@ -159,6 +254,7 @@ def run_signatures_isolated(
             "forbidden": list(forbidden),
             "allowed_with_tensorflow": list(allowed_with_tensorflow),
             "op_libraries": list(op_libraries),
+            "saved_model_cli": [list(map(str, c)) for c in saved_model_cli],
         }
         (tmp_path / "request.json").write_text(json.dumps(request), encoding="utf-8")
         (tmp_path / "run.py").write_text(_ISOLATED_SCRIPT, encoding="utf-8")
@@ -178,7 +274,7 @@ def run_signatures_isolated(
                 outputs.append({name: data[name].astype(object) if data[name].dtype.kind == "S"
                                 else data[name] for name in data.files})
         report = json.loads((tmp_path / "report.json").read_text())
-    return outputs, report["forbidden_imported"]
+    return outputs, {**report, "stderr": proc.stderr}
 
 
 def saved_model_cli(*args: str, timeout: float = 300.0) -> str:
@@ -196,3 +292,12 @@ def saved_model_cli(*args: str, timeout: float = 300.0) -> str:
     if proc.returncode != 0:
         raise RuntimeError(f"saved_model_cli {' '.join(args[:1])} failed: {proc.stderr[-2000:]}")
     return proc.stdout
+
+
+def _check_printed(printed: list[dict], commands: Sequence[Sequence[str]], stderr: str) -> None:
+    """A `RuntimeError` naming the first of `commands` that failed (or did not run)."""
+    if len(printed) == len(commands) and not any(p["status"] for p in printed):
+        return
+    failed = commands[len(printed) - 1] if printed else commands[0]
+    raise RuntimeError(f"saved_model_cli {' '.join(map(str, failed[:1]))} (command "
+                       f"{max(len(printed), 1)} of {len(commands)}) failed: {stderr[-2000:]}")

@@ -1,24 +1,34 @@
 """The JAX path from the command line: `prepare`, `KERAS_BACKEND=jax train --prepared`, then
 the TensorFlow commands read the run (its `model.weights.h5`) and export it.
 
-A command under KERAS_BACKEND=jax runs in a subprocess (`_run`); a TensorFlow one runs
-in-process (`_main`: this process has the TensorFlow backend), its file descriptors captured,
-so that a message is still one line of all it writes."""
+The commands under KERAS_BACKEND=jax run in child processes, several to a process
+(`tests.helpers.commands.run_commands`: each is `python -m seq2seq ARGV`, its status and its
+output captured at the file descriptors, the folders it must not touch fingerprinted just
+before and after it), one process per device count: `dates_run` (`prepare`, then `train`),
+then `jax_commands` (every other one). A TensorFlow command runs in-process (`_main`: this
+process has the TensorFlow backend), its file descriptors captured, so that a message is
+still one line of all it writes."""
 
+import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 from seq2seq.cli import main
+from tests.helpers.commands import CommandResult, run_commands
 from tests.jax.conftest import REPO, requires_jax, worker_env
 
+# The JAX processes' devices: two, so that data-parallel splits each batch and model-parallel
+# has a model axis.
+DEVICES = 2
 
-def _run(*argv, backend="jax"):
-    result = subprocess.run([sys.executable, "-m", "seq2seq", *argv], env=worker_env(backend),
-                            cwd=REPO, capture_output=True, text=True, timeout=600)
-    return result.returncode, result.stdout, result.stderr
+
+def _jax_env() -> dict[str, str]:
+    """`worker_env` for KERAS_BACKEND=jax on `DEVICES` devices, LLVM at -O0 behind XLA's CPU
+    backend: the same programs, compiled in about half the time, for runs of a few steps."""
+    env = worker_env("jax", devices=DEVICES)
+    env["XLA_FLAGS"] += " --xla_backend_optimization_level=0"
+    return env
 
 
 def _main(capfd, *argv):
@@ -29,14 +39,110 @@ def _main(capfd, *argv):
     return status, out, err
 
 
+def _one_line(result: CommandResult, message: str) -> None:
+    """A refusal: exit status 2 and `message` in one line on stderr."""
+    assert result.status == 2 and message in result.err, result.err[-2000:]
+    assert len(result.err.strip().splitlines()) == 1, result.err[-2000:]
+
+
+@pytest.fixture(scope="module")
+def dates_folders(tmp_path_factory):
+    """Two prepared `dates` folders of the tiny Transformer, the second 24 wide with 3 heads
+    (another model, whose heads 2 devices do not divide): the first by `prepare` under
+    KERAS_BACKEND=jax, then trained from the command line there (`dates_run`), the second in
+    this process."""
+    root = tmp_path_factory.mktemp("dates")
+    prepare = ["prepare", "--dataset", "dates", "--arch", "transformer", "--preset", "tiny"]
+    run = root / "dates-run" / "run"
+    results = run_commands("seq2seq", [
+        [*prepare, "--out", root / "a"],
+        ["train", "--prepared", root / "a", "--out", run, "--epochs", "1", "--steps-per-epoch",
+         "2", "--batch-size", "16", "--seed", "7", "--distribute", "data-parallel",
+         "--validation-examples", "0"],
+    ], env=_jax_env(), cwd=REPO)
+    for result in results:
+        assert result.status == 0, result.err[-2000:]
+    assert main([*prepare, "--out", str(root / "b"), "--hidden-dim", "24",
+                 "--heads", "3"]) == 0
+    return root / "a", root / "b", run
+
+
+@pytest.fixture(scope="module")
+def dates_run(dates_folders):
+    """A JAX run of the first folder from the command line: one epoch of 2 steps of 16 pairs,
+    seed 7, data-parallel over 2 devices (tests that train on, or write into, a run take a
+    copy)."""
+    return dates_folders[2]
+
+
+# The refusals of `train --prepared`: (folder, options, message), the folder 0 (the tiny
+# Transformer) or 1 (24 wide, 3 heads).
+REFUSALS = [
+    (0, ["--early-stopping", "3", "--validation-beam-size", "3"],
+     "--validation-beam-size above 1 needs the tensorflow trainer"),
+    (0, ["--deterministic"], "--deterministic needs the tensorflow trainer"),
+    (0, ["--model-parallel", "2"], "--model-parallel 2 needs --distribute model-parallel"),
+    (0, ["--distribute", "model-parallel", "--model-parallel", "3"],
+     "model_parallel 3 does not divide the 2 devices"),
+    (1, ["--distribute", "model-parallel", "--model-parallel", "2"],  # 2 devices, 3 heads
+     "model_parallel 2 does not divide the model: a weight of shape (24, 3, 8) is split"),
+]
+
+
+@pytest.fixture(scope="module")
+def jax_commands(dates_folders, dates_run, tmp_path_factory) -> dict:
+    """Every other command under KERAS_BACKEND=jax, in one process of 2 devices, by name:
+    `CommandResult`s, and `root`, `resumed`, `tf_run`, `imported` (the runs they read)."""
+    from common.training.cross_backend import import_jax_weights
+
+    mine, other, _ = dates_folders
+    root = tmp_path_factory.mktemp("jax-commands")
+    resumed, tf_run, imported = root / "resumed", root / "tf-run", root / "imported"
+    for copy in (resumed, tf_run, imported):
+        shutil.copytree(dates_run, copy)  # 1 epoch of 2 steps, batch size 16, seed 7
+    # A TensorFlow run's layout: checkpoints/ckpt-N and no jax/.
+    shutil.rmtree(tf_run / "jax")
+    (tf_run / "checkpoints").mkdir()
+    (tf_run / "checkpoints" / "ckpt-4.index").write_bytes(b"")
+    import_jax_weights(imported)  # TensorFlow checkpoints beside the JAX ones
+
+    train = ["train", "--prepared"]
+    commands = {
+        # The two that train first: a command that stops a model build halfway (refusal-4)
+        # leaves Keras's variables in a state that no later command could train with.
+        "resume": [*train, mine, "--out", resumed, "--epochs", "2", "--resume"],
+        "model_parallel": [*train, mine, "--out", root / "model-parallel", "--epochs", "1",
+                           "--steps-per-epoch", "2", "--distribute", "model-parallel",
+                           "--model-parallel", "2", "--validation-examples", "0"],
+        "resume_other": {"argv": [*train, other, "--out", resumed, "--resume"],
+                         "watch": [resumed]},
+        "resume_tf_run": {"argv": [*train, mine, "--out", tf_run, "--resume"],
+                          "watch": [tf_run]},
+        "resume_imported": [*train, mine, "--out", imported, "--epochs", "2", "--resume"],
+        "prepared_as_out": {"argv": [*train, mine, "--out", mine, "--epochs", "1"],
+                            "watch": [mine]},
+        "translate": ["translate", root / "run", "Nov 3, 1999"],
+        "no_prepared": ["train", "--dataset", "dates", "--arch", "transformer", "--out",
+                        root / "r"],
+        **{f"refusal-{i}": [*train, dates_folders[folder], "--out", root / f"refused-{i}",
+                            *options] for i, (folder, options, _) in enumerate(REFUSALS)},
+    }
+    results = run_commands("seq2seq", list(commands.values()),
+                           env=_jax_env(), cwd=REPO)
+    return {**dict(zip(commands, results, strict=True)), "root": root, "resumed": resumed,
+            "tf_run": tf_run, "imported": imported}
+
+
 @requires_jax
 @pytest.mark.slow
 def test_prepare_train_on_jax_then_translate_and_export_with_tensorflow(dates_run, tmp_path,
                                                                         capsys):
-    """`dates_folders` ran `prepare` and `dates_run` `train --distribute data-parallel` on the
-    command line (under KERAS_BACKEND=jax); this process reads the run on TensorFlow."""
+    """`dates_folders` ran `prepare` and `train --distribute data-parallel` on the command
+    line (under KERAS_BACKEND=jax); this process reads the run on TensorFlow."""
     run = dates_run
     assert (run / "model.weights.h5").is_file() and not (run / "checkpoints").exists()
+    status = json.loads((run / "status.json").read_text())
+    assert status["mesh"] == {"batch": DEVICES} and status["state"] == "finished"
 
     capsys.readouterr()
     assert main(["translate", str(run), "Nov 3, 1999", "12 May 2020"]) == 0
@@ -53,56 +159,26 @@ def test_prepare_train_on_jax_then_translate_and_export_with_tensorflow(dates_ru
 
 @requires_jax
 @pytest.mark.slow
-def test_jax_training_without_a_prepared_folder_or_with_model_options_is_one_line(tmp_path,
-                                                                                 capfd):
-    status, _, err = _run("train", "--dataset", "dates", "--arch", "transformer", "--out",
-                          str(tmp_path / "r"))
-    assert status == 2 and "training on JAX reads a prepared folder" in err
+def test_jax_training_without_a_prepared_folder_or_with_model_options_is_one_line(
+        jax_commands, tmp_path, capfd):
+    result = jax_commands["no_prepared"]
+    assert result.status == 2 and "training on JAX reads a prepared folder" in result.err
     status, _, err = _main(capfd, "train", "--prepared", str(tmp_path / "nothing"), "--out",
                            str(tmp_path / "r"))
     assert status == 2 and "training on JAX reads a prepared folder" in err
 
 
-@pytest.fixture(scope="module")
-def dates_folders(tmp_path_factory):
-    """Two prepared `dates` folders of the tiny Transformer, the second 24 wide (another
-    model): the first by `prepare` under KERAS_BACKEND=jax, the second in this process."""
-    root = tmp_path_factory.mktemp("dates")
-    prepare = ["prepare", "--dataset", "dates", "--arch", "transformer", "--preset", "tiny"]
-    status, _, err = _run(*prepare, "--out", str(root / "a"))
-    assert status == 0, err[-2000:]
-    assert main([*prepare, "--out", str(root / "b"), "--hidden-dim", "24"]) == 0
-    return root / "a", root / "b"
-
-
-@pytest.fixture(scope="module")
-def dates_run(dates_folders, tmp_path_factory):
-    """A JAX run of the first folder from the command line: one epoch of 2 steps of 16 pairs,
-    seed 7, data-parallel (tests that train on, or write into, a run take a copy)."""
-    run = tmp_path_factory.mktemp("dates-run") / "run"
-    status, _, err = _run("train", "--prepared", str(dates_folders[0]), "--out", str(run),
-                          "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "16",
-                          "--seed", "7", "--distribute", "data-parallel",
-                          "--validation-examples", "0")
-    assert status == 0, err[-2000:]
-    return run
-
-
 @requires_jax
 @pytest.mark.slow
 def test_a_resumed_jax_run_keeps_its_settings_and_refuses_another_run_untouched(
-        dates_folders, dates_run, tmp_path, capfd):
+        dates_folders, jax_commands, capfd):
     """`--resume` continues with the run's own training settings (as on TensorFlow), and a
     run of another model, or a TensorFlow run, is refused in one line before anything of it
     is written."""
-    import json
-
-    mine, other = dates_folders
-    run = tmp_path / "run"
-    shutil.copytree(dates_run, run)  # 1 epoch of 2 steps, batch size 16, seed 7
-    status, _, err = _run("train", "--prepared", str(mine), "--out", str(run), "--epochs", "2",
-                          "--resume")
-    assert status == 0, err[-2000:]
+    other = dates_folders[1]
+    run = jax_commands["resumed"]
+    result = jax_commands["resume"]
+    assert result.status == 0, result.err[-2000:]
     training = json.loads((run / "config.json").read_text())["training"]
     assert (training["batch_size"], training["seed"], training["epochs"],
             training["steps_per_epoch"]) == (16, 7, 2, 2)
@@ -114,69 +190,44 @@ def test_a_resumed_jax_run_keeps_its_settings_and_refuses_another_run_untouched(
     epochs = [r for r in epochs if r["kind"] == "epoch"]
     assert [r["step"] for r in epochs] == [2, 4]
 
-    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
-    status, _, err = _run("train", "--prepared", str(other), "--out", str(run), "--resume")
-    assert status == 2 and len(err.strip().splitlines()) == 1
-    assert f"was trained from another prepared folder than {other}" in err
-    assert "model.transformer.hidden_dim" in err
-    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+    result = jax_commands["resume_other"]  # the resumed run, after `resume`
+    _one_line(result, f"was trained from another prepared folder than {other}")
+    assert "model.transformer.hidden_dim" in result.err
+    assert result.unchanged(run) and result.before[str(run)]
     # The TensorFlow trainer does not resume it either: it trained over it from scratch,
     # history included.
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     status, _, err = _main(capfd, "train", "--dataset", "dates", "--arch", "transformer",
                            "--preset", "tiny", "--out", str(run), "--resume")
     assert status == 2 and len(err.strip().splitlines()) == 1
     assert "is a run of the JAX trainer" in err
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
 
-    tf_run = tmp_path / "tf-run"
-    shutil.copytree(run, tf_run)
-    shutil.rmtree(tf_run / "jax")
-    (tf_run / "checkpoints").mkdir()
-    (tf_run / "checkpoints" / "ckpt-4.index").write_bytes(b"")
-    history = (tf_run / "history.jsonl").read_bytes()
-    status, _, err = _run("train", "--prepared", str(mine), "--out", str(tf_run), "--resume")
-    assert status == 2 and "is a TensorFlow run (checkpoints/ckpt-N)" in err
-    assert (tf_run / "history.jsonl").read_bytes() == history
+    tf_run = str(jax_commands["tf_run"])
+    result = jax_commands["resume_tf_run"]
+    assert result.status == 2 and "is a TensorFlow run (checkpoints/ckpt-N)" in result.err
+    assert result.after[tf_run]["history.jsonl"] == result.before[tf_run]["history.jsonl"]
 
 
 @requires_jax
 @pytest.mark.slow
-@pytest.mark.parametrize("args, message", [
-    (["--early-stopping", "3", "--validation-beam-size", "3"],
-     "--validation-beam-size above 1 needs the tensorflow trainer"),
-    (["--deterministic"], "--deterministic needs the tensorflow trainer"),
-    (["--model-parallel", "2"], "--model-parallel 2 needs --distribute model-parallel"),
-    (["--distribute", "model-parallel", "--model-parallel", "3"],
-     "model_parallel 3 does not divide the 2 devices"),
-    (["--distribute", "model-parallel", "--model-parallel", "4"],  # 4 devices, 2 heads
-     "model_parallel 4 does not divide the model: a weight of shape (8, 2, 4) is split"),
-])
-def test_jax_training_refuses_what_it_would_not_do(dates_folders, tmp_path, args, message):
-    devices = 4 if "4" in args else 2
-    result = subprocess.run([sys.executable, "-m", "seq2seq", "train", "--prepared",
-                             str(dates_folders[0]), "--out", str(tmp_path / "r"), *args],
-                            env=worker_env("jax", devices=devices), cwd=REPO,
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert not (tmp_path / "r").exists()  # refused before the run directory is made
+@pytest.mark.parametrize("index", range(len(REFUSALS)),
+                         ids=[message for _, _, message in REFUSALS])
+def test_jax_training_refuses_what_it_would_not_do(jax_commands, index):
+    _one_line(jax_commands[f"refusal-{index}"], REFUSALS[index][2])
+    # refused before the run directory is made
+    assert not (jax_commands["root"] / f"refused-{index}").exists()
 
 
 @requires_jax
 @pytest.mark.slow
-def test_model_parallel_from_the_command_line_splits_the_model(dates_folders, tmp_path, capfd):
+def test_model_parallel_from_the_command_line_splits_the_model(jax_commands, tmp_path, capfd):
     """`--distribute model-parallel --model-parallel 2` over two devices trains, and on
     TensorFlow `--model-parallel` is refused."""
-    import json
-
-    result = subprocess.run([sys.executable, "-m", "seq2seq", "train", "--prepared",
-                             str(dates_folders[0]), "--out", str(tmp_path / "r"), "--epochs", "1",
-                             "--steps-per-epoch", "2", "--distribute", "model-parallel",
-                             "--model-parallel", "2", "--validation-examples", "0"],
-                            env=worker_env("jax", devices=2), cwd=REPO, capture_output=True,
-                            text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-2000:]
-    status = json.loads((tmp_path / "r" / "status.json").read_text())
+    result = jax_commands["model_parallel"]
+    assert result.status == 0, result.err[-2000:]
+    run = jax_commands["root"] / "model-parallel"
+    status = json.loads((run / "status.json").read_text())
     assert status["mesh"] == {"batch": 1, "model": 2} and status["state"] == "finished"
     status, _, err = _main(capfd, "train", "--dataset", "dates", "--arch", "transformer", "--out",
                            str(tmp_path / "t"), "--model-parallel", "2")
@@ -185,15 +236,16 @@ def test_model_parallel_from_the_command_line_splits_the_model(dates_folders, tm
 
 @requires_jax
 @pytest.mark.slow
-def test_jax_path_mistakes_are_one_line_and_lose_nothing(dates_folders, tmp_path, capfd):
+def test_jax_path_mistakes_are_one_line_and_lose_nothing(dates_folders, jax_commands,
+                                                        tmp_path, capfd):
     """The prepared folder given as the run directory, `prepare` into a path that cannot be
     a folder or with settings the JAX trainer would not honour, a TensorFlow command under
     KERAS_BACKEND=jax, a seed out of range: each one line, exit 2, nothing written."""
     mine = dates_folders[0]
-    before = {p.name: p.read_bytes() for p in mine.iterdir() if p.is_file()}
-    status, _, err = _run("train", "--prepared", str(mine), "--out", str(mine), "--epochs", "1")
-    assert status == 2 and f"{mine} is the prepared folder" in err, err[-2000:]
-    assert {p.name: p.read_bytes() for p in mine.iterdir() if p.is_file()} == before
+    result = jax_commands["prepared_as_out"]
+    assert result.status == 2 and f"{mine} is the prepared folder" in result.err, \
+        result.err[-2000:]
+    assert result.unchanged(mine) and result.before[str(mine)]
 
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
@@ -209,25 +261,18 @@ def test_jax_path_mistakes_are_one_line_and_lose_nothing(dates_folders, tmp_path
         assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "p").exists()
 
-    status, _, err = _run("translate", str(tmp_path / "run"), "Nov 3, 1999")
-    assert status == 2 and "translate runs on the TensorFlow backend; got KERAS_BACKEND=jax" \
-        in err
-    assert len(err.strip().splitlines()) == 1
+    _one_line(jax_commands["translate"],
+              "translate runs on the TensorFlow backend; got KERAS_BACKEND=jax")
 
 
 @requires_jax
 @pytest.mark.slow
-def test_a_jax_run_with_imported_checkpoints_is_told_how_to_resume(dates_folders, dates_run,
-                                                                  tmp_path):
+def test_a_jax_run_with_imported_checkpoints_is_told_how_to_resume(jax_commands):
     """`import_jax_weights` writes TensorFlow checkpoints beside the JAX ones: a JAX resume
     then names them (training on would leave them stale), rather than calling the run a
     TensorFlow run."""
-    from common.training.cross_backend import import_jax_weights
-
-    run = tmp_path / "run"
-    shutil.copytree(dates_run, run)  # 1 epoch of 2 steps
-    import_jax_weights(run)
-    status, _, err = _run("train", "--prepared", str(dates_folders[0]), "--out", str(run),
-                          "--epochs", "2", "--resume")
-    assert status == 2 and "holds TensorFlow checkpoints imported from this JAX run" in err
-    assert f"move {run}/checkpoints away to resume on JAX" in err
+    run = jax_commands["imported"]
+    result = jax_commands["resume_imported"]
+    assert result.status == 2 and "holds TensorFlow checkpoints imported from this JAX run" \
+        in result.err
+    assert f"move {run}/checkpoints away to resume on JAX" in result.err

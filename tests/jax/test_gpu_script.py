@@ -1,10 +1,13 @@
-"""`scripts/gpu_train_jax.py --quick`: the GPU check runs end to end on CPU."""
+"""`scripts/gpu_train_jax.py --quick` and `scripts/gpu_check_jax.sh --quick`: the GPU check runs
+end to end on CPU, with TensorFlow hidden as the GPU machine has none."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,13 +16,30 @@ from tests.jax.conftest import REPO, requires_jax, worker_env
 pytestmark = [requires_jax, pytest.mark.slow]
 
 
+def hide_tensorflow(folder: Path) -> Path:
+    """`folder/tensorflow`, a package that raises ImportError: first on PYTHONPATH, it hides
+    TensorFlow as the GPU machine lacks it (as `tests/test_scripts_recipes.py` does), so keras
+    and keras_hub run without it, and a process that needed it would fail here as there."""
+    package = folder / "tensorflow"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text(
+        'raise ImportError("TensorFlow is hidden: the GPU machine has none")\n')
+    return folder
+
+
+def device_env(tmp_path, **extra: str) -> dict[str, str]:
+    """`worker_env` as on the GPU machine: TensorFlow hidden (`hide_tensorflow`)."""
+    hidden = hide_tensorflow(tmp_path / "without-tensorflow")
+    return worker_env(PYTHONPATH=f"{hidden}{os.pathsep}{REPO}", **extra)
+
+
 def run_check(tmp_path, folder, *args: str, timeout: int = 900, **env: str):
-    """`scripts/gpu_check_jax.sh ARGS` on this CPU, with `folder` prepared, no wheels, and
-    what comes back under `tmp_path/out`."""
+    """`scripts/gpu_check_jax.sh ARGS` on this CPU as on the GPU machine (`device_env`):
+    `folder` prepared, no wheels, and what comes back under `tmp_path/out`."""
     return subprocess.run(
         ["bash", str(REPO / "scripts" / "gpu_check_jax.sh"), *args],
-        env=worker_env(OUT=str(tmp_path / "out"), PREPARED=str(folder), PYTHON=sys.executable,
-                       WHEELS=str(tmp_path / "no-wheels"), **env),
+        env=device_env(tmp_path, OUT=str(tmp_path / "out"), PREPARED=str(folder),
+                       PYTHON=sys.executable, WHEELS=str(tmp_path / "no-wheels"), **env),
         capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
@@ -27,12 +47,13 @@ def test_quick_run_writes_the_report_and_split_weights(translation_folder, tmp_p
     from common.training.flops import transformer_training_flops
 
     script = REPO / "scripts" / "gpu_train_jax.py"
+    out = tmp_path / "out"
     result = subprocess.run(
         [sys.executable, str(script), "--quick", "--prepared", str(translation_folder),
-         "--out", str(tmp_path), "--peak-tflops", "1e-3"],
-        env=worker_env(), capture_output=True, text=True, timeout=300, cwd=REPO)
+         "--out", str(out), "--peak-tflops", "1e-3"],
+        env=device_env(tmp_path), capture_output=True, text=True, timeout=300, cwd=REPO)
     assert result.returncode == 0, result.stderr[-2000:]
-    report = json.loads((tmp_path / "gpu_train_jax.json").read_text())
+    report = json.loads((out / "gpu_train_jax.json").read_text())
     # --quick: 2 epochs of 3 steps; the second (no compilation) is timed.
     assert report["steps"] == 6 and report["timed_epochs"] == 1 and report["timed_steps"] == 3
     assert report["platform"] == "cpu"
@@ -42,7 +63,7 @@ def test_quick_run_writes_the_report_and_split_weights(translation_folder, tmp_p
     assert report["mfu"] == pytest.approx(
         flops * report["examples_per_s"] / 8 / 1e9, rel=1e-6)
     # The weights come back in parts; the averaged ones are the mean of the two checkpoints.
-    run = tmp_path / "run"
+    run = out / "run"
     for key, name in (("weights", "model.weights.h5"), ("average_weights", "model.avg2.weights.h5")):
         parts = sorted(run.glob(f"{name}.part-*"))
         assert [p.name for p in parts] == report[key] and parts
@@ -58,6 +79,7 @@ def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder,
     """`scripts/gpu_check_jax.sh --quick`: both parts on CPU at tiny sizes, and what comes
     back fits the device tool's limits (at most 8 files, each under 16 MiB)."""
     import tarfile
+    from importlib.metadata import version
 
     out = tmp_path / "out"
     # The device call's budget (560 s) is not what is tested here (see the budget test below):
@@ -71,11 +93,13 @@ def test_the_device_script_runs_end_to_end_in_its_quick_mode(translation_folder,
     assert any(f.startswith("model.avg2.weights.h5.part-") for f in files)
     with tarfile.open(out / "results.tar.gz") as archive:
         names = archive.getnames()
+        machine = archive.extractfile("results/machine.txt").read().decode()
         runs = {name: json.load(archive.extractfile(f"results/{name}_bf16.json"))
                 for name in ("before", "closed", "paper", "paper_projections", "paper_norm",
                              "paper_sizes")}
         profiles = [json.load(archive.extractfile("results/profile_paper_norm/summary.json"))]
         assert "results/profile_paper_norm/train_step.hlo.txt" in names
+    assert f"{version('jax')} {version('keras')}" in machine  # what the machine runs
     # Each step adds one lever to the one before, all with XLA's Triton matrix products off,
     # the paper's attention (no dropout on its weights) and rbg dropout bits.
     rows = [(name, r["batch_size"], r["loss"], r["activation_dropout"], r["fused_projections"],
@@ -121,16 +145,23 @@ def test_the_device_script_refuses_unknown_arguments(args, message):
 
 
 def test_the_device_script_runs_the_mfu_steps_it_is_given(translation_folder, tmp_path):
-    """MFU_STEPS picks the steps of the mfu part (a device call's time is short)."""
+    """MFU_STEPS picks the steps of the mfu part (a device call's time is short): those named
+    are reached, in the script's order, and no other. Each is then skipped (a budget of 1 s,
+    as in the budget test below), so nothing is computed: that every step runs once reached is
+    the end-to-end test's."""
     import tarfile
 
     out = tmp_path / "out"
-    result = run_check(tmp_path, translation_folder, "--quick", "mfu",
-                       MFU_STEPS="paper\n\tclosed")  # any whitespace between names
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    result = run_check(tmp_path, translation_folder, "--quick", "mfu", timeout=300,
+                       MFU_STEPS="paper\n\tclosed",  # any whitespace between names
+                       GPU_CHECK_BUDGET="1")
+    assert result.returncode == 1, (result.stdout + result.stderr)[-3000:]
+    reached = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("==> ")
+               and "skipped" in line]
+    assert reached == ["closed", "paper"]
+    assert result.stdout.strip().splitlines()[-1] == "failed: closed paper"
     with tarfile.open(out / "results.tar.gz") as archive:
-        ran = sorted(n for n in archive.getnames() if n.endswith("_bf16.json"))
-    assert ran == ["results/closed_bf16.json", "results/paper_bf16.json"]
+        assert not [n for n in archive.getnames() if n.endswith("_bf16.json")]
 
 
 def test_the_device_script_refuses_an_unknown_mfu_step():

@@ -1,8 +1,9 @@
 """The translators under tf.distribute: mirrored replicas and two worker processes against one
 device, through the step function and through the real `seq2seq train` command line.
 
-Everything runs in subprocesses: logical CPUs and `TF_CONFIG` must be in place before
-TensorFlow initializes its devices.
+The distributed runs are subprocesses: logical CPUs and `TF_CONFIG` must be in place before
+TensorFlow initializes its devices (and two strategies' collectives do not share a process).
+The chief's checkpoint resumes in the test process, which has neither.
 """
 
 from __future__ import annotations
@@ -105,7 +106,9 @@ def test_mirrored_step_matches_one_device_for_both_translators():
 
 
 @pytest.mark.slow
-def test_two_workers_train_like_two_replicas_and_the_chief_checkpoint_resumes(tmp_path):
+def test_two_workers_train_like_two_replicas_and_the_chief_checkpoint_resumes(tmp_path, capfd):
+    from seq2seq.cli import main
+
     runs = [tmp_path / "chief", tmp_path / "worker1"]
     processes = start_workers(
         lambda index: train_command(runs[index], "--distribute", "multi-worker"))
@@ -131,8 +134,12 @@ def test_two_workers_train_like_two_replicas_and_the_chief_checkpoint_resumes(tm
     for name in ("history.jsonl", "status.json", "checkpoints"):
         assert not (runs[1] / name).exists(), name
 
-    # The chief's checkpoint resumes in a single process for one more epoch.
-    (output,) = finish([start(train_command(runs[0], "--resume", "--epochs", "2"))])
+    # The chief's checkpoint resumes in a single process (this one, no TF_CONFIG) for one
+    # more epoch.
+    assert "TF_CONFIG" not in os.environ
+    capfd.readouterr()
+    assert main(train_command(runs[0], "--resume", "--epochs", "2")[2:]) == 0
+    output = "".join(capfd.readouterr())
     assert "Resuming from" in output
     resumed = step_losses(runs[0])
     assert sorted(resumed) == [1, 2, 3, 4, 5, 6]

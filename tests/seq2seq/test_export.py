@@ -19,7 +19,7 @@ from seq2seq.encoder_decoder import EncoderDecoderTranslator
 from seq2seq.export import KIND, ExportedTranslator, TranslatorModule
 from seq2seq.inference import Translator, decode_batch, pad_batch
 from seq2seq.transformer import TransformerTranslator
-from tests.helpers.isolated import run_signatures_isolated, saved_model_cli
+from tests.helpers.isolated import run_signatures_and_saved_model_cli
 
 SENTENCES = ["March 3, 1999", "25th of November 2026", "3/3/1999", "the 7th of July, 2001",
              "Friday 13 June 1980 Zyx"]
@@ -27,11 +27,12 @@ SENTENCES = ["March 3, 1999", "25th of November 2026", "3/3/1999", "the 7th of J
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    # A few hundred steps: enough that translations differ between sentences.
+    # A few hundred steps: enough that translations differ between sentences. No
+    # validation: its one epoch's best checkpoint would be its last.
     out = tmp_path_factory.mktemp("runs") / "tiny"
     status = main(["train", "--dataset", "dates", "--arch", "transformer", "--preset", "tiny",
                    "--steps-per-epoch", "300", "--hidden-dim", "16", "--intermediate-dim",
-                   "32", "--out", str(out), "--verbose", "0"])
+                   "32", "--out", str(out), "--verbose", "0", "--validation-examples", "0"])
     assert status == 0
     return out
 
@@ -67,11 +68,23 @@ ISOLATED_CALLS = {
 
 
 @pytest.fixture(scope="module")
-def isolated(export_dir):
+def isolated(export_dir, tmp_path_factory):
     """`ISOLATED_CALLS` made in one process that imports TensorFlow and NumPy only: name ->
-    outputs, and the forbidden modules that process imported."""
-    outputs, imported = run_signatures_isolated(export_dir, list(ISOLATED_CALLS.values()))
-    return dict(zip(ISOLATED_CALLS, outputs, strict=True)), imported
+    outputs, and the forbidden modules that process imported; then, in that process,
+    TensorFlow's `saved_model_cli` (`show --all`, and `run` of the options signature): what
+    each command printed, and the folder `run` wrote to."""
+    out = tmp_path_factory.mktemp("saved-model-cli")
+    commands = [
+        ["show", "--dir", str(export_dir), "--all"],
+        ["run", "--dir", str(export_dir), "--tag_set", "serve", "--signature_def",
+         "translate_with_options", "--input_exprs",
+         'sentences=["March 3, 1999", "3/3/1999"];beam_size=2;max_length=16;n_best=1;'
+         'no_repeat_ngram=0',
+         "--outdir", str(out)],
+    ]
+    outputs, imported, printed = run_signatures_and_saved_model_cli(
+        export_dir, list(ISOLATED_CALLS.values()), commands)
+    return dict(zip(ISOLATED_CALLS, outputs, strict=True)), imported, (printed, out)
 
 
 @pytest.mark.slow
@@ -145,19 +158,13 @@ def test_export_runs_on_stock_tensorflow_alone(translator, isolated):
 
 
 @pytest.mark.slow
-def test_saved_model_cli_shows_and_runs_the_signature(translator, export_dir, tmp_path):
-    shown = saved_model_cli("show", "--dir", str(export_dir), "--all")
+def test_saved_model_cli_shows_and_runs_the_signature(translator, isolated):
+    (shown, printed), out = isolated[2]
     assert "signature_def['serving_default']" in shown
     assert "signature_def['translate_with_options']" in shown
     assert "name: serving_default_sentences:0" in shown and "DT_STRING" in shown
-    printed = saved_model_cli(
-        "run", "--dir", str(export_dir), "--tag_set", "serve", "--signature_def",
-        "translate_with_options", "--input_exprs",
-        'sentences=["March 3, 1999", "3/3/1999"];beam_size=2;max_length=16;n_best=1;'
-        'no_repeat_ngram=0',
-        "--outdir", str(tmp_path))
-    assert "translations" in printed or (tmp_path / "translations.npy").exists()
-    got = np.load(tmp_path / "translations.npy", allow_pickle=True)
+    assert "translations" in printed or (out / "translations.npy").exists()
+    got = np.load(out / "translations.npy", allow_pickle=True)
     expected = translator.translate(["March 3, 1999", "3/3/1999"], beam_size=2)
     assert [t.decode() for t in got] == [e.text for e in expected]
 

@@ -12,17 +12,36 @@ SOURCE = np.array([[4, 5, 6, 2, 0, 0], [7, 8, 2, 0, 0, 0]], np.int32)
 TARGET_IN = np.array([[1, 9, 10, 11, 12], [1, 12, 13, 14, 15]], np.int32)
 
 
-def tiny(label_smoothing=0.0, **kwargs):
+def tiny_config(label_smoothing=0.0, **kwargs) -> ModelConfig:
     options = dict(num_layers=2, hidden_dim=8, num_heads=2, intermediate_dim=16, dropout=0.0,
                    max_length=16)
     options.update(kwargs)
-    config = ModelConfig(transformer=TransformerConfig(**options),
-                         label_smoothing=label_smoothing)
-    return TransformerTranslator(config, 20, 30)
+    return ModelConfig(transformer=TransformerConfig(**options),
+                       label_smoothing=label_smoothing)
 
 
-def test_shapes_and_cross_attention_per_head():
-    model = tiny()
+def tiny(label_smoothing=0.0, **kwargs):
+    return TransformerTranslator(tiny_config(label_smoothing, **kwargs), 20, 30)
+
+
+@pytest.fixture(scope="module")
+def built():
+    """`built(**options)`: `tiny(**options)` called once on a batch, one model per config
+    within this module, for the tests that call a model without changing it."""
+    models = {}
+
+    def get(**options):
+        config = tiny_config(**options)
+        if config not in models:
+            models[config] = TransformerTranslator(config, 20, 30)
+            models[config]({"source": SOURCE, "target_in": TARGET_IN})
+        return models[config]
+
+    return get
+
+
+def test_shapes_and_cross_attention_per_head(built):
+    model = built()
     logits, weights = model({"source": SOURCE, "target_in": TARGET_IN}, return_attention=True)
     assert tuple(logits.shape) == (2, 5, 30)
     assert len(weights) == 2
@@ -33,8 +52,8 @@ def test_shapes_and_cross_attention_per_head():
 
 
 @pytest.mark.parametrize("positions,norm_first", [("sine", True), ("learned", False)])
-def test_source_padding_changes_nothing(positions, norm_first):
-    model = tiny(positions=positions, norm_first=norm_first)
+def test_source_padding_changes_nothing(built, positions, norm_first):
+    model = built(positions=positions, norm_first=norm_first)
     logits = model({"source": SOURCE, "target_in": TARGET_IN})
     padded = np.concatenate([SOURCE, np.zeros((2, 4), np.int32)], axis=1)
     np.testing.assert_allclose(
@@ -42,8 +61,8 @@ def test_source_padding_changes_nothing(positions, norm_first):
     )
 
 
-def test_future_target_tokens_do_not_change_earlier_logits():
-    model = tiny()
+def test_future_target_tokens_do_not_change_earlier_logits(built):
+    model = built()
     logits = model({"source": SOURCE, "target_in": TARGET_IN})
     changed = TARGET_IN.copy()
     changed[:, 3:] = 7
@@ -56,9 +75,9 @@ def test_future_target_tokens_do_not_change_earlier_logits():
     "positions,norm_first,tie,fused",
     [("sine", True, False, False), ("learned", False, True, False), ("sine", True, False, True)]
 )
-def test_cached_decoding_matches_full_pass(positions, norm_first, tie, fused):
-    model = tiny(positions=positions, norm_first=norm_first, tie_embeddings=tie,
-                 fused_projections=fused)
+def test_cached_decoding_matches_full_pass(built, positions, norm_first, tie, fused):
+    model = built(positions=positions, norm_first=norm_first, tie_embeddings=tie,
+                  fused_projections=fused)
     logits, weights = model({"source": SOURCE, "target_in": TARGET_IN}, return_attention=True)
     state = model.initial_state(SOURCE, max_length=8)
     assert [tuple(c.shape) for c in state["self_cache"]] == [(2, 2, 8, 2, 4)] * 2
@@ -70,18 +89,16 @@ def test_cached_decoding_matches_full_pass(positions, norm_first, tie, fused):
         np.testing.assert_allclose(alpha, weights[0][:, 1, t], atol=1e-6)
 
 
-def test_step_attention_is_the_head_average_by_default():
-    model = tiny()
+def test_step_attention_is_the_head_average_by_default(built):
+    model = built()
     _, weights = model({"source": SOURCE, "target_in": TARGET_IN}, return_attention=True)
     state = model.initial_state(SOURCE, max_length=8)
     _, _, alpha = model.make_step()(tf.constant(TARGET_IN[:, 0]), state, tf.constant(0))
     np.testing.assert_allclose(alpha, np.asarray(weights[-1])[:, :, 0].mean(1), atol=1e-6)
 
 
-def test_tied_embeddings_share_the_output_projection():
-    tied, untied = tiny(tie_embeddings=True), tiny(tie_embeddings=False)
-    for model in (tied, untied):
-        model({"source": SOURCE, "target_in": TARGET_IN})
+def test_tied_embeddings_share_the_output_projection(built):
+    tied, untied = built(tie_embeddings=True), built(tie_embeddings=False)
     assert len(untied.trainable_weights) == len(tied.trainable_weights) + 1
 
 
@@ -100,10 +117,10 @@ def test_inverse_sqrt_schedule():
     assert InverseSqrtSchedule.from_config(schedule.get_config()).warmup_steps == 100
 
 
-def test_a_missing_attention_layer_or_head_is_a_user_error():
+def test_a_missing_attention_layer_or_head_is_a_user_error(built):
     from common.errors import UserError
 
-    model = tiny()
+    model = built()
     with pytest.raises(UserError, match="attention head 2"):
         model.make_step(attention_head=2)
     with pytest.raises(UserError, match="attention layer 5"):
@@ -111,14 +128,14 @@ def test_a_missing_attention_layer_or_head_is_a_user_error():
 
 
 @pytest.mark.parametrize("method,positions", [("greedy", "sine"), ("beam", "learned")])
-def test_cached_decoding_under_xla_matches_the_graph(method, positions):
+def test_cached_decoding_under_xla_matches_the_graph(built, method, positions):
     """The whole cached decode (encoder, in-place cache writes, the loop) compiled with XLA
     (`scripts/benchmarks/benchmark_decoding.py`'s `cached_xla`) gives the tokens of the plain
     graph, and both give the full pass' argmax at every greedy step (the independent
     reference)."""
     from common.decoding import make_strategy
 
-    model = tiny(positions=positions)
+    model = built(positions=positions)
     strategy = make_strategy(method, beam_size=3, n_best=1, length_penalty=0.6)
 
     def decode(source):
@@ -310,7 +327,7 @@ def test_fused_attention_projections_train_as_keras_attention(head_dim):
 @pytest.mark.parametrize("attention_dropout, rate, own_layer",
                          [(None, 0.1, False), (0.0, 0.0, False), (0.3, 0.3, True)])
 def test_attention_dropout_sets_the_attention_rate_and_keeps_the_variables(
-        attention_dropout, rate, own_layer):
+        built, attention_dropout, rate, own_layer):
     """`attention_dropout` is the attention weights' rate (None: `dropout`); only a rate of
     its own (not 0, not `dropout`) adds a dropout layer, so a model of the default config
     has the variables of runs from before the option (checkpoints load). Keras's dropout
@@ -318,8 +335,7 @@ def test_attention_dropout_sets_the_attention_rate_and_keeps_the_variables(
     model = tiny(dropout=0.1, attention_dropout=attention_dropout)
     batch = {"source": SOURCE, "target_in": TARGET_IN}
     model(batch)
-    reference = tiny(dropout=0.1)
-    reference(batch)
+    reference = built(dropout=0.1)
     assert {layer.dropout for layer in _attentions(model)} == {rate}
     blocks = model.encoder_layers + model.decoder_layers
     assert all((block.weights_drop is not None) == own_layer for block in blocks)
@@ -335,7 +351,7 @@ def test_attention_dropout_sets_the_attention_rate_and_keeps_the_variables(
 @pytest.mark.parametrize("activation_dropout, rate, own_layer",
                          [(None, 0.1, False), (0.0, 0.0, False), (0.3, 0.3, True)])
 def test_activation_dropout_drops_the_feed_forward_activations_at_its_rate(
-        monkeypatch, activation_dropout, rate, own_layer):
+        built, monkeypatch, activation_dropout, rate, own_layer):
     """`activation_dropout` is the rate of the dropout on the feed-forward block's inner
     activations (None: `dropout`; the paper's is 0): a training pass drops `(B, T, 16)`
     tensors at that rate and no others of that width, and only a rate of its own adds a
@@ -355,8 +371,7 @@ def test_activation_dropout_drops_the_feed_forward_activations_at_its_rate(
     model = tiny(dropout=0.1, activation_dropout=activation_dropout, attention_dropout=0.0)
     batch = {"source": SOURCE, "target_in": TARGET_IN}
     model(batch)
-    reference = tiny(dropout=0.1, attention_dropout=0.0)
-    reference(batch)
+    reference = built(dropout=0.1, attention_dropout=0.0)
     dropped.clear()
     model(batch, training=True)
     inner = [r for r, width in dropped if width == 16]  # intermediate_dim
