@@ -63,6 +63,9 @@ setup(
             "pytest-xdist>=3.8.0,<4",  # the suite over every core (scripts/test.sh -n auto)
             "ruff>=0.5.0",
             "playwright>=1.41.0,<2",  # drives the system Chromium in the HTML viewer's browser test
+            # TensorFlow Serving's own PredictionLog proto, to parse the warm-up file an export
+            # writes (tests/common/export/test_warmup.py); the package writes it without it.
+            "tensorflow-serving-api>=2.20.0,<2.22",
         ],
     },
     entry_points={

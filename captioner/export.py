@@ -14,8 +14,8 @@ Signatures:
   and length chosen at export (`--beam-size`, `--max-decode-length`). A TensorFlow Serving
   client that sends only the images (`{"instances": [{"b64": ...}]}`) calls this one.
 - `caption_with_options(images, beam_size () int32, max_length () int32, n_best () int32,
-  no_repeat_ngram () int32)`: the beam size (one search compiled per size in `beam_sizes`,
-  picked with nested `tf.cond`s by `common.export.beam_sizes`; size 1 is greedy decoding), the
+  no_repeat_ngram () int32)`: the beam size (one of `beam_sizes`: greedy decoding for 1, one
+  beam search with the size as a tensor for the others, `common.export.beam_sizes`), the
   output width `T`, how many hypotheses `N` (1..beam_size) to return, and the n-gram size no
   caption repeats (0: off; `common.decoding`). The export-time values (`n_best` 1,
   `no_repeat_ngram` 0) are in `assets.extra/serving_input_defaults.json`, which `captioner
@@ -146,6 +146,10 @@ class CaptionerModule(DecodingModule):
         attention = attention * tf.cast(done, attention.dtype)[:, :, None]
         return {"attention": tf.reshape(attention, [-1, width, *self.grid_shape]),
                 "attention_lengths": steps}
+
+    def warmup_input(self) -> bytes:
+        """A grey PNG at the encoder's size, for the warm-up requests."""
+        return tf.io.encode_png(tf.fill([*self.image_size, 3], tf.constant(128, tf.uint8))).numpy()
 
     def family_info(self) -> dict[str, Any]:
         return {"image_size": list(self.image_size), "grid_shape": list(self.grid_shape),

@@ -12,9 +12,9 @@ Signatures:
   at export (`--beam-size`, `--max-decode-length`). A TensorFlow Serving client that sends
   only the text (`{"instances": ["..."]}`) calls this one.
 - `translate_with_options(sentences, beam_size () int32, max_length () int32, n_best () int32,
-  no_repeat_ngram () int32)`. Beam search needs a Python beam size, so one search is
-  compiled per size in `beam_sizes` (default 1..5) and `beam_size` picks one with nested
-  `tf.cond`s (`common.export.beam_sizes`, as in the captioner's export); another size is an
+  no_repeat_ngram () int32)`. Greedy decoding serves size 1 and one beam search, the size a
+  tensor, every other size in `beam_sizes` (default 1..5), a `tf.cond` between the two
+  (`common.export.beam_sizes`, as in the captioner's export); another size is an
   `InvalidArgumentError` (HTTP 400 from the server). `max_length` is a tensor (the output
   width `T`), at most the model's limit;
   `n_best` (1..beam_size) is how many hypotheses `N` to return; `no_repeat_ngram` the n-gram
@@ -265,6 +265,11 @@ class TranslatorModule(DecodingModule):
             # The SentencePiece ops are tensorflow-text's: a loader imports it first.
             "op_libraries": [] if self.source_subwords is None else ["tensorflow_text"],
         }
+
+    def warmup_input(self) -> str:
+        """A one-word sentence (an `<unk>` where the vocabulary lacks it) for the warm-up
+        requests: within every model's source length."""
+        return "hello"
 
     def extra_files(self) -> dict[str, bytes]:
         """A subword export keeps its source SentencePiece model, so that a client counts the

@@ -33,6 +33,7 @@ from common.decoding.utils import (
     check_int,
     check_no_repeat_ngram,
     gnmt_length_penalty,
+    is_python_int,
     log_probs,
     never_emitted,
     repeated_ngrams,
@@ -68,9 +69,9 @@ class _Search(NamedTuple):
 
 
 def _check_beam_args(beam_size: Any, n_best: Any, alpha: Any) -> None:
-    check_int("beam_size", beam_size, 1, allow_tensor=False)
-    check_int("n_best", n_best, 1, allow_tensor=False)
-    if n_best > beam_size:
+    check_int("beam_size", beam_size, 1)
+    check_int("n_best", n_best, 1)
+    if is_python_int(beam_size) and is_python_int(n_best) and n_best > beam_size:
         raise UserError(f"n_best must be <= beam_size ({beam_size}); got {n_best}")
     if not isinstance(alpha, numbers.Real) or isinstance(alpha, bool) or alpha < 0:
         raise UserError(f"length_penalty must be a number >= 0; got {alpha!r}")
@@ -97,6 +98,13 @@ def _dims(x: tf.Tensor) -> list:
 def _split(x: tf.Tensor, k: int) -> tf.Tensor:
     """`(B * k, ...)` -> `(B, k, ...)`."""
     return tf.reshape(x, [-1, k, *_dims(x)[1:]])
+
+
+def _first_beam_only(beams: int | tf.Tensor) -> tf.Tensor:
+    """`(1, K)` starting scores: 0 for beam 0, `NEG` for its copies."""
+    if is_python_int(beams):
+        return tf.constant([[0.0] + [NEG] * (beams - 1)])
+    return tf.where(tf.range(beams)[None] == 0, 0.0, NEG)
 
 
 def _merge(x: tf.Tensor) -> tf.Tensor:
@@ -129,10 +137,13 @@ class BeamSearch(Strategy):
     Called as every `Strategy` (the initial state is tiled to `B * K` rows).
 
     Args:
-        beam_size: `K`, a Python int, the number of alive hypotheses extended at each step.
+        beam_size: `K`, the number of alive hypotheses extended at each step: a Python int,
+            or a scalar int32 tensor (one graph for every size, as an export compiles it; the
+            same answers).
         length_penalty: `alpha` of the GNMT length penalty, >= 0; 0 ranks by the plain sum
             of log-probabilities, larger values favour longer hypotheses.
-        n_best: how many hypotheses to return per example, <= `beam_size`.
+        n_best: how many hypotheses to return per example, <= `beam_size` (a Python int or a
+            scalar int32 tensor).
         no_repeat_ngram: `n` >= 1: no hypothesis emits a token that would complete an n-gram
             already in its own output (1: no token twice). The ban acts on each beam's history
             before the candidates are ranked; `<end>` is never banned, so every hypothesis can
@@ -258,7 +269,7 @@ class BeamSearch(Strategy):
             tokens=tf.fill([rows], start_id),
             state=state,
             # Only beam 0 is live at first: the others are copies that must not be chosen twice.
-            alive_scores=tf.tile(tf.constant([[0.0] + [NEG] * (beams - 1)]), [batch_size, 1]),
+            alive_scores=tf.tile(_first_beam_only(beams), [batch_size, 1]),
             alive_tokens=tf.fill([rows, max_length], pad_id),
             alive_attention=tf.zeros([rows, max_length, width]),
             kept_tokens=tf.fill([kept_rows, max_length], pad_id),

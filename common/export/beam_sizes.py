@@ -1,10 +1,9 @@
 """Beam size, maximum length and n-best as inputs of an exported signature, for both families.
 
-Beam search needs a Python beam size, so an export compiles one search per size in
-`beam_sizes` and `dispatch` picks one at run time with nested `tf.cond`s (size 1 being
-greedy decoding, or whatever `decode(1)` builds). `max_length` is a tensor, the output width.
-`dispatch_n_best` adds the `n_best` input: per size, a search that keeps one hypothesis (the
-common request, as fast as before) and one that returns the whole beam, cut to `n_best`.
+An export compiles two searches whatever its `beam_sizes`: greedy decoding for size 1 and
+one beam search taking the beam size and `n_best` as tensors for the others; `dispatch` picks
+one at run time with a `tf.cond` (`decode(1)` and `decode(size)`). `max_length` is a tensor,
+the output width. `dispatch_n_best` adds the `n_best` input, the hypotheses the search keeps.
 `check_export_options` validates the choices at export time, `graph_checks` the inputs of each
 call, `request_options` a client's choices against an export's `export_info.json`, and
 `check_n_best` an n-best request against the beam size (in-process runs use it too).
@@ -64,39 +63,37 @@ def graph_checks(beam_size: Any, max_length: Any, beam_sizes: Sequence[int],
     return checks
 
 
-def dispatch(beam_size: Any, beam_sizes: Sequence[int], decode: Callable[[int], Any]) -> Any:
-    """`decode(size)` for the exported size equal to `beam_size` (a Python int or a scalar
-    int32 tensor; nested `tf.cond`s for a tensor, the last size when none matches)."""
+def dispatch(beam_size: Any, beam_sizes: Sequence[int], decode: Callable[[Any], Any]) -> Any:
+    """`decode(size)` for `beam_size` (a Python int or a scalar int32 tensor): greedy's
+    `decode(1)` and one search for every exported size above 1, `decode(beam_size)` with the
+    size as a tensor (a Python int when only one size is above 1), a `tf.cond` between them."""
     import tensorflow as tf
 
     if isinstance(beam_size, int):
         return decode(beam_size)
-    if len(beam_sizes) == 1:
-        return decode(beam_sizes[0])
-    return tf.cond(tf.equal(beam_size, beam_sizes[0]),
-                   lambda: decode(beam_sizes[0]),
-                   lambda: dispatch(beam_size, beam_sizes[1:], decode))
+    wider = [size for size in beam_sizes if size > 1]
+    if not wider:
+        return decode(1)
+    beam = (lambda: decode(wider[0])) if len(wider) == 1 else (lambda: decode(beam_size))
+    if 1 not in beam_sizes:
+        return beam()
+    return tf.cond(tf.equal(beam_size, 1), lambda: decode(1), beam)
 
 
 def dispatch_n_best(beam_size: Any, n_best: Any, beam_sizes: Sequence[int],
-                    decode: Callable[[int, int], Any]) -> Any:
-    """`decode(size, k)` (a nest of tensors `(B, k, ...)`, best first) for `size = beam_size`,
-    cut to the first `n_best` hypotheses.
+                    decode: Callable[[Any, Any], Any]) -> Any:
+    """`decode(size, k)` (a nest of tensors `(B, k, ...)`, best first) for `size = beam_size`
+    and `k = n_best`, through `dispatch`: one beam search keeping `n_best` hypotheses serves
+    every size above 1 and every `n_best` (a search keeping one may stop as soon as the best
+    hypothesis is certain; one keeping N waits for N), greedy decoding size 1.
 
-    Per exported size above 1, two searches are compiled and `tf.cond` picks one: `k = 1`
-    when `n_best` is 1 (the usual request: the search may stop as soon as the best hypothesis
-    is certain) and `k = size` otherwise. The first hypothesis is the same in both.
+    Exports before issue 39 compiled two searches per size (keeping 1 and keeping `size`, cut
+    to `n_best`): nine for sizes 1-5, which made loading an export and its first call several
+    times slower than the run directory's command.
     """
-    import tensorflow as tf
-
-    def for_size(size: int) -> Any:
-        if size == 1:
-            return decode(1, 1)
-        return tf.cond(tf.equal(n_best, 1), lambda: decode(size, 1),
-                       lambda: decode(size, size))
-
-    found = dispatch(beam_size, beam_sizes, for_size)
-    return tf.nest.map_structure(lambda t: t[:, :n_best], found)
+    return dispatch(beam_size, beam_sizes,
+                    lambda size: decode(size, 1 if isinstance(size, int) and size == 1
+                                        else n_best))
 
 
 def check_n_best(n_best: int | None, beam_size: int) -> None:

@@ -22,8 +22,9 @@ Dimensions: `B` batch, `N` hypotheses, `T` steps, `R` rows (`B` or `B * N`).
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -41,6 +42,7 @@ from common.export.beam_sizes import (
     graph_checks,
     request_options,
 )
+from common.export.warmup import WarmupRequest
 from common.text import Vocabulary, detokenize_tf
 
 DEFAULT_BEAM_SIZES = EXPORT_BEAM_SIZES  # (`common.decoding.defaults`)
@@ -158,11 +160,45 @@ class DecodingModule(tf.Module):
         """Files written to the export's `assets.extra/` for clients (name -> contents)."""
         return {}
 
+    def warmup_input(self) -> bytes | str | None:
+        """One input the signatures accept (an image's bytes, a sentence), for the warm-up
+        requests (None: the export has no warm-up file)."""
+        return None
+
+    def warmup_requests(self) -> list[WarmupRequest]:
+        """TensorFlow Serving's warm-up requests (`common.export.warmup`): `serving_default`,
+        then the options signature at each exported beam size (`n_best` 1, and the whole beam
+        at the largest). The first call of a signature instantiates and optimizes its whole
+        graph (seconds); the others (milliseconds each) run each search's kernels once."""
+        if self.warmup_input() is None:
+            return []
+        raw = np.array([self.warmup_input()], dtype=object)
+
+        def options(beam_size: int, n_best: int) -> WarmupRequest:
+            values = {"beam_size": beam_size, "max_length": self.max_decode_length,
+                      "n_best": n_best, "no_repeat_ngram": 0}
+            return WarmupRequest(self.OPTIONS_SIGNATURE, {
+                self.INPUT: raw, **{k: np.array(v, np.int32) for k, v in values.items()}})
+
+        largest = max(self.beam_sizes)
+        sizes = sorted(self.beam_sizes, key=lambda size: size != self.default_beam_size)
+        requests = [WarmupRequest("serving_default", {self.INPUT: raw})]
+        requests += [options(size, 1) for size in sizes]
+        if largest > 1:
+            requests.append(options(largest, largest))
+        return requests
+
     # -- the graph ---------------------------------------------------------------------------
 
     def _serve_defaults(self, raw):
-        max_length = tf.constant(self.max_decode_length, tf.int32)
-        return self._serve(raw, self.default_beam_size, max_length, None)
+        """The options signature's function called with the export-time options, its best
+        hypothesis' outputs: one graph in the SavedModel for both signatures (a search of
+        its own made the export a third larger to load)."""
+        options = getattr(self, self.OPTIONS_SIGNATURE)(
+            raw, tf.constant(self.default_beam_size, tf.int32),
+            tf.constant(self.max_decode_length, tf.int32), tf.constant(1, tf.int32),
+            tf.constant(0, tf.int32))
+        return {name: options[name] for name in self.OUTPUTS}
 
     def _serve_options(self, raw, beam_size, max_length, n_best, no_repeat_ngram):
         return self._serve(raw, beam_size, max_length, n_best, no_repeat_ngram)
@@ -175,12 +211,17 @@ class DecodingModule(tf.Module):
         with tf.control_dependencies(checks):
             features = self.read_inputs(raw)
         search, rows = self.prepare(features)
+        # The encoder runs once, outside the `tf.cond` between the searches (in both branches,
+        # its graph was there twice).
+        problem = self.search_inputs(search, max_length)
 
-        def decode(size: int, k: int) -> Decoded:
-            strategy = make_strategy(default_method(size), beam_size=size,
+        def decode(size: int | tf.Tensor, k: int | tf.Tensor) -> Decoded:
+            # A tensor size is one beam search for every exported size above 1.
+            method = default_method(size) if isinstance(size, int) else "beam"
+            strategy = make_strategy(method, beam_size=size,
                                      length_penalty=self.length_penalty, n_best=k,
                                      no_repeat_ngram=no_repeat_ngram)
-            return self._decode(search, strategy, max_length)
+            return self._search(problem, strategy, max_length)
 
         if n_best is None:
             return self._outputs(decode(beam_size, 1), rows, n_best=None)
@@ -188,7 +229,11 @@ class DecodingModule(tf.Module):
         return self._outputs(decoded, rows, n_best=n_best)
 
     def _decode(self, search: Any, strategy: Any, max_length: Any) -> Decoded:
-        step, state, batch = self.search_inputs(search, max_length)
+        return self._search(self.search_inputs(search, max_length), strategy, max_length)
+
+    def _search(self, problem: tuple[Any, Any, Any], strategy: Any, max_length: Any) -> Decoded:
+        """`strategy` over `search_inputs`' `(step, initial_state, batch_size)`."""
+        step, state, batch = problem
         decoded = strategy(step, state, batch, self.vocab.start_id, self.vocab.end_id,
                            max_length)
         return decoded._replace(attention=tf.cast(decoded.attention, tf.float32))
@@ -354,6 +399,7 @@ class ExportedModel:
         self.takes_n_best = "n_best" in inputs
         self.takes_no_repeat_ngram = "no_repeat_ngram" in inputs  # older exports: no such input
         self.beam_sizes = tuple(self.info["beam_sizes"])
+        self._calls = 0
 
     def _options(self, beam_size: int | None, max_length: int | None,
                  n_best: int | None = None, no_repeat_ngram: int = 0) -> tuple[int, int]:
@@ -382,4 +428,23 @@ class ExportedModel:
             inputs["n_best"] = tf.constant(n_best or 1, tf.int32)
         if self.takes_no_repeat_ngram:
             inputs["no_repeat_ngram"] = tf.constant(no_repeat_ngram, tf.int32)
-        return {name: value.numpy() for name, value in self.signature(**inputs).items()}
+        # The first call of a signature instantiates its graph, and grappler's optimization of
+        # it is most of that time (1.2 of 2.1 s of CPU for a dates Transformer) for no gain on
+        # one batch: the first call runs without it, later ones with it (then instantiated
+        # again, once), where it makes a spa-eng-cpu Transformer's beam search 15-20% faster.
+        with _graph_optimization(self._calls > 0):
+            outputs = self.signature(**inputs)
+        self._calls += 1
+        return {name: value.numpy() for name, value in outputs.items()}
+
+
+@contextlib.contextmanager
+def _graph_optimization(enabled: bool) -> Iterator[None]:
+    """Runs the block's function calls with grappler on or off (this thread's calls; the
+    setting before is restored after)."""
+    before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": not enabled})
+    try:
+        yield
+    finally:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})

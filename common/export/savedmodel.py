@@ -8,6 +8,9 @@ JSON files under `assets.extra/`, which TensorFlow Serving copies along and igno
   plus whatever the family wants to remember (vocabulary sizes, the longest input, ...).
 - `serving_input_defaults.json`: values for the scalar (per-request) inputs of a signature,
   read by `common.serving` so a request may leave them out.
+
+and, from a `DecodingModule`, TensorFlow Serving's `tf_serving_warmup_requests`
+(`common.export.warmup`), which TensorFlow Serving and `common.serving` replay on loading.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,7 @@ def save(
     input_defaults: Mapping[str, Any] | None = None,
     overwrite: bool = False,
     extra_files: Mapping[str, bytes] | None = None,
+    warmup_requests: Sequence[Any] = (),
 ) -> Path:
     """`tf.saved_model.save` plus the `assets.extra/` files, written atomically.
 
@@ -55,6 +59,8 @@ def save(
         input_defaults: defaults for scalar signature inputs (`serving_input_defaults.json`).
         overwrite: replace an existing `export_dir`; otherwise it is a `UserError`.
         extra_files: more `assets.extra/` files for clients (name -> contents).
+        warmup_requests: `common.export.warmup.WarmupRequest`s, written as TensorFlow
+            Serving's `assets.extra/tf_serving_warmup_requests` (none: no such file).
 
     Returns:
         The export directory.
@@ -87,6 +93,10 @@ def save(
             save_json(extra / DEFAULTS_FILE, dict(input_defaults))
         for name, contents in (extra_files or {}).items():
             (extra / name).write_bytes(contents)
+        if warmup_requests:
+            from common.export import warmup
+
+            warmup.write(extra / warmup.WARMUP_FILE, warmup_requests)
         _replace(staging, export_dir)
     except (OSError, tf.errors.OpError) as exc:  # TensorFlow's file errors: a full disk
         raise _unwritable(export_dir, exc) from None
@@ -159,6 +169,8 @@ def _tf_variables(module: Any, functions: Any) -> list:
 
     candidates = list(getattr(module, "variables", ()))
     for fn in functions:
+        if hasattr(fn, "get_concrete_function"):  # a `tf.function`: what its trace captures
+            fn = fn.get_concrete_function()
         candidates.extend(getattr(fn, "variables", ()))
     found: dict[int, Any] = {}
     for v in candidates:
@@ -273,15 +285,16 @@ def save_decoding_module(module: Any, export_dir: str | os.PathLike, kind: str,
     they become the two signatures, the recorded input defaults (which `common.serving`
     fills into requests to the second signature) and the export info.
     """
-    signatures = {
-        "serving_default": module.serving_default.get_concrete_function(),
-        options_signature: getattr(module, options_signature).get_concrete_function(),
-    }
+    # The `tf.function`s themselves, not concrete functions traced here: `tf.saved_model.save`
+    # traces a module's functions again inside its save context (another cache key), and a
+    # signature traced outside it would be saved a second time beside them.
+    signatures = {"serving_default": module.serving_default,
+                  options_signature: getattr(module, options_signature)}
     defaults = {"beam_size": module.default_beam_size, "max_length": module.max_decode_length,
                 "n_best": 1, "no_repeat_ngram": 0}
     info = {**module.info(), "options_signature": options_signature}
     return save(module, export_dir, signatures, kind, info=info, input_defaults=defaults,
-                extra_files=module.extra_files(),
+                extra_files=module.extra_files(), warmup_requests=module.warmup_requests(),
                 overwrite=overwrite)
 
 

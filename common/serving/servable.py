@@ -6,11 +6,19 @@ inputs (`assets.extra/serving_input_defaults.json` unless given), and offers wha
 image screening of `common.serving.images`), `run` (a signature call; an op error becomes a
 `RequestError`), `mergeable` (which signatures' outputs can be split per instance), and the
 `status` / `metadata` answers of TensorFlow Serving's REST API.
+
+A version is AVAILABLE once loaded and warmed up: the requests of its
+`assets.extra/tf_serving_warmup_requests` (`common.export.warmup`, written by `export`) are
+replayed first, as TensorFlow Serving replays them, so the first client request of each
+signature does not pay for instantiating and optimizing its graph.
 """
 
 from __future__ import annotations
 
+import base64
+import logging
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,11 +27,14 @@ import numpy as np
 
 from common.config import load_json
 from common.errors import UserError
-from common.export import savedmodel
+from common.export import savedmodel, warmup
 from common.export.savedmodel import DEFAULTS_FILE, EXTRA_DIR
+from common.export.warmup import WARMUP_FILE
 from common.serving.images import ImageScreen
 from common.serving.json_codec import RequestError
 from common.serving.protocol import RequestParser, option_defaults, tf_error_message
+
+log = logging.getLogger(__name__)
 
 
 class ServedModel:
@@ -40,6 +51,11 @@ class ServedModel:
             Pillow does (TIFF, CMYK JPEG, a photo with an EXIF turn, turned upright).
         version: the version number it is served as.
         max_instances: the most instances one request may hold (`RequestParser`).
+
+    Raises:
+        UserError: not a SavedModel, no signatures, or a warm-up request that is not one of
+            its signatures' or that fails (TensorFlow Serving does not load such a model
+            either).
     """
 
     def __init__(
@@ -55,6 +71,7 @@ class ServedModel:
 
         self._tf = tf
         self.version = int(version)
+        self.state = "LOADING"  # AVAILABLE once loaded and warmed up (`status`)
         path = Path(saved_model_dir)
         if not (path / "saved_model.pb").is_file():
             raise UserError(f"{path}: not a SavedModel directory (no saved_model.pb)")
@@ -81,6 +98,35 @@ class ServedModel:
             )
             for name, fn in self.signatures.items()
         }
+        self.warmup_requests, self.warmup_seconds = self._warm_up(path / EXTRA_DIR / WARMUP_FILE)
+        self.state = "AVAILABLE"
+
+    def _warm_up(self, path: Path) -> tuple[int, float]:
+        """Replays the warm-up file's requests (none: no file); `(requests, seconds)`."""
+        if not path.is_file():
+            return 0, 0.0
+        start = time.perf_counter()
+        requests = warmup.read(path)
+        for index, request in enumerate(requests):
+            where = f"{path}: warm-up request {index}"
+            specs = self.specs.get(request.signature)
+            if specs is None:
+                raise UserError(f"{where} names signature {request.signature!r}; the "
+                                f"SavedModel has: {', '.join(sorted(self.specs))}")
+            if set(request.inputs) != set(specs):
+                raise UserError(f"{where} ({request.signature}) has inputs "
+                                f"{sorted(request.inputs)}; the signature takes {sorted(specs)}")
+            try:
+                # As a client's request: parsed (images screened) and run, so that the first
+                # one pays for nothing either path does once (Pillow's start, for instance).
+                signature, _, inputs, _ = self.parser.parse(_as_body(request))
+                self.run(signature, inputs)
+            except (RequestError, ValueError, TypeError, self._tf.errors.OpError) as exc:
+                reason = " ".join(str(exc).split())[:200]
+                raise UserError(f"{where} ({request.signature}) failed: {reason}") from None
+        log.info("%s: %d warm-up requests replayed in %.1f s", path.parent.parent,
+                 len(requests), time.perf_counter() - start)
+        return len(requests), time.perf_counter() - start
 
     def run(self, signature: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Call a signature (in a worker thread); bad input raises `RequestError`."""
@@ -96,7 +142,7 @@ class ServedModel:
     def status(self) -> dict:
         """This version's entry of TensorFlow Serving's `model_version_status` list."""
         ok = {"error_code": "OK", "error_message": ""}
-        return {"version": str(self.version), "state": "AVAILABLE", "status": ok}
+        return {"version": str(self.version), "state": self.state, "status": ok}
 
     def metadata(self, model_name: str) -> dict:
         return {
@@ -104,6 +150,19 @@ class ServedModel:
                            "version": str(self.version)},
             "metadata": {"signature_def": {"signature_def": self.signature_defs}},
         }
+
+
+def _as_body(request: warmup.WarmupRequest) -> dict:
+    """A warm-up request as the columnar JSON body a client sends (bytes as base64)."""
+    def value(item: Any) -> Any:
+        if isinstance(item, list):
+            return [value(v) for v in item]
+        if isinstance(item, bytes):
+            return {"b64": base64.b64encode(item).decode()}
+        return item
+
+    return {"signature_name": request.signature,
+            "inputs": {name: value(np.asarray(v).tolist()) for name, v in request.inputs.items()}}
 
 
 def _read_signature_defs(path: Path) -> dict:

@@ -73,6 +73,12 @@ class OldToy(Toy):
                                                                    n_best),
             autograph=False, input_signature=specs))
 
+    def _serve_defaults(self, raw):
+        # Old exports' `serving_default` searched on its own (now it calls the options
+        # signature, whose fifth input this one lacks).
+        return self._serve(raw, self.default_beam_size,
+                           tf.constant(self.max_decode_length, tf.int32), None)
+
 
 class ExportedToy(ExportedModel):
     MODULE = Toy
@@ -121,8 +127,11 @@ def test_the_options_signature_bans_as_in_process_decoding(exports, beam_size):
         for row in range(EXAMPLES):
             assert n == 0 or not _repeats(_words(got, row), n), (n, row, _words(got, row))
         if n == 0:
-            for name in plain:
-                np.testing.assert_array_equal(got[name], plain[name])
+            for name in plain:  # (scores: the same sums, perhaps added in another order)
+                if name == "scores":
+                    np.testing.assert_allclose(got[name], plain[name], rtol=1e-6)
+                else:
+                    np.testing.assert_array_equal(got[name], plain[name])
 
 
 def test_a_negative_value_fails_the_call_and_the_client_says_so_in_one_line(exports):
