@@ -270,6 +270,15 @@ Typical use:
         done, failed = model.caption_files(inputs, batch_size, **options)
         return [caption for _path, caption in done]
 
+    def add_export_arguments(self, p: argparse.ArgumentParser) -> None:
+        from common.export.quantization import add_quantization_argument
+
+        add_quantization_argument(p, more_help="; for a captioner, its decoder's Dense layers "
+                                  "and word embedding (not the LSTM cell nor the encoder)")
+
+    def export_options(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {"quantization": args.quantization}
+
     def add_serve_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("--max-image-pixels", type=positive_int, default=25_000_000,
                        help="images whose header declares more pixels are refused unread")

@@ -703,8 +703,9 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
             args.out_dir, beam_sizes=sizes, default_beam_size=args.beam_size,
             max_decode_length=args.max_decode_length, overwrite=args.overwrite,
             checkpoint=args.checkpoint, **family.export_options(args))
-        print(f"Exported {out} (signatures: serving_default, {family.export_signature}; beam "
-              f"sizes: {', '.join(map(str, sizes))})")
+        weights = "int8 weights; " if getattr(args, "quantization", None) == "int8" else ""
+        print(f"Exported {out} ({weights}signatures: serving_default, "
+              f"{family.export_signature}; beam sizes: {', '.join(map(str, sizes))})")
         return EXIT_OK
 
     def serve_arguments(p: argparse.ArgumentParser) -> None:

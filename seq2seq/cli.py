@@ -233,16 +233,12 @@ def _export(shared: Subcommand) -> Subcommand:
                        help="savedmodel: a SavedModel for TensorFlow (Serving); ctranslate2: a "
                             "CTranslate2 model directory, for a Transformer run (`pip install "
                             "-e .[ctranslate2]`; docs/serving.md)")
-        p.add_argument("--quantization", choices=ct2.QUANTIZATIONS,
-                       help="--format ctranslate2: the weights' type (default float32, the "
-                            "weights as trained; int16 and int8 store each in 2 and 1 bytes)")
 
     def given(args: argparse.Namespace) -> bool:
-        if args.format != "ctranslate2" and args.quantization:
-            from common.errors import UserError
+        if args.format != "ctranslate2":  # --quantization is the family's export option
+            from common.export.quantization import check_quantization
 
-            raise UserError("--quantization: the weights' type of a CTranslate2 export; add "
-                            "--format ctranslate2")
+            check_quantization(args.quantization, hint=" (int16: add --format ctranslate2)")
         return args.format == "ctranslate2"
 
     def check(args: argparse.Namespace) -> None:

@@ -288,10 +288,17 @@ Typical use:
         return model.translate(list(inputs), **options)
 
     def add_export_arguments(self, p: argparse.ArgumentParser) -> None:
+        from common.export.quantization import add_quantization_argument
+
         add_attention_arguments(p)
+        # int16 is CTranslate2's alone (`seq2seq.cli` refuses it for a SavedModel).
+        add_quantization_argument(p, ("float32", "int8", "int16"), more_help=
+                                  "; with --format ctranslate2, CTranslate2's own int8 or "
+                                  "int16 (2 bytes)")
 
     def export_options(self, args: argparse.Namespace) -> dict[str, Any]:
-        return {"attention_layer": args.attention_layer, "attention_head": args.attention_head}
+        return {"attention_layer": args.attention_layer, "attention_head": args.attention_head,
+                "quantization": args.quantization}
 
 
 FAMILY = TranslatorFamily()

@@ -19,6 +19,7 @@ from keras import ops
 from common.errors import UserError
 from common.layers.dropout import Dropout
 from common.layers.layer_norm import LayerNormalization
+from common.layers.quantized_weights import float_embeddings, float_reverse_embeddings
 from seq2seq.config import ModelConfig, TransformerConfig
 from seq2seq.copying import UNK_ID, embeddable, pointer_generator_log_probs
 from seq2seq.transformer_layers import (
@@ -262,12 +263,13 @@ class TransformerTranslator(Translator):
         """Whether `make_step` can use the few-op step (`step_weights`, `fast_step`): the
         TensorFlow backend (the step is written in `tf` ops, imported only when it runs, so the
         JAX path never needs TensorFlow), float32 weights and computation, no soft-capped or
-        cast output logits."""
+        cast output logits. int8 weights (`keras.Model.quantize`) are read as their float
+        values (`common.layers.quantized_weights`), once per decode."""
         embedding = self.target_embedding
         return (keras.backend.backend() == "tensorflow" and self.compute_dtype == "float32"
                 and embedding.compute_dtype == "float32"
                 and embedding.variable_dtype == "float32"
-                and getattr(embedding, "quantization_mode", None) is None
+                and getattr(embedding, "quantization_mode", None) in (None, "int8")
                 and embedding.reverse_dtype in (None, "float32")
                 and embedding.logit_soft_cap is None
                 and all(layer.step_supported() for layer in self.decoder_layers))
@@ -281,12 +283,12 @@ class TransformerTranslator(Translator):
 
         self.ensure_built()
         embedding = self.target_embedding
-        table = tf.convert_to_tensor(embedding.embeddings)
+        table = float_embeddings(embedding)
         weights = {
             "layers": [layer.step_weights() for layer in self.decoder_layers],
             "embeddings": table,
             "output_kernel": (tf.transpose(table) if embedding.tie_weights
-                              else tf.convert_to_tensor(embedding.reverse_embeddings)),
+                              else float_reverse_embeddings(embedding)),
         }
         if self.norm_first:  # (a post-norm model leaves `decoder_norm` unused and unbuilt)
             weights["norm"] = (tf.convert_to_tensor(self.decoder_norm.gamma),

@@ -22,6 +22,7 @@ from keras import ops
 from common.layers.dropout import Dropout
 from common.layers.layer_norm import LayerNormalization
 from common.layers.multi_head_attention import MultiHeadAttention
+from common.layers.quantized_weights import float_kernel
 
 # The `__init__` arguments of both layers (and the fields of `TransformerConfig` they take).
 BLOCK_SIZES = ("hidden_dim", "num_heads", "intermediate_dim", "dropout", "norm_first", "head_dim",
@@ -269,8 +270,8 @@ class TransformerDecoderLayer(_Block):
         self_attention, cross_attention = self.self_attention, self.cross_attention
         width = self.num_heads * self.key_dim
 
-        def kernel(dense, rows):
-            return tf.reshape(tf.convert_to_tensor(dense.kernel), (rows, -1))
+        def kernel(dense, rows):  # an int8 kernel (`keras.Model.quantize`) as its float value
+            return tf.reshape(float_kernel(dense), (rows, -1))
 
         def bias(dense):
             return None if dense.bias is None else tf.reshape(
@@ -287,9 +288,9 @@ class TransformerDecoderLayer(_Block):
             "cross_query_bias": bias(cross_attention.query_dense),
             "cross_out_kernel": kernel(cross_attention.output_dense, width),
             "cross_out_bias": bias(cross_attention.output_dense),
-            "ffn_inner_kernel": tf.convert_to_tensor(self.ffn_inner.kernel),
+            "ffn_inner_kernel": float_kernel(self.ffn_inner),
             "ffn_inner_bias": bias(self.ffn_inner),
-            "ffn_outer_kernel": tf.convert_to_tensor(self.ffn_outer.kernel),
+            "ffn_outer_kernel": float_kernel(self.ffn_outer),
             "ffn_outer_bias": bias(self.ffn_outer),
         }
         for name in ("self_attention_norm", "cross_attention_norm", "ffn_norm"):
@@ -300,12 +301,18 @@ class TransformerDecoderLayer(_Block):
 
     def step_supported(self) -> bool:
         """Whether `call_step` computes what `call_cached` does: float32, the sub-layers as
-        this class builds them (no quantized or mixed-precision weights)."""
+        this class builds them (no mixed-precision weights; int8 ones from `keras.Model.quantize`
+        are read as their float values, `common.layers.quantized_weights`)."""
         layers = (self, self.self_attention, self.cross_attention, self.ffn_inner,
                   self.ffn_outer, self.self_attention_norm, self.cross_attention_norm,
-                  self.ffn_norm)
+                  self.ffn_norm,
+                  # (an unbuilt attention has no projections yet, and nothing quantized)
+                  *(getattr(attention, f"{name}_dense") for attention in (
+                      self.self_attention, self.cross_attention) if attention.built
+                    for name in ("query", "key", "value", "output")))
         return (all(layer.compute_dtype == "float32" and layer.variable_dtype == "float32"
-                    and getattr(layer, "quantization_mode", None) is None for layer in layers)
+                    and getattr(layer, "quantization_mode", None) in (None, "int8")
+                    for layer in layers)
                 and self.ffn_inner.activation is keras.activations.relu
                 and all(not getattr(self, n).rms_scaling and getattr(self, n).center
                         and getattr(self, n).scale

@@ -34,7 +34,7 @@ import tensorflow as tf
 from common.decoding import Decoded, default_method, make_strategy
 from common.decoding.defaults import BEAM_SIZE, EXPORT_BEAM_SIZES, LENGTH_PENALTY
 from common.errors import UserError
-from common.export import savedmodel
+from common.export import quantization, savedmodel
 from common.export.beam_sizes import (
     check_export_options,
     check_n_best,
@@ -72,6 +72,10 @@ class DecodingModule(tf.Module):
         OPTIONS_SIGNATURE: the name of the signature with the options.
         OUTPUTS: the outputs of both signatures, for `info()`.
 
+    Attributes:
+        model: the Keras model the signatures decode with, set by the subclass (None: no
+            Keras model, as a test's table of logits; `info()` then records float32 weights).
+
     Args:
         name: the module's name.
         vocab: the output `Vocabulary`.
@@ -89,6 +93,7 @@ class DecodingModule(tf.Module):
     TEXT: ClassVar[str] = ""
     OPTIONS_SIGNATURE: ClassVar[str] = ""
     OUTPUTS: ClassVar[tuple[str, ...]] = ()
+    model: Any = None
 
     def __init__(self, name: str, vocab: Vocabulary, max_decode_length: int,
                  max_length_limit: int, beam_sizes: Sequence[int] = DEFAULT_BEAM_SIZES,
@@ -345,6 +350,7 @@ class DecodingModule(tf.Module):
             "max_length_limit": self.max_length_limit, "beam_sizes": list(self.beam_sizes),
             "default_beam_size": self.default_beam_size, "length_penalty": self.length_penalty,
             "outputs": list(self.OUTPUTS), "n_best_outputs": list(self.n_best_outputs()),
+            **quantization.summary(self.model),
         }
 
     def save(self, out_dir: str | os.PathLike, overwrite: bool = False) -> Path:
@@ -368,12 +374,17 @@ class DecodingModule(tf.Module):
         the last) and save it.
 
         Keyword arguments are those of the module (`beam_sizes`, `default_beam_size`, ...);
-        `max_decode_length` None keeps the run's.
+        `max_decode_length` None keeps the run's; `quantization` `"int8"` quantizes the
+        restored weights with Keras before the signatures are traced
+        (`common.export.quantization`; None or `"float32"`: as trained).
         """
+        mode = quantization.check_quantization(kwargs.pop("quantization", None))
         savedmodel.check_target(out_dir, overwrite)  # before the minutes of loading and tracing
         if max_decode_length:
             kwargs["max_decode_length"] = max_decode_length
-        return cls.from_run_dir(run_dir, **kwargs).save(out_dir, overwrite=overwrite)
+        module = cls.from_run_dir(run_dir, **kwargs)
+        quantization.quantize_model(module.model, mode)
+        return module.save(out_dir, overwrite=overwrite)
 
 
 class ExportedModel:

@@ -125,6 +125,14 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     def get_config(self):
         return {**super().get_config(), "fused_projections": self.fused_projections}
 
+    def _fuses_projections(self) -> bool:
+        """Whether the projections run as `_project` and `_output_projection` compute them:
+        `fused_projections`, an integer output width, and no projection quantized (an int8
+        kernel has a scale that only its layer's own call applies; `keras.Model.quantize`)."""
+        denses = (self.query_dense, self.key_dense, self.value_dense, self.output_dense)
+        return (self.fused_projections and isinstance(self._output_dim or 0, int)
+                and all(dense.quantization_mode is None for dense in denses))
+
     def compute_cache(self, value, key=None):
         """Keys and values of a source, projected once: `(B, 2, S, H, K)`.
 
@@ -166,8 +174,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             if (not (return_weights or dropping) and len(query.shape) == 3
                     and keras.backend.backend() in self.FUSED_BACKENDS):
                 return self._fused_call(query, value, key, allowed), None
-            if (not self.fused_projections or len(query.shape) != 3
-                    or not isinstance(self._output_dim or 0, int)
+            if (not self._fuses_projections() or len(query.shape) != 3
                     or (dropping and weights_dropout is None)):
                 output, weights = self._keras_call(query, value, key, allowed, training)
             else:
@@ -208,7 +215,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         """The output `(B, T, D)` through `keras.ops.dot_product_attention`, without the
         weights (no dropout on them): the projections as the layer computes them, then the
         attention of `_fused_attend` where it applies (equal head sizes), `_attend` otherwise."""
-        if self.fused_projections and isinstance(self._output_dim or 0, int):
+        if self._fuses_projections():
             query, key, value = self._project(query, value, key)
             output_projection = self._output_projection
         else:

@@ -8,9 +8,9 @@ steps, summed per op kind.
 The step is `benchmark_training.py`'s, beside this script (the Trainer's `make_train_step` on
 synthetic batches of `--length` random ids); after `--warmup` untimed steps, `--steps` steps run
 under `tf.profiler.experimental` and the trace's op events (each TensorFlow op the executor ran,
-on any thread) are summed by op type into the groups of `GROUPS` (matrix products, softmax,
-dropout's random numbers, layer norm, embedding lookups and their gradient, optimizer update,
-...). Op times are summed over threads, so their total can exceed the wall time of the steps
+on any thread) are summed by op type into the groups of `_lib.profiling.GROUPS` (matrix
+products, softmax, dropout's random numbers, layer norm, embedding lookups and their gradient,
+optimizer update, ...). Op times are summed over threads, so their total can exceed the wall time of the steps
 (ops run side by side); the shares are of that total. Wall time per step is printed beside it.
 """
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import re
 import sys
 import tempfile
 import time
@@ -33,58 +32,8 @@ from common.cli import HelpFormatter, Parser, run_cli  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.outputs import check_output_file, reported_write  # noqa: E402
 
+from _lib.profiling import classify, op_times  # noqa: E402
 from _lib.translators import TRANSLATOR_SIZES  # noqa: E402
-
-# (group, regular expression on the op's name, on its type), the first match wins. The name
-# carries the Keras scope ("decoder_0/ffn_norm/...", "adam/...").
-GROUPS: list[tuple[str, str, str]] = [
-    ("optimizer update (Adam, clipping)", r"(?i)adam|optimizer|apply_grad|clip", r""),
-    ("matrix products", r"", r"MatMul|Einsum|Conv"),
-    ("layer norm", r"(?i)norm", r""),
-    ("softmax and cross-entropy", r"", r"Softmax|CrossEntropy|Logsumexp"),
-    ("dropout (random numbers)", r"", r"Random|RngBitGenerator|RngReadAndSkip"),
-    ("embedding lookup and gradient", r"", r"Gather|Scatter|UnsortedSegment|Unique"),
-    ("transposes", r"", r"Transpose"),
-    ("casts (mixed precision)", r"", r"^_?Cast$"),
-    ("element-wise and other", r"", r""),
-]
-
-
-def classify(op_name: str, op_type: str) -> str:
-    """The group of `GROUPS` an op falls in (every pattern given must match)."""
-    for group, name_pattern, type_pattern in GROUPS:
-        if re.search(name_pattern, op_name) and re.search(type_pattern, op_type):
-            return group
-    return GROUPS[-1][0]
-
-
-def op_times(logdir: str) -> collections.Counter:
-    """Summed durations (seconds) by `(op name, op type)` of the executor's op events in a
-    profiler trace (the `.xplane.pb` files under `logdir`)."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-    totals: collections.Counter = collections.Counter()
-    files = list(Path(logdir).rglob("*.xplane.pb"))
-    if not files:
-        raise UserError(f"the profiler wrote no trace under {logdir}")
-    for path in files:
-        space = xplane_pb2.XSpace()
-        space.ParseFromString(path.read_bytes())
-        for plane in space.planes:
-            if not plane.name.startswith("/host:CPU"):
-                continue
-            for line in plane.lines:
-                for event in line.events:
-                    name = plane.event_metadata[event.metadata_id].name
-                    # Executor ops are traced as "op_name:OpType".
-                    # (framework events such as "ExecutorState::Process" are skipped).
-                    if ":" not in name or "::" in name:
-                        continue
-                    op_name, op_type = name.rsplit(":", 1)
-                    if not re.fullmatch(r"_?[A-Z][A-Za-z0-9_]*", op_type):
-                        continue
-                    totals[op_name, op_type] += event.duration_ps * 1e-12
-    return totals
 
 
 def profile(size: str, precision: str, jit_compile: bool, batch_size: int, length: int,

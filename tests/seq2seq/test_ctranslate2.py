@@ -40,13 +40,9 @@ SPECIALS = ["<pad>", "<start>", "<end>", "<unk>"]
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    # As test_export.py's: a few hundred steps, so that beams end where the model is sure.
-    out = tmp_path_factory.mktemp("ct2") / "dates"
-    assert main(["train", "--dataset", "dates", "--arch", "transformer", "--preset", "tiny",
-                 "--steps-per-epoch", "300", "--hidden-dim", "16", "--intermediate-dim", "32",
-                 "--seed", "1", "--out", str(out), "--verbose", "0"]) == 0
-    return out
+def run_dir(dates_transformer):
+    # tests/seq2seq/conftest.py's: a few hundred steps, so beams end where the model is sure.
+    return dates_transformer
 
 
 @pytest.fixture(scope="module")
@@ -359,8 +355,9 @@ def test_export_refusals(run_dir, exported, tmp_path, capsys, monkeypatch):
     _refused(capsys, ["export", str(run_dir), out, "--format", "ctranslate2",
                       "--attention-head", "1"], "CTranslate2 returns the average of a layer's "
              "first N heads")
-    _refused(capsys, ["export", str(run_dir), out, "--quantization", "int8"],
-             "add --format ctranslate2")
+    _refused(capsys, ["export", str(run_dir), out, "--quantization", "int16"],
+             "--quantization int16: a SavedModel takes float32 or int8 (int16: add --format "
+             "ctranslate2)")
     _refused(capsys, ["export", str(run_dir), str(exported), "--format", "ctranslate2"],
              "already exists")
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as if not installed

@@ -1,0 +1,198 @@
+"""`seq2seq export --quantization int8`: Keras's int8 weights in the SavedModel, read back by
+plain TensorFlow, the tokens of the in-process model quantized the same way (greedy and beam),
+a smaller export, the decoding step's float values of the int8 weights, and one-line refusals.
+"""
+
+from collections import Counter
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+from common.config import from_dict, load_json
+from common.errors import UserError
+from common.export import savedmodel
+from common.export.quantization import quantize_model, summary
+from common.layers.quantized_weights import (
+    float_embeddings,
+    float_kernel,
+    float_reverse_embeddings,
+)
+from seq2seq.cli import main
+from seq2seq.config import RunConfig
+from seq2seq.datasets import load_pairs
+from seq2seq.export import ExportedTranslator, export_run
+from seq2seq.inference import Translator
+from seq2seq.transformer import TransformerTranslator
+from tests.helpers.isolated import inspect_isolated
+
+SENTENCES = ["March 3, 1999", "25th of November 2026", "3/3/1999", "the 7th of July, 2001"]
+
+
+@pytest.fixture(scope="module")
+def int8_export(dates_transformer, tmp_path_factory):
+    out = tmp_path_factory.mktemp("int8") / "dates-int8"
+    assert main(["export", str(dates_transformer), str(out), "--quantization", "int8",
+                 "--beam-sizes", "1,4"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def float_export(dates_transformer, tmp_path_factory):
+    out = tmp_path_factory.mktemp("float") / "dates-float32"
+    assert main(["export", str(dates_transformer), str(out), "--beam-sizes", "1"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def quantized(dates_transformer):
+    """The run in process, quantized as `export --quantization int8` quantizes it."""
+    translator = Translator.from_run_dir(dates_transformer)
+    quantize_model(translator.model, "int8")
+    return translator
+
+
+@pytest.fixture(scope="module")
+def held_out():
+    return load_pairs("dates", split="test", seed=0, size=64).sources
+
+
+def _size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_int8_export_gives_the_quantized_models_tokens(int8_export, quantized, held_out,
+                                                       dates_transformer, beam_size):
+    expected = quantized.translate(held_out, beam_size=beam_size)
+    got = ExportedTranslator(int8_export).translate(held_out, beam_size=beam_size)
+    assert len({e.text for e in expected}) > 10, "the model is degenerate"
+    for e, g in zip(expected, got, strict=True):
+        assert g.tokens == e.tokens and g.text == e.text and g.finished == e.finished
+        assert g.score == pytest.approx(e.score, abs=1e-4)
+    # The weights really changed: the float model scores the same sentences otherwise.
+    plain = Translator.from_run_dir(dates_transformer).translate(held_out, beam_size=beam_size)
+    gaps = [abs(p.score - e.score) for p, e in zip(plain, expected, strict=True)]
+    assert max(gaps) > 1e-4
+    assert sum(p.text == e.text for p, e in zip(plain, expected, strict=True)) >= 56
+
+
+@pytest.mark.slow
+def test_plain_tensorflow_reads_int8_variables(int8_export, quantized):
+    outputs, imported, variables = inspect_isolated(
+        int8_export, [("serving_default", {"sentences": SENTENCES})])
+    assert imported == []
+    assert [t.decode() for t in outputs[0]["translations"]] == [
+        t.text for t in quantized.translate(SENTENCES, beam_size=1)]
+    int8 = Counter(tuple(shape) for _, dtype, shape in variables if dtype == "int8")
+    # Every kernel and embedding table of the quantized model, no more.
+    model = Counter(tuple(w.shape) for w in quantized.model.weights if w.dtype == "int8")
+    assert int8 == model and sum(int8.values()) == 19  # 2 tables, the output matrix, 16 kernels
+    floats = sum(int(np.prod(shape)) for _, dtype, shape in variables if dtype == "float32")
+    int8_values = sum(int(np.prod(shape)) * n for shape, n in int8.items())
+    assert int8_values > 3 * floats  # biases, norms and scales are what stays float32
+    info = load_json(int8_export / savedmodel.EXTRA_DIR / savedmodel.INFO_FILE)
+    assert info["quantization"] == "int8"
+    assert info["quantized_layers"] == summary(quantized.model)["quantized_layers"]
+    assert "transformer/target_embedding" in info["quantized_layers"]
+
+
+@pytest.mark.slow
+def test_int8_export_is_smaller(int8_export, float_export):
+    int8, float32 = _size(int8_export / "variables"), _size(float_export / "variables")
+    assert int8 < 0.65 * float32, (int8, float32)
+    info = load_json(float_export / savedmodel.EXTRA_DIR / savedmodel.INFO_FILE)
+    assert info["quantization"] == "float32" and info["quantized_layers"] == []
+
+
+# -- the decoding step's float values of int8 weights (no training) ---------------------------
+
+
+def _transformer(tie: bool) -> TransformerTranslator:
+    config = from_dict(RunConfig, {"model": {
+        "arch": "transformer", "max_decode_length": 10, "transformer": {
+            "num_layers": 2, "hidden_dim": 16, "num_heads": 4, "intermediate_dim": 24,
+            "dropout": 0.0, "max_length": 24, "tie_embeddings": tie}}})
+    keras.utils.set_random_seed(5)
+    model = TransformerTranslator(config.model, 23, 30)
+    model.build()
+    return model
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_fast_step_reads_int8_weights_as_the_layers_compute_them(tie):
+    model = _transformer(tie)
+    quantize_model(model, "int8")
+    assert model.step_supported()  # the few-op step, not the layers' calls
+    source = np.array([[5, 9, 4, 11, 0, 0], [7, 7, 12, 3, 8, 6]], np.int32)
+    results = []
+    for reference in (False, True):
+        step = model.make_step(reference=reference)
+        state = model.initial_state(source, max_length=6)
+        tokens, logits = np.array([1, 1], np.int32), []
+        for index in range(5):
+            out, state, _ = step(tokens, state, index)
+            logits.append(np.asarray(out))
+            tokens = np.array([4 + index, 10 + index], np.int32)
+        results.append(np.stack(logits))
+    np.testing.assert_allclose(results[0], results[1], atol=2e-5)
+
+
+def test_float_values_of_int8_weights_are_what_the_layers_apply():
+    model = _transformer(tie=False)
+    quantize_model(model, "int8")
+    layer = model.decoder_layers[0]
+    x = np.random.default_rng(0).normal(size=(3, 16)).astype("float32")
+    dense = layer.ffn_outer  # (24, 16), no activation
+    wide = np.random.default_rng(1).normal(size=(3, 24)).astype("float32")
+    np.testing.assert_allclose(np.asarray(dense(wide)),
+                               wide @ np.asarray(float_kernel(dense)) + np.asarray(dense.bias),
+                               atol=1e-5)
+    for name in ("query_dense", "output_dense"):  # abc,cde->abde and abcd,cde->abe
+        einsum = getattr(layer.self_attention, name)
+        inputs = x[:, None] if name == "query_dense" else x.reshape(3, 1, 4, 4)
+        expected = np.einsum(einsum.equation, inputs, np.asarray(float_kernel(einsum)))
+        np.testing.assert_allclose(np.asarray(einsum(inputs)),
+                                   expected + np.asarray(einsum.bias), atol=1e-5)
+    embedding = model.target_embedding
+    ids = np.array([[3, 17, 29]], np.int32)
+    np.testing.assert_allclose(np.asarray(embedding(ids))[0],
+                               np.asarray(float_embeddings(embedding))[ids[0]], atol=1e-6)
+    np.testing.assert_allclose(np.asarray(embedding(x, reverse=True)),
+                               x @ np.asarray(float_reverse_embeddings(embedding)), atol=1e-5)
+    # ... and neither is the float weight itself: the values moved to the int8 grid.
+    assert embedding.embeddings.dtype == "int8"
+
+
+# -- refusals ------------------------------------------------------------------------------------
+
+
+def _refused(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+
+
+@pytest.mark.slow
+def test_refusals(dates_transformer, tmp_path, capsys):
+    out = tmp_path / "out"
+    _refused(capsys, ["export", str(dates_transformer), str(out), "--quantization", "int16"],
+             "--quantization int16: a SavedModel takes float32 or int8 (int16: add --format "
+             "ctranslate2)")
+    _refused(capsys, ["export", str(dates_transformer), str(out), "--quantization", "int4"],
+             "argument --quantization: invalid choice: 'int4'")
+    with pytest.raises(UserError, match="a SavedModel takes float32 or int8"):
+        export_run(dates_transformer, out, quantization="int16")
+    assert not out.exists()
+
+
+def test_a_model_keras_cannot_quantize_is_refused():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.LayerNormalization()])
+    with pytest.raises(UserError) as error:
+        quantize_model(model, "int8")
+    assert str(error.value) == (
+        "--quantization int8: Keras quantizes none of this model's layers (it has int8 Dense, "
+        "EinsumDense and Embedding layers); export it in float32")
+    assert quantize_model(model, "float32") == [] and quantize_model(model, None) == []
