@@ -33,12 +33,14 @@ def table(seed: int = 0) -> np.ndarray:
 
 
 class ToyModule(DecodingModule):
-    """Decodes example ids over `table()`; its warm-up input is example "0".
+    """Decodes example ids over a table of logits; its warm-up input is example "0".
 
     Args:
         beam_sizes: the exported beam sizes.
         default_beam_size: the beam size of `serving_default`.
         warmup: whether the export gets a warm-up file (`warmup_input`).
+        words: the vocabulary (`WORDS`: the four specials first).
+        logits: `(E, V, V)` next-token logits over `words` (None: `table()`).
     """
 
     KIND = "test.toy"
@@ -50,10 +52,11 @@ class ToyModule(DecodingModule):
     OUTPUTS = ("texts", "tokens", "lengths", "scores", "finished")
 
     def __init__(self, beam_sizes: Sequence[int] = (1, 2, 3), default_beam_size: int = 2,
-                 warmup: bool = True):
-        self.table = tf.Variable(table())
+                 warmup: bool = True, words: Sequence[str] = WORDS,
+                 logits: np.ndarray | None = None):
+        self.table = tf.Variable(table() if logits is None else logits)
         self.warmup = warmup
-        super().__init__("toy", Vocabulary(WORDS), LENGTH, LENGTH, beam_sizes=beam_sizes,
+        super().__init__("toy", Vocabulary(list(words)), LENGTH, LENGTH, beam_sizes=beam_sizes,
                          default_beam_size=default_beam_size, length_penalty=0.6)
 
     def read_inputs(self, raw):

@@ -9,13 +9,13 @@ import pytest
 import tensorflow as tf
 
 from common.errors import UserError
-from common.export.module import DecodingModule, ExportedModel
+from common.export.module import ExportedModel
 from common.export.savedmodel import DEFAULTS_FILE, EXTRA_DIR
 from common.serving.servable import ServedModel
-from common.text import Vocabulary
+from tests.helpers.toy_export import LENGTH, ToyModule
 
 WORDS = ["<pad>", "<start>", "<end>", "<unk>", "a", "b", "c"]
-EXAMPLES, LENGTH = 6, 8
+EXAMPLES = 6
 
 
 def _table() -> np.ndarray:
@@ -30,34 +30,12 @@ def _table() -> np.ndarray:
     return table
 
 
-class Toy(DecodingModule):
-    """Decodes example ids ("0".."5") over `_table()`."""
-
-    KIND = "test.toy"
-    WHAT = "a toy export"
-    SEVERAL = "texts per input"
-    INPUT = "examples"
-    TEXT = "texts"
-    OPTIONS_SIGNATURE = "decode_with_options"
-    OUTPUTS = ("texts", "tokens", "lengths", "scores", "finished")
+class Toy(ToyModule):
+    """Decodes example ids ("0".."5") over `_table()`, beam sizes 1 and 2, no warm-up file."""
 
     def __init__(self):
-        self.table = tf.Variable(_table())
-        super().__init__("toy", Vocabulary(WORDS), LENGTH, LENGTH, beam_sizes=(1, 2),
-                         default_beam_size=1)
-
-    def read_inputs(self, raw):
-        return tf.strings.to_number(raw, tf.int32)
-
-    def prepare(self, features):
-        return features, {}
-
-    def search_inputs(self, search, max_length):
-        def step(tokens, state, index):
-            logits = tf.gather_nd(self.table, tf.stack([state, tokens], axis=1))
-            return logits, state, tf.zeros([tf.shape(tokens)[0], 0])
-
-        return step, search, tf.shape(search)[0]
+        super().__init__(beam_sizes=(1, 2), default_beam_size=1, warmup=False, words=WORDS,
+                         logits=_table())
 
 
 class OldToy(Toy):
