@@ -268,7 +268,7 @@ class CTranslate2Translator:
         their defaults are refused.
         """
         from common.decoding.utils import check_no_repeat_ngram
-        from seq2seq.inference import screen_lines, translation_from_outputs
+        from seq2seq.inference import chunks, screen_lines, translation_from_outputs
 
         if attention_layer != -1 or attention_head is not None:
             raise UserError("--attention-layer/--attention-head: a CTranslate2 export returns "
@@ -281,22 +281,12 @@ class CTranslate2Translator:
         check_no_repeat_ngram(no_repeat_ngram)
         token_lists = self.tokenize(texts) if texts else []
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)
-        bar = None
-        if progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(good), desc="decoding", unit="sent")
-        for start in range(0, len(good), batch_size):
-            chunk = good[start : start + batch_size]
+        for chunk in chunks(good, batch_size, progress):
             outputs = self.outputs([token_lists[i] for i in chunk], beam_size, max_length,
                                    n_best, no_repeat_ngram, length_penalty)
             for row, i in enumerate(chunk):
                 results[i] = translation_from_outputs(texts[i], outputs, row, max_length,
                                                       n_best)
-            if bar is not None:
-                bar.update(len(chunk))
-        if bar is not None:
-            bar.close()
         return results  # type: ignore[return-value]
 
     # -- serving ------------------------------------------------------------------------------

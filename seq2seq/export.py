@@ -76,6 +76,7 @@ from seq2seq.copying import copy_ids_tf
 from seq2seq.inference import (
     Translation,
     Translator,
+    chunks,
     initial_state,
     screen_lines,
     translation_from_outputs,
@@ -332,8 +333,7 @@ class ExportedTranslator(ExportedModel):
         beam_size, max_length = self._options(beam_size, max_length, n_best, no_repeat_ngram)
         token_lists = self._tokenize(list(texts))
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)
-        for start in range(0, len(good), batch_size):
-            chunk = good[start : start + batch_size]
+        for chunk in chunks(good, batch_size):
             outputs = self._run([normalize(texts[i]) for i in chunk], beam_size, max_length,
                                 n_best, no_repeat_ngram)
             for row, i in enumerate(chunk):

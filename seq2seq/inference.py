@@ -21,7 +21,7 @@ Dimensions: `B` batch, `K` hypotheses, `S` source steps, `T` target steps.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +99,25 @@ class Translation:
         if self.n_best is not None:
             out["n_best"] = [h.as_json() for h in self.n_best]
         return out
+
+
+def chunks(indices: list[int], batch_size: int, progress: bool = False) -> Iterator[list[int]]:
+    """`indices` in chunks of `batch_size`, with a progress bar over them (tqdm, on stderr)
+    when `progress`, advanced as each chunk is done."""
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(indices), desc="decoding", unit="sent")
+    try:
+        for start in range(0, len(indices), batch_size):
+            chunk = indices[start : start + batch_size]
+            yield chunk
+            if bar is not None:
+                bar.update(len(chunk))
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def screen_lines(
@@ -372,21 +391,11 @@ class Translator:
         lowercase = self.config.data.lowercase
         token_lists = self.vocabularies.tokenize(list(texts), lowercase) if texts else []
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)
-        bar = None
-        if progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(good), desc="decoding", unit="sent")
-        for start in range(0, len(good), batch_size):
-            chunk = good[start : start + batch_size]
+        for chunk in chunks(good, batch_size, progress):
             outs = self.translate_tokens([token_lists[i] for i in chunk], **options)
             for i, out in zip(chunk, outs):
                 out.source = texts[i]
                 results[i] = out
-            if bar is not None:
-                bar.update(len(chunk))
-        if bar is not None:
-            bar.close()
         return results  # type: ignore[return-value]
 
 
