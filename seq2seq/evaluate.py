@@ -80,8 +80,9 @@ def evaluate(
     """Translates the references' sources with `run_dir` and scores the output.
 
     Args:
-        run_dir: a translator run directory, or a CTranslate2 export of one (scored as the
-            run, with its config).
+        run_dir: a translator run directory, or a SavedModel or CTranslate2 export of one
+            (scored as the run, with its config; the length penalty and attention chosen at
+            export).
         data: a TSV of source<TAB>reference pairs (the run's `reverse` applies).
         dataset: `"dates"`: the held-out dates split.
         beam_size: 1 for greedy decoding.
@@ -121,8 +122,9 @@ def evaluate(
         # result, and never the `data` being scored.
         check_output_file(json_path, "--json", inputs=[data], result_keys=RESULT_KEYS)
     from common.export.ctranslate2 import is_ctranslate2
+    from common.export.savedmodel import is_saved_model
 
-    if is_ctranslate2(run_dir):
+    if is_ctranslate2(run_dir) or is_saved_model(run_dir):
         from seq2seq.inference import open_model
 
         translator = open_model(run_dir, attention_layer, attention_head, checkpoint)

@@ -63,13 +63,16 @@ Dimensions: `B` batch, `T` target steps, `S` source steps.
 from __future__ import annotations
 
 import functools
+import json
 import os
 from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
 
+from common.config import to_dict
 from common.decoding.defaults import BEAM_SIZE, LENGTH_PENALTY
+from common.errors import UserError
 from common.export.module import DEFAULT_BEAM_SIZES, DecodingModule, ExportedModel
 from common.text import Vocabulary, normalize, tokenize, tokenize_texts
 from seq2seq.copying import copy_ids_tf
@@ -171,11 +174,17 @@ class TranslatorModule(DecodingModule):
         kwargs.setdefault("max_decode_length", config.model.max_decode_length)
         kwargs.setdefault("length_penalty", config.model.length_penalty)
         vocabs = translator.vocabularies
-        return cls(translator.model, vocabs.source, vocabs.target,
-                   lowercase=config.data.lowercase, max_source_tokens=translator.max_source_tokens,
-                   max_length_limit=translator.max_decode_limit,
-                   source_subwords=vocabs.source_subwords,
-                   target_subwords=vocabs.target_subwords, **kwargs)
+        module = cls(translator.model, vocabs.source, vocabs.target,
+                     lowercase=config.data.lowercase,
+                     max_source_tokens=translator.max_source_tokens,
+                     max_length_limit=translator.max_decode_limit,
+                     source_subwords=vocabs.source_subwords,
+                     target_subwords=vocabs.target_subwords, **kwargs)
+        # What `seq2seq evaluate EXPORT` reads the references with (the run's data settings);
+        # JSON text, which `tf.Module` keeps as it is (a dict it would wrap for tracking).
+        module.run_config_json = json.dumps(to_dict(config))
+        module.checkpoint = getattr(translator, "checkpoint", None)
+        return module
 
     @classmethod
     def from_run_dir(cls, run_dir: str | os.PathLike, checkpoint: str | None = None,
@@ -265,6 +274,8 @@ class TranslatorModule(DecodingModule):
             "vocab": "word" if self.source_subwords is None else "sentencepiece",
             # The SentencePiece ops are tensorflow-text's: a loader imports it first.
             "op_libraries": [] if self.source_subwords is None else ["tensorflow_text"],
+            **({"run_config": json.loads(self.run_config_json), "checkpoint": self.checkpoint}
+               if getattr(self, "run_config_json", None) is not None else {}),
         }
 
     def warmup_input(self) -> str:
@@ -299,6 +310,29 @@ class ExportedTranslator(ExportedModel):
     def max_source_tokens(self) -> int:
         return int(self.info["max_source_tokens"])
 
+    @property
+    def checkpoint(self) -> str | None:
+        """The weights exported (the run's checkpoint path; None for an older export)."""
+        return self.info.get("checkpoint")
+
+    @functools.cached_property
+    def config(self) -> Any:
+        """The run's `seq2seq.config.RunConfig`, its longest output the export's default (what
+        `seq2seq evaluate` reads the references with); exports made before it was recorded
+        are a one-line `UserError`."""
+        import dataclasses
+
+        from common.config import from_dict
+        from seq2seq.config import RunConfig
+
+        if "run_config" not in self.info:
+            raise UserError(f"{self.export_dir} was exported before exports recorded their "
+                            "run's settings; export the run again to evaluate it")
+        config = from_dict(RunConfig, self.info["run_config"])
+        return dataclasses.replace(config, model=dataclasses.replace(
+            config.model, max_decode_length=int(self.info["max_decode_length"]),
+            length_penalty=float(self.info["length_penalty"])))
+
     @functools.cached_property
     def _subwords(self) -> Vocabularies | None:
         """A subword export's source vocabulary (None: words)."""
@@ -324,16 +358,31 @@ class ExportedTranslator(ExportedModel):
         max_length: int | None = None,
         n_best: int | None = None,
         no_repeat_ngram: int = 0,
+        progress: bool = False,
+        length_penalty: float | None = None,
+        attention_layer: int = -1,
+        attention_head: int | None = None,
     ) -> list[Translation]:
         """As `Translator.translate`: bad lines get a `Translation` with `error` set (an
         export made before the `no_repeat_ngram` input refuses n > 0 in one line).
 
-        Text is NFKC-normalized here (the graph cannot), then sent in batches.
+        Text is NFKC-normalized here (the graph cannot), then sent in batches (`progress`: a
+        progress bar). The length penalty and the attention returned were chosen at export:
+        `length_penalty` other than the export's, or attention options other than the
+        defaults, are a one-line `UserError`.
         """
+        exported_penalty = float(self.info["length_penalty"])
+        if length_penalty is not None and float(length_penalty) != exported_penalty:
+            raise UserError(f"length penalty {length_penalty}: this export searches with "
+                            f"{exported_penalty:g}, chosen at export (`seq2seq export` takes "
+                            "the run's; train --length-penalty sets it)")
+        if attention_layer != -1 or attention_head is not None:
+            raise UserError("--attention-layer/--attention-head: an export returns the "
+                            "attention chosen at export time; give them to `seq2seq export`")
         beam_size, max_length = self._options(beam_size, max_length, n_best, no_repeat_ngram)
         token_lists = self._tokenize(list(texts))
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)
-        for chunk in chunks(good, batch_size):
+        for chunk in chunks(good, batch_size, progress):
             outputs = self._run([normalize(texts[i]) for i in chunk], beam_size, max_length,
                                 n_best, no_repeat_ngram)
             for row, i in enumerate(chunk):

@@ -196,3 +196,33 @@ def test_a_model_keras_cannot_quantize_is_refused():
         "--quantization int8: Keras quantizes none of this model's layers (it has int8 Dense, "
         "EinsumDense and Embedding layers); export it in float32")
     assert quantize_model(model, "float32") == [] and quantize_model(model, None) == []
+
+
+@pytest.mark.slow
+def test_evaluate_takes_a_savedmodel_and_scores_it_as_its_run(dates_transformer, float_export,
+                                                               int8_export, tmp_path, capsys):
+    from seq2seq.evaluate import evaluate
+
+    run = evaluate(dates_transformer, dataset="dates", limit=64, beam_size=1, progress=False)
+    exported = evaluate(float_export, dataset="dates", limit=64, beam_size=1, progress=False)
+    for name in ("bleu", "chrf", "exact_match", "sentences", "unfinished", "max_decode_length"):
+        assert exported[name] == run[name], name
+    assert exported["checkpoint"] == run["checkpoint"]
+    # From the command line, int8 as float32, with what the export fixed refused in one line.
+    assert main(["evaluate", str(int8_export), "--dataset", "dates", "--limit", "64",
+                 "--beam-size", "4", "--json", str(tmp_path / "int8.json")]) == 0
+    assert load_json(tmp_path / "int8.json")["sentences"] == 64
+    capsys.readouterr()
+    penalty = ExportedTranslator(int8_export).info["length_penalty"]
+    assert main(["evaluate", str(int8_export), "--dataset", "dates", "--length-penalty",
+                 str(penalty + 1)]) == 2
+    assert f"this export searches with {penalty:g}, chosen at export" in capsys.readouterr().err
+    old = tmp_path / "old-export"
+    import shutil
+
+    shutil.copytree(float_export, old)
+    info = load_json(old / savedmodel.EXTRA_DIR / "export_info.json")
+    del info["run_config"]
+    (old / savedmodel.EXTRA_DIR / "export_info.json").write_text(__import__("json").dumps(info))
+    assert main(["evaluate", str(old), "--dataset", "dates"]) == 2
+    assert "exported before exports recorded their run's settings" in capsys.readouterr().err
