@@ -58,10 +58,10 @@ def require_attention(translator: Any) -> None:
     `translator` is a `Translator` (its run config names the architecture) or an
     `ExportedTranslator` (its `export_info.json` says whether it returns attention).
     """
-    config = getattr(translator, "config", None)
-    arch = getattr(getattr(config, "model", None), "arch", None)
-    has_attention = (arch != "seq2seq-noattn" if config is not None
-                     else getattr(translator, "info", {}).get("attention", True))
+    info = getattr(translator, "info", None)  # an export's export_info.json
+    arch = translator.config.model.arch if info is None else None
+    has_attention = (arch != "seq2seq-noattn" if info is None
+                     else info.get("attention", True))
     if not has_attention:
         raise UserError(f"--plot/--html: a {arch or 'seq2seq-noattn'} model has no attention "
                         "to draw; use a bahdanau or transformer run")
@@ -69,8 +69,8 @@ def require_attention(translator: Any) -> None:
 
 def require_heads(translator: Any) -> None:
     """Raises `UserError` unless `translator` is a Transformer run's `Translator`."""
-    arch = getattr(getattr(translator, "config", None), "model", None)
-    arch = getattr(arch, "arch", "exported")
+    # An export (its `info`) returns the attention chosen at export, whatever its run.
+    arch = "exported" if hasattr(translator, "info") else translator.config.model.arch
     if arch != "transformer":
         raise UserError(f"--all-heads: a {arch} model returns one attention matrix per "
                         "step; expected a transformer run directory")
