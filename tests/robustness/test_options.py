@@ -105,11 +105,8 @@ def savedmodel_of_kind(path, kind):
 def test_a_savedmodel_of_another_kind(command, kind, needle, tmp_path, capsys):
     path = savedmodel_of_kind(tmp_path / "model", kind)
     extra = {"translate": ["hello"], "serve": [], "evaluate": ["--dataset", "dates"]}[command]
-    err = one_line_error(capsys, [command, str(path), *extra])
-    if command == "evaluate":  # evaluate takes run directories only
-        assert "not a translator run directory" in err
-    else:
-        assert needle in err
+    # (evaluate, as translate and serve, takes an export of a translator)
+    assert needle in one_line_error(capsys, [command, str(path), *extra])
 
 
 @pytest.mark.slow
