@@ -175,9 +175,10 @@ class DecodingModule(tf.Module):
         then the options signature at each exported beam size (`n_best` 1, and the whole beam
         at the largest). The first call of a signature instantiates and optimizes its whole
         graph (seconds); the others (milliseconds each) run each search's kernels once."""
-        if self.warmup_input() is None:
+        example = self.warmup_input()  # (the captioner's encodes a PNG: once)
+        if example is None:
             return []
-        raw = np.array([self.warmup_input()], dtype=object)
+        raw = np.array([example], dtype=object)
 
         def options(beam_size: int, n_best: int) -> WarmupRequest:
             values = {"beam_size": beam_size, "max_length": self.max_decode_length,
