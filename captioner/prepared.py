@@ -28,15 +28,7 @@ import numpy as np
 
 from common.config import atomic_write_text
 from common.errors import DataError, UserError
-from common.training.prepare import (
-    PreparedLayout,
-    check_ids,
-    damaged,
-    finish_folder,
-    save_npz,
-    start_folder,
-    writing,
-)
+from common.training.prepare import PreparedLayout, check_ids, damaged, write_folder, writing
 from common.training.run_dir import RunDir
 
 
@@ -106,20 +98,20 @@ def prepare_captions(config: Any, out_dir: str | os.PathLike, batch_size: int = 
         valid = None
     if valid is not None and len(valid) and valid.num_captions:
         splits["valid"] = valid
-    out = start_folder(out_dir)
-    files = LAYOUT.vocabularies
-    with writing(out):
-        vocab.save(out / files["words"])
     summary = {}
-    for name, split in splits.items():
-        arrays, kept = _caption_arrays(split, vocab, config.encoder.image_size,
-                                       data.max_length, batch_size)
-        save_npz(out / f"{name}.npz", arrays)
-        if name == "valid":
-            _save_references(out / REFERENCES.format(split=name), split, kept)
-        summary[name] = {"examples": int(len(arrays["owner"])),
-                         "images": int(len(arrays["images"]))}
-    finish_folder(out, config, files, summary, bucket_width=None)
+
+    def split_arrays(out: Path):
+        for name, split in splits.items():
+            arrays, kept = _caption_arrays(split, vocab, config.encoder.image_size,
+                                           data.max_length, batch_size)
+            if name == "valid":
+                _save_references(out / REFERENCES.format(split=name), split, kept)
+            summary[name] = {"examples": int(len(arrays["owner"])),
+                             "images": int(len(arrays["images"]))}
+            yield name, arrays, summary[name]
+
+    out = write_folder(out_dir, config, LAYOUT, {"words": vocab}, split_arrays,
+                       bucket_width=None)
     if verbose:
         print(f"prepared {out}: " + ", ".join(
             f"{k} {v['images']} images, {v['examples']} captions" for k, v in summary.items())

@@ -30,7 +30,6 @@ Dimensions: `T` words, `L` regions, `h x w` the attention grid.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from common.config import load_json
 from common.errors import DataError, UserError
 from common.outputs import reported_write
 from common.viz import (
@@ -169,25 +169,8 @@ def _attention_rows(attention: Any, num_words: int, grid: Sequence[int],
 
 def load_results(path: str | Path) -> list[Any]:
     """The results of a `caption --json` file: its list, or a single object as a list of one."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read it as text ({type(exc).__name__})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, "
-                        f"column {exc.colno})") from None
-    except RecursionError:  # Python's parser recurses once per bracket
-        raise DataError(f"{path}: JSON nested too deeply to read; expected a list of caption "
-                        "results (the output of `captioner caption --json`)") from None
-    except ValueError as exc:  # a number of thousands of digits
-        raise DataError(f"{path}: not readable JSON ({str(exc).split(';')[0]})") from None
+    data = load_json(path, "a list of caption results (the output of `captioner caption "
+                     "--json`)", DataError)
     if isinstance(data, dict) and ("predictions" in data or "outputs" in data):
         return served_results(data, str(path))
     if isinstance(data, dict) and set(data) == {"error"}:

@@ -198,14 +198,14 @@ def save_json(path: str | os.PathLike, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
 
 
-def load_json(path: str | os.PathLike, what: str = "a JSON file",
-              error: type[UserError] = UserError) -> Any:
-    """The JSON value in `path` (UTF-8, a byte order mark dropped), else a one-line `error`
-    naming the file and `what` it should hold: missing, a folder, unreadable, not UTF-8, not
-    JSON, nested too deep for Python's parser or with a number of thousands of digits."""
+def read_text(path: str | os.PathLike, what: str = "a text file",
+              error: type[UserError] = UserError, encoding: str = "utf-8-sig") -> str:
+    """The text of `path` (UTF-8; with the default `encoding` a byte order mark dropped), else
+    a one-line `error` naming the file and `what` it should hold: missing, a folder,
+    unreadable, not UTF-8."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        return path.read_text(encoding=encoding)
     except FileNotFoundError:
         raise error(f"{path}: no such file; expected {what}") from None
     except IsADirectoryError:
@@ -215,6 +215,15 @@ def load_json(path: str | os.PathLike, what: str = "a JSON file",
                     f"{what}") from None
     except OSError as exc:  # no permission, an I/O error
         raise error(f"{path}: cannot be read ({exc.strerror or exc}); expected {what}") from None
+
+
+def load_json(path: str | os.PathLike, what: str = "a JSON file",
+              error: type[UserError] = UserError) -> Any:
+    """The JSON value in `path` (UTF-8, a byte order mark dropped), else a one-line `error`
+    naming the file and `what` it should hold: missing, a folder, unreadable, not UTF-8, not
+    JSON, nested too deep for Python's parser or with a number of thousands of digits."""
+    path = Path(path)
+    text = read_text(path, what, error)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

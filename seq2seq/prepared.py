@@ -23,15 +23,7 @@ from typing import Any
 import numpy as np
 
 from common.errors import DataError, UserError
-from common.training.prepare import (
-    PreparedLayout,
-    check_ids,
-    damaged,
-    finish_folder,
-    save_npz,
-    start_folder,
-    writing,
-)
+from common.training.prepare import PreparedLayout, check_ids, damaged, write_folder
 from common.training.run_dir import RunDir
 
 BUCKET_WIDTH = 8
@@ -119,17 +111,16 @@ def prepare_translation(config: Any, out_dir: str | os.PathLike,
             valid = None
         if valid is not None and valid.sources:
             splits["valid"] = valid
-    out = start_folder(out_dir)
-    files = LAYOUT.vocabularies
-    with writing(out):
-        source_vocab.save(out / files["source"])
-        target_vocab.save(out / files["target"])
     summary = {}
-    for name, pairs in splits.items():
-        arrays = _translation_arrays(pairs, source_vocab, target_vocab, config.model.copy)
-        save_npz(out / f"{name}.npz", _bucketed(arrays, bucket_width))
-        summary[name] = {"examples": len(pairs.sources), "dropped": pairs.dropped}
-    finish_folder(out, config, files, summary, bucket_width=bucket_width)
+
+    def split_arrays(out: Path):
+        for name, pairs in splits.items():
+            arrays = _translation_arrays(pairs, source_vocab, target_vocab, config.model.copy)
+            summary[name] = {"examples": len(pairs.sources), "dropped": pairs.dropped}
+            yield name, _bucketed(arrays, bucket_width), summary[name]
+
+    out = write_folder(out_dir, config, LAYOUT, {"source": source_vocab, "target": target_vocab},
+                       split_arrays, bucket_width=bucket_width)
     if verbose:
         print(f"prepared {out}: " + ", ".join(f"{k} {v['examples']} pairs"
                                               for k, v in summary.items())

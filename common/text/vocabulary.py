@@ -18,6 +18,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from common.config import atomic_write_text, read_text
 from common.errors import DataError
 from common.text.specials import (
     END,
@@ -126,8 +127,6 @@ class Vocabulary(tf.Module):
 
     def save(self, path: str | os.PathLike) -> None:
         """Write one token per line, UTF-8 (written to a temporary file, then renamed)."""
-        from common.config import atomic_write_text
-
         atomic_write_text(path, "".join(f"{token}\n" for token in self._tokens))
 
     @classmethod
@@ -139,14 +138,7 @@ class Vocabulary(tf.Module):
                 missing or out of place, empty lines, duplicates).
         """
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise DataError(f"{path}: no such vocabulary file") from None
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{path}: not a UTF-8 vocabulary file ({exc.reason})") from None
-        except IsADirectoryError:
-            raise DataError(f"{path}: is a directory, expected a vocabulary file") from None
+        text = read_text(path, "a vocabulary file (one token a line)", DataError, "utf-8")
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()

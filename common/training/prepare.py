@@ -2,7 +2,7 @@
 
 A family's `Family.prepare(config, out_dir)` reads the raw data with its own loaders
 (TensorFlow may be used there), builds the vocabularies as its `train` does, and writes the
-folder with the helpers here (`start_folder`, `writing`, `save_npz`, `finish_folder`):
+folder with `write_folder` (made of `start_folder`, `writing`, `save_npz`, `finish_folder`):
 
 ```
 OUT/prepared.json       {"format", "family", "vocabularies": {name: file}, "splits": {...},
@@ -29,7 +29,7 @@ import os
 import zipfile
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -137,6 +137,31 @@ def finish_folder(out: Path, config: Any, vocabularies: dict[str, str],
     with writing(out):
         save_json(out / CONFIG_FILE, config_dict)
         atomic_write_text(out / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+
+
+def write_folder(out_dir: str | os.PathLike, config: Any, layout: PreparedLayout,
+                 vocabularies: dict[str, Any], splits: Callable[[Path], Iterable[tuple[str, dict[str, np.ndarray],
+                                                         dict[str, Any]]]],
+                 **extra: Any) -> Path:
+    """Write a whole prepared folder: `start_folder`, the `vocabularies` (name ->
+    `Vocabulary`, saved under the family's file names, `layout.vocabularies`), each split `splits(out)` yields as `(name, arrays, summary)` (saved
+    as `name.npz`; the family may write its own files into `out` as it goes), then
+    `finish_folder` with the `summary` of each split and the family's `extra` manifest keys.
+
+    Returns:
+        The folder.
+    """
+    out = start_folder(out_dir)
+    files = layout.vocabularies
+    with writing(out):
+        for name, vocab in vocabularies.items():
+            vocab.save(out / files[name])
+    summary = {}
+    for name, arrays, counts in splits(out):
+        save_npz(out / f"{name}.npz", arrays)
+        summary[name] = counts
+    finish_folder(out, config, {name: files[name] for name in vocabularies}, summary, **extra)
+    return out
 
 
 # -- reading (NumPy only) ----------------------------------------------------------------------
