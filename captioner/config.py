@@ -8,6 +8,7 @@ reads, and `CaptionerRunConfig` composes them with the trainer's settings into t
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +138,10 @@ class DataConfig:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+#: The datasets whose captions `scst.fact_weight` can check against the image's scene.
+FACT_DATASETS = ("shapes",)
+
+
 @dataclass(frozen=True)
 class SelfCriticalConfig:
     """Self-critical sequence training (Rennie et al. 2017), `captioner.scst`: the training
@@ -152,12 +157,16 @@ class SelfCriticalConfig:
         xe_weight: `w` in `loss = (1 - w) · SCST + w · XE`, the cross-entropy of the image's
             reference captions mixed into the policy gradient (self-critical.pytorch's
             `structure_loss_weight` is `1 - w`); 0, SCST alone; below 1.
+        fact_weight: `W` in `reward = CIDEr-D + W · facts`, `facts` what the caption states
+            checked against the image's annotated scene (`shapes` only:
+            `captioner.datasets.shapes_metrics.fact_score`); 0, CIDEr-D alone; at least 0.
     """
 
     enabled: bool = False
     samples: int = 5
     baseline: str = "greedy"
     xe_weight: float = 0.0
+    fact_weight: float = 0.0
 
     def __post_init__(self):
         _check_choice("scst baseline", self.baseline, SCST_BASELINES)
@@ -172,6 +181,11 @@ class SelfCriticalConfig:
                 0 <= weight < 1):
             raise UserError(f"scst xe_weight must be a number in [0, 1) (0: SCST alone; "
                             f"cross-entropy alone is --no-scst), got {weight!r}")
+        weight = self.fact_weight
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not (
+                0 <= weight and math.isfinite(weight)):
+            raise UserError(f"scst fact_weight must be a number >= 0 (0: CIDEr-D alone), "
+                            f"got {weight!r}")
 
 
 @dataclass(frozen=True)
@@ -204,6 +218,11 @@ class CaptionerRunConfig:
                 "features would come from a random network that is never trained; expected a "
                 "pretrained encoder (e.g. --encoder vgg19 --weights imagenet) or no "
                 "--cache-features")
+        if self.scst.fact_weight and self.data.dataset not in FACT_DATASETS:
+            raise UserError(
+                f"--scst-fact-weight checks captions against an annotated scene, which only "
+                f"{', '.join(FACT_DATASETS)} has; dataset {self.data.dataset!r} has none: "
+                "expected --scst-fact-weight 0")
 
 
 def _check_choice(what: str, value: Any, choices: tuple[str, ...]) -> None:

@@ -83,7 +83,8 @@ class CaptionerFamily(Family):
     name = "captioner"
     vocabularies = (RunDir.vocab,)
     resume_fields = ("encoder.fine_tune",)
-    validation_metrics = ("cider", "bleu_4")  # `train._make_validate`'s
+    # `train._make_validate`'s (the last three on shapes only: `train.SHAPES_VALIDATION`).
+    validation_metrics = ("cider", "bleu_4", "object_accuracy", "relation_accuracy", "facts")
     description = """\
 Show, Attend and Tell image captioning (Xu et al. 2015) with soft or hard attention.
 
@@ -164,6 +165,10 @@ Typical use:
         add(g, "--scst-xe-weight", path="scst.xe_weight", type=float, metavar="W",
             help="loss = (1 - W) SCST + W cross-entropy of the images' reference captions, "
                  "0 <= W < 1 (default 0: SCST alone)")
+        add(g, "--scst-fact-weight", path="scst.fact_weight", type=float, metavar="W",
+            help="reward = CIDEr-D + W facts: +1 for naming exactly the image's objects, -1 "
+                 "for each false relation and for naming an object twice (shapes only; "
+                 "default 0: CIDEr-D alone)")
 
     def preset(self, name: str | None, explicit: dict[str, Any]) -> dict[str, Any]:
         dataset = explicit.get("data", {}).get("dataset")

@@ -15,6 +15,10 @@ Its dataset options (`data.options`) apply to its own dataset only (see `get_pre
   no cross-entropy mixed in: from a full `demo` run the mix cost CIDEr and objects for little
   relation accuracy on validation) at a fine-tuning learning rate; for `--init-from` a `demo`
   run (docs/scst.md).
+- `demo-scst-facts`: `demo-scst` whose reward adds what each caption states checked against
+  the image's scene (`scst.fact_weight` 10: +10 for naming exactly its objects, -10 for each
+  false relation and for naming an object twice), 8 epochs, the best checkpoint by the
+  validation's `facts` (chosen on the validation split, docs/scst.md).
 - `tiny`: seconds; for tests and smoke runs only (learns nothing useful).
 - `coco`: the paper's VGG-19 set-up (pretrained encoder, frozen, features cached).
 """
@@ -46,6 +50,12 @@ PRESETS.add("demo-scst", {
     "training": {"epochs": 4, "steps_per_epoch": 125, "batch_size": 16, "learning_rate": 1e-4,
                  "log_every": 20},
     "scst": {"enabled": True, "samples": 5, "baseline": "greedy", "xe_weight": 0.0},
+})
+
+PRESETS.add("demo-scst-facts", {
+    **copy.deepcopy(PRESETS.get("demo-scst")),
+    "training": {**PRESETS.get("demo-scst")["training"], "epochs": 8, "best_metric": "facts"},
+    "scst": {**PRESETS.get("demo-scst")["scst"], "fact_weight": 10.0},
 })
 
 PRESETS.add("tiny", {

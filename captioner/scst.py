@@ -18,7 +18,9 @@ whose `loss_terms` is the policy gradient of the reward, for the trainer's compi
    gives; hard attention at its most likely locations);
 4. the rewards: CIDEr-D of every caption against its image's training references
    (`common.metrics.cider_d.CiderD`, document frequencies from the training references, built
-   once), in NumPy through `tf.numpy_function`, so the step is not compiled by XLA;
+   once), plus with `scst.fact_weight` `W` what the caption states checked against the
+   image's scene (`W · shapes_metrics.fact_score`, shapes only), in NumPy through
+   `tf.numpy_function`, so the step is not compiled by XLA;
 5. each sample's advantage `Aᵢ = rᵢ − bᵢ`: `bᵢ` the reward of the image's greedy caption, or
    (`mean`) the mean reward of the image's other `K − 1` samples;
 6. a teacher-forced pass over the samples with the gradient, dropout off as when they were
@@ -45,7 +47,7 @@ Shapes: `B` images, `K` samples per image, `N = B·K` sampled captions, `T` step
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import keras
@@ -62,12 +64,16 @@ NEG = -1e9  # the logit of a word never sampled (`common.decoding.utils.NEG`)
 
 
 class CaptionReward:
-    """CIDEr-D of captions given as token ids, against the training references of their images.
+    """CIDEr-D of captions given as token ids, against the training references of their images,
+    plus, optionally, what they state checked against the images' scenes.
 
     Args:
         references: the reference captions of each image, by its index in the training split
             (`[record.captions for record in split]`): the corpus of the document frequencies.
         vocab: the run's `common.text.Vocabulary`.
+        facts: `(caption, image index) -> float`, the caption's facts about its image
+            (`shapes_metrics.fact_score` of the image's objects), or None.
+        fact_weight: `W` in `reward = CIDEr-D + W · facts` (`scst.fact_weight`).
 
     Call arguments:
         tokens: `(M, T)` int ids, each row cut at its first `<end>` (`<pad>` and `<start>`
@@ -75,15 +81,19 @@ class CaptionReward:
         images: `(M,)` the image index of each row.
 
     Returns:
-        `(M,)` float32 CIDEr-D (pycocoevalcap's scale: 1.0, not 100).
+        `(M,)` float32 CIDEr-D (pycocoevalcap's scale: 1.0, not 100), plus `W · facts`.
     """
 
-    def __init__(self, references: Sequence[Sequence[str]], vocab: Any):
+    def __init__(self, references: Sequence[Sequence[str]], vocab: Any,
+                 facts: Callable[[str, int], float] | None = None, fact_weight: float = 0.0):
         from common.metrics.cider_d import CiderD
 
         self.cider = CiderD({index: list(captions) for index, captions in enumerate(references)
                              if captions})
         self.vocab = vocab
+        if fact_weight and facts is None:
+            raise ValueError("a fact_weight needs facts: (caption, image index) -> float")
+        self.facts, self.fact_weight = facts, float(fact_weight)
 
     def texts(self, tokens: np.ndarray) -> list[str]:
         """The caption of each row of `tokens`."""
@@ -95,7 +105,12 @@ class CaptionReward:
         images = np.asarray(images).reshape(-1)
         if not len(images):
             return np.zeros(0, np.float32)
-        return self.cider.scores(self.texts(tokens), images.tolist()).astype(np.float32)
+        texts, images = self.texts(tokens), images.tolist()
+        rewards = self.cider.scores(texts, images)
+        if self.fact_weight:
+            rewards = rewards + self.fact_weight * np.array(
+                [self.facts(text, image) for text, image in zip(texts, images)])
+        return rewards.astype(np.float32)
 
 
 def baseline(rewards, greedy_rewards, samples: int, kind: str):

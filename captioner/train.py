@@ -11,6 +11,7 @@ images by the policy gradient of their captions' CIDEr-D.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import shutil
 import sys
@@ -18,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from captioner.config import CaptionerRunConfig
+from captioner.config import FACT_DATASETS, CaptionerRunConfig
 from common.config import deep_merge, from_dict, save_json, to_dict
 from common.errors import UserError
 from common.training.run_dir import RunDir, failed_writes_named
@@ -27,6 +28,9 @@ from common.training.run_dir import RunDir, failed_writes_named
 CONFIG_FILE = RunDir.config
 VOCAB_FILE = RunDir.vocab
 FEATURES_DIR = RunDir.features
+# On `shapes`, what the validation also reports of its captions (`shapes_metrics`), so a run
+# can keep its best checkpoint by them (`--best-metric facts`).
+SHAPES_VALIDATION = ("object_accuracy", "relation_accuracy", "facts")
 
 
 def build_model(config: CaptionerRunConfig, vocab_size: int):
@@ -68,6 +72,19 @@ def check_config(config: CaptionerRunConfig) -> None:
         raise UserError("--scst computes its CIDEr-D reward in NumPy inside the step "
                         "(tf.numpy_function), which XLA cannot compile; expected "
                         "--no-jit-compile or the option left out")
+    metric = config.training.get("best_metric")
+    if metric in SHAPES_VALIDATION:
+        if config.data.dataset not in FACT_DATASETS:
+            raise UserError(f"--best-metric {metric}: only the validation on "
+                            f"{', '.join(FACT_DATASETS)} reports it (captions checked against "
+                            f"the scene); expected cider or bleu_4 for dataset "
+                            f"{config.data.dataset!r}")
+        import keras
+
+        if keras.backend.backend() == "jax":
+            raise UserError(f"--best-metric {metric} needs the tensorflow trainer: the jax "
+                            "one validates by full-pass decoding, which reports cider and "
+                            "bleu_4 (docs/jax.md); expected one of them")
 
 
 def learning_rate(config: CaptionerRunConfig, training: Any, steps_per_epoch: int) -> Any:
@@ -155,7 +172,17 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
         from captioner.scst import CaptionReward, reference_ids
 
         # CIDEr-D's document frequencies: the training references.
-        reward = CaptionReward([record.captions for record in split], vocab)
+        facts = None
+        if config.scst.fact_weight:  # the scene's facts (shapes; the config checked it)
+            from captioner.datasets.shapes_metrics import fact_score
+
+            scenes = [record.objects for record in split]
+
+            def facts(caption: str, image: int) -> int:
+                return fact_score(caption, scenes[image])
+
+        reward = CaptionReward([record.captions for record in split], vocab, facts,
+                               config.scst.fact_weight)
         if config.scst.xe_weight:  # the references' cross-entropy, mixed in
             references = reference_ids(split, vocab, data.max_length)
 
@@ -214,8 +241,8 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
 
 
 def _make_validate(config: CaptionerRunConfig, training: Any, vocab: Any):
-    """CIDEr and BLEU-4 of the first `training.validation_examples` images of the dataset's
-    validation split, captioned with beam size `training.validation_beam_size`, three sample
+    """CIDEr and BLEU-4 (on `shapes` also `SHAPES_VALIDATION`) of the first
+    `training.validation_examples` images of the dataset's validation split, captioned with beam size `training.validation_beam_size`, three sample
     captions and the first image's attention maps for TensorBoard (None when validation is off
     or the dataset has no validation split).
 
@@ -271,7 +298,14 @@ def _make_validate(config: CaptionerRunConfig, training: Any, vocab: Any):
                                 metrics=("bleu", "cider"), tokenizer="simple")
         samples = "\n\n".join(f"{i}: {c.text}  \n(reference: {references[i][0]})"
                                 for i, c in zip(ids[:3], captions[:3]))
-        return {"cider": scores["CIDEr"], "bleu_4": scores["BLEU-4"], "samples": samples,
+        metrics = {"cider": scores["CIDEr"], "bleu_4": scores["BLEU-4"]}
+        if data.dataset in FACT_DATASETS:  # what the captions say, checked against the scene
+            from captioner.datasets.shapes_metrics import shapes_scores
+
+            said = shapes_scores({i: c.text for i, c in zip(ids, captions)}, split)
+            metrics.update({name: said[name] for name in SHAPES_VALIDATION
+                            if math.isfinite(said[name])})
+        return {**metrics, "samples": samples,
                 "attention": _attention_strip(images[0], captions[0].attention,
                                               run.grid_shape)}
 

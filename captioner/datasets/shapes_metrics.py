@@ -16,6 +16,8 @@ between two phrases states none. Every other word is ignored.
   is how the references refer back to an object they have named ("a red circle left of a blue
   square , and a green diamond above the blue square"; an image never holds two objects of
   one colour and shape), so no reference caption counts.
+- `fact_score`: one caption's facts as a reward for self-critical training: +1 for the right
+  objects, −1 for each false relation and for naming an object twice.
 """
 
 from __future__ import annotations
@@ -157,6 +159,27 @@ def relation_counts(caption: str, objects: Sequence[ObjectAnnotation]) -> tuple[
     return true, len(parsed.relations)
 
 
+def fact_score(caption: str, objects: Sequence[ObjectAnnotation]) -> int:
+    """What `caption` gets right of its image's scene, as a reward for self-critical training
+    (`scst.fact_weight`): 1 when it names exactly the image's objects (`objects_correct`),
+    minus 1 for each relation it states that is false (`relation_counts`) and minus 1 when it
+    names an object twice (`names_an_object_twice`).
+
+    Example:
+    >>> def shape(colour, name, box):
+    ...     return ObjectAnnotation(name, box, attributes={"colour": colour, "shape": name,
+    ...                                                    "size": "small"})
+    >>> scene = [shape("red", "circle", (0, 0, 10, 10)), shape("blue", "square", (30, 0, 40, 10))]
+    >>> fact_score("a red circle to the left of a blue square", scene)
+    1
+    >>> fact_score("a red circle above a blue square and a red circle", scene)
+    -1
+    """
+    true, stated = relation_counts(caption, objects)
+    return (int(objects_correct(caption, objects)) - (stated - true)
+            - int(names_an_object_twice(caption)))
+
+
 def _pooled(captions: Sequence[str], objects: Sequence[Sequence[ObjectAnnotation]],
             counts: Callable[[str, Sequence[ObjectAnnotation]], tuple[int, int]]) -> float:
     """`sum(true) / sum(stated)` of `counts(caption, its image's objects)` over the images;
@@ -197,20 +220,23 @@ def shapes_scores(hypotheses: Mapping[Hashable, str], split: CaptionSplit) -> di
 
     Returns:
         `{"object_accuracy", "relation_accuracy", "relations_stated", "objects_named_twice",
-        "objects_named_twice_rate"}`; relation accuracy is nan when no caption states a
-        relation, `relations_stated` is the mean number per caption, `objects_named_twice` the
-        number of captions that name an object twice (`names_an_object_twice`) and
-        `objects_named_twice_rate` their share (0-100; nan for no captions).
+        "objects_named_twice_rate", "facts"}`; relation accuracy is nan when no caption
+        states a relation, `relations_stated` is the mean number per caption,
+        `objects_named_twice` the number of captions that name an object twice
+        (`names_an_object_twice`), `objects_named_twice_rate` their share (0-100; nan for no
+        captions) and `facts` the mean `fact_score` per caption (in [-T, 1]).
     """
     ids = list(hypotheses)
     captions = [hypotheses[i] for i in ids]
     objects = [split.by_id(i).objects for i in ids]
     stated = sum(relation_counts(c, o)[1] for c, o in zip(captions, objects))
     twice = sum(names_an_object_twice(c) for c in captions)
+    facts = sum(fact_score(c, o) for c, o in zip(captions, objects))
     return {
         "object_accuracy": 100.0 * object_accuracy(captions, objects),
         "relation_accuracy": 100.0 * relation_accuracy(captions, objects),
         "relations_stated": stated / len(ids) if ids else math.nan,
         "objects_named_twice": twice,
         "objects_named_twice_rate": 100.0 * twice / len(ids) if ids else math.nan,
+        "facts": facts / len(ids) if ids else math.nan,
     }

@@ -239,6 +239,44 @@ def test_the_rewards_in_the_step_are_cider_d_of_the_models_own_captions():
                                rtol=1e-5)
 
 
+def test_the_fact_weight_adds_w_times_each_captions_facts_to_its_cider_d():
+    from captioner.datasets import build_vocabulary, load_split
+    from captioner.datasets.shapes_metrics import fact_score
+    from captioner.scst import CaptionReward
+    from common.metrics.cider_d import CiderD
+
+    split = load_split("shapes", "train", num_images=8)
+    vocab = build_vocabulary(split)
+    # Each image's first reference (facts 1), another image's (facts mostly below 1) and a
+    # caption that names an object twice.
+    texts = [split[i].captions[0] for i in range(4)] + [split[(i + 1) % 4].captions[0]
+                                                        for i in range(4)]
+    texts.append(f"{texts[0]} and a {split[0].objects[0].category}")
+    images = np.array([*range(4), *range(4), 0])
+    tokens = np.full((len(texts), 40), 0, np.int32)
+    for row, text in enumerate(texts):
+        ids = vocab.encode(text.split()) + [END_ID]
+        tokens[row, :len(ids)] = ids
+    tokens[tokens == 0] = PAD_ID
+
+    def facts(caption, image):
+        return fact_score(caption, split[image].objects)
+
+    plain = CaptionReward([record.captions for record in split], vocab)
+    weighted = CaptionReward([record.captions for record in split], vocab, facts, 2.5)
+    cider = CiderD({i: record.captions for i, record in enumerate(split)})
+    said = plain.texts(tokens)
+    expected_facts = np.array([facts(text, image) for text, image in zip(said, images)])
+    assert len(set(expected_facts.tolist())) > 1  # not one value for all
+    np.testing.assert_allclose(plain(tokens, images), cider.scores(said, images.tolist()),
+                               rtol=1e-6)
+    np.testing.assert_allclose(weighted(tokens, images),
+                               cider.scores(said, images.tolist()) + 2.5 * expected_facts,
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="a fact_weight needs facts"):
+        CaptionReward([record.captions for record in split], vocab, None, 1.0)
+
+
 def test_the_baselines_are_the_greedy_reward_or_the_mean_of_the_other_samples():
     rng = np.random.default_rng(3)
     rewards, greedy = rng.uniform(0, 3, 4 * 5), rng.uniform(0, 3, 4)
@@ -305,12 +343,14 @@ def test_scst_from_a_trained_run_raises_its_validation_cider_and_keeps_the_best(
     assert [e["step"] for e in epochs] == [12, 24]
     for epoch in epochs:
         assert 0 < epoch["reward"] < 10 and 0 < epoch["greedy_reward"] < 10
+        # On shapes the validation also checks what the captions say (`shapes_metrics`).
+        assert 0 <= epoch["val_object_accuracy"] <= 100 and epoch["val_facts"] <= 1
     # Starting from the source's best weights, the stage improves on its validation.
     assert epochs[-1]["val_cider"] > _epochs(source)[-1]["val_cider"] + 5
     assert list((scst / "best").glob("ckpt-*.index"))
     config = json.loads((scst / "config.json").read_text())
     assert config["scst"] == {"enabled": True, "samples": 4, "baseline": "greedy",
-                              "xe_weight": 0.0}
+                              "xe_weight": 0.0, "fact_weight": 0.0}
     assert config["training"]["jit_compile"] is False
     # The checkpoints are the captioner's: caption reads the best one.
     sample = REPO / "assets" / "samples" / "shapes_2.png"
@@ -357,12 +397,43 @@ def _one_line_error(capsys, argv):
     (["--scst", "--scst-xe-weight", "-0.1"], "got -0.1"),
     (["--scst", "--scst-xe-weight", "half"], "invalid float value: 'half'"),
     (["--scst", "--jit-compile"], "--scst computes its CIDEr-D reward in NumPy"),
+    (["--scst", "--scst-fact-weight", "-1"], "scst fact_weight must be a number >= 0"),
+    (["--scst", "--scst-fact-weight", "nan"], "got nan"),
+    (["--scst", "--scst-fact-weight", "1", "--dataset", "coco", "--data-dir", "nowhere"],
+     "--scst-fact-weight checks captions against an annotated scene, which only shapes has"),
+    (["--best-metric", "facts", "--dataset", "coco", "--data-dir", "nowhere"],
+     "--best-metric facts: only the validation on shapes reports it"),
 ])
 def test_bad_scst_options_are_one_line(capsys, tmp_path, args, message):
     err = _one_line_error(capsys, ["train", "--preset", "tiny", "--out", str(tmp_path / "r"),
                                    *args])
     assert message in err
     assert not (tmp_path / "r").exists()
+
+
+def test_the_shapes_validation_metrics_are_refused_on_jax_in_one_line(capsys, tmp_path,
+                                                                     monkeypatch):
+    import keras
+
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    err = _one_line_error(capsys, ["train", "--preset", "tiny", "--out", str(tmp_path / "r"),
+                                   "--best-metric", "relation_accuracy"])
+    assert "--best-metric relation_accuracy needs the tensorflow trainer" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_facts_preset_is_demo_scst_with_the_fact_reward_and_its_best_checkpoint():
+    from captioner.config import CaptionerRunConfig
+    from captioner.presets import get_preset
+    from common.config import from_dict
+
+    plain, facts = get_preset("demo-scst"), get_preset("demo-scst-facts")
+    assert facts["scst"].pop("fact_weight") == 10.0
+    assert facts["training"].pop("best_metric") == "facts"
+    assert (facts["training"].pop("epochs"), plain["training"].pop("epochs")) == (8, 4)
+    assert facts == plain
+    config = from_dict(CaptionerRunConfig, get_preset("demo-scst-facts"))
+    assert config.scst.fact_weight == 10.0 and config.data.dataset == "shapes"
 
 
 def test_a_config_written_before_the_cross_entropy_mix_loads_without_it():

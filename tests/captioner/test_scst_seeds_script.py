@@ -99,7 +99,7 @@ def test_a_seed_on_tiny_presets_trains_both_stages_and_records_every_variant(scr
     assert record["scst_args"] == ["--scst-samples", "2", "--scst-xe-weight", "0.5"]
     for run in record["runs"]:
         assert run["scst"] == {"enabled": True, "samples": 2, "baseline": "greedy",
-                               "xe_weight": 0.5}
+                               "xe_weight": 0.5, "fact_weight": 0.0}
         assert run["scst_train_s"] > 0 and len(run["scst_history"]["reward"]) == 1
         assert (Path(run["scst_run"]) / "best").is_dir()
         variants = run["variants"]

@@ -9,6 +9,7 @@ import pytest
 from captioner.datasets import DATASETS, load_split
 from captioner.datasets.shapes import COLOURS, INVERSE, RELATION_PHRASES, spatial_relation
 from captioner.datasets.shapes_metrics import (
+    fact_score,
     names_an_object_twice,
     object_accuracy,
     parse_caption,
@@ -176,6 +177,30 @@ def test_no_reference_names_an_object_twice_and_the_scores_count_those_that_do(t
     hypotheses[first.image_id] += f" and a {first.objects[0].category}"
     scores = shapes_scores(hypotheses, train)
     assert scores["objects_named_twice"] == 1 and scores["objects_named_twice_rate"] == 25.0
+
+
+def test_the_fact_score_is_right_objects_minus_false_relations_and_repeats(train):
+    record = next(r for r in train if len(r.objects) == 3)
+    a, b, c = record.objects
+    ab, bc = spatial_relation(a, b), spatial_relation(b, c)
+    true_ab = f"a {a.category} {RELATION_PHRASES[ab]} a {b.category}"
+    false_ab = f"a {a.category} {RELATION_PHRASES[INVERSE[ab]]} a {b.category}"
+    false_bc = f"{RELATION_PHRASES[INVERSE[bc]]} a {c.category}"
+    table = {  # caption -> objects exactly right (0/1) - false relations - named twice (0/1)
+        f"{true_ab} and a {c.category}": 1 - 0 - 0,
+        f"{false_ab} and a {c.category}": 1 - 1 - 0,
+        f"{false_ab} {false_bc}": 1 - 2 - 0,
+        f"{true_ab}": 0 - 0 - 0,  # c is missing
+        f"{false_ab} and a {a.category}": 0 - 1 - 1,  # c missing, a named twice
+        f"{true_ab} and a {c.category} and a {c.category}": 1 - 0 - 1,
+        "": 0,
+    }
+    for caption, expected in table.items():
+        assert fact_score(caption, record.objects) == expected, caption
+    # Every reference caption is right and states nothing false: 1 each.
+    assert {fact_score(text, r.objects) for r in train for text in r.captions} == {1}
+    scores = shapes_scores({record.image_id: f"{false_ab} {false_bc}"}, train)
+    assert scores["facts"] == -1.0
 
 
 def test_bad_options_are_user_errors():
