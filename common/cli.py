@@ -15,6 +15,7 @@ import argparse
 import os
 import signal
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,7 +48,15 @@ class Subcommand:
     check: Callable[[argparse.Namespace], None] | None = None
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+class WholeWordsFormatter(argparse.HelpFormatter):
+    """Never breaks a help line at a hyphen: `--scst-fact-weight`, `demo-scst-facts` stay whole
+    (every `Parser`'s default formatter)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+class HelpFormatter(WholeWordsFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """Shows an option's default only when it has a meaningful one (not None, not a flag)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
@@ -67,6 +76,10 @@ class Parser(argparse.ArgumentParser):
     A parser with a `--quick` option also records, in the namespace's `given_options`, the
     destinations of the options its command line gave (however spelled or abbreviated), so
     that `apply_quick` sets only those it did not give."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", WholeWordsFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         first_line = " ".join(str(message).split())

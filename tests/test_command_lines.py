@@ -235,7 +235,8 @@ def _presets_of_other_datasets():
     from captioner.presets import PRESETS, get_preset
 
     return [(dataset, preset) for dataset in DATASETS for preset in PRESETS
-            if get_preset(preset)["data"]["dataset"] != dataset]
+            if get_preset(preset)["data"]["dataset"] != dataset
+            and not get_preset(preset).get("scst", {}).get("fact_weight")]
 
 
 @pytest.mark.parametrize("dataset, preset", _presets_of_other_datasets())
@@ -251,6 +252,15 @@ def test_a_preset_of_another_dataset_gives_its_loader_no_options(monkeypatch, tm
     from captioner.datasets.records import check_options
 
     check_options(dataset, config.data.options)  # what load_split checks first
+
+
+def test_a_preset_that_reads_its_datasets_scenes_is_refused_on_another(capsys, tmp_path):
+    # demo-scst-facts rewards captions checked against shapes' scenes: coco has none.
+    assert captioner_main(["train", "--dataset", "coco", "--data-dir", str(tmp_path),
+                           "--preset", "demo-scst-facts", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--scst-fact-weight checks captions" in err
+    assert not (tmp_path / "r").exists()
 
 
 def test_data_options_add_to_the_preset_of_the_same_dataset(monkeypatch, tmp_path):
