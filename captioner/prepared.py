@@ -98,7 +98,6 @@ def prepare_captions(config: Any, out_dir: str | os.PathLike, batch_size: int = 
         valid = None
     if valid is not None and len(valid) and valid.num_captions:
         splits["valid"] = valid
-    summary = {}
 
     def split_arrays(out: Path):
         for name, split in splits.items():
@@ -106,12 +105,11 @@ def prepare_captions(config: Any, out_dir: str | os.PathLike, batch_size: int = 
                                            data.max_length, batch_size)
             if name == "valid":
                 _save_references(out / REFERENCES.format(split=name), split, kept)
-            summary[name] = {"examples": int(len(arrays["owner"])),
-                             "images": int(len(arrays["images"]))}
-            yield name, arrays, summary[name]
+            yield name, arrays, {"examples": int(len(arrays["owner"])),
+                                 "images": int(len(arrays["images"]))}
 
-    out = write_folder(out_dir, config, LAYOUT, {"words": vocab}, split_arrays,
-                       bucket_width=None)
+    out, summary = write_folder(out_dir, config, LAYOUT, {"words": vocab}, split_arrays,
+                                bucket_width=None)
     if verbose:
         print(f"prepared {out}: " + ", ".join(
             f"{k} {v['images']} images, {v['examples']} captions" for k, v in summary.items())

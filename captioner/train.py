@@ -242,9 +242,10 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
 
 def _make_validate(config: CaptionerRunConfig, training: Any, vocab: Any):
     """CIDEr and BLEU-4 (on `shapes` also `SHAPES_VALIDATION`) of the first
-    `training.validation_examples` images of the dataset's validation split, captioned with beam size `training.validation_beam_size`, three sample
-    captions and the first image's attention maps for TensorBoard (None when validation is off
-    or the dataset has no validation split).
+    `training.validation_examples` images of the dataset's validation split, captioned with
+    beam size `training.validation_beam_size`, three sample captions and the first image's
+    attention maps for TensorBoard (None when validation is off or the dataset has no
+    validation split).
 
     Scored with pycocoevalcap and the simple tokenizer (no Java start each epoch): comparable
     from epoch to epoch, not with `captioner evaluate`'s PTB-tokenized figures.

@@ -111,16 +111,16 @@ def prepare_translation(config: Any, out_dir: str | os.PathLike,
             valid = None
         if valid is not None and valid.sources:
             splits["valid"] = valid
-    summary = {}
 
     def split_arrays(out: Path):
         for name, pairs in splits.items():
             arrays = _translation_arrays(pairs, source_vocab, target_vocab, config.model.copy)
-            summary[name] = {"examples": len(pairs.sources), "dropped": pairs.dropped}
-            yield name, _bucketed(arrays, bucket_width), summary[name]
+            yield name, _bucketed(arrays, bucket_width), {"examples": len(pairs.sources),
+                                                          "dropped": pairs.dropped}
 
-    out = write_folder(out_dir, config, LAYOUT, {"source": source_vocab, "target": target_vocab},
-                       split_arrays, bucket_width=bucket_width)
+    out, summary = write_folder(out_dir, config, LAYOUT,
+                                {"source": source_vocab, "target": target_vocab}, split_arrays,
+                                bucket_width=bucket_width)
     if verbose:
         print(f"prepared {out}: " + ", ".join(f"{k} {v['examples']} pairs"
                                               for k, v in summary.items())

@@ -140,7 +140,10 @@ def _find(objects: Sequence[ObjectAnnotation], named: NamedObject) -> ObjectAnno
 
 def objects_correct(caption: str, objects: Sequence[ObjectAnnotation]) -> bool:
     """True when the caption names exactly the image's objects, every stated size right."""
-    parsed = parse_caption(caption)
+    return _objects_correct(parse_caption(caption), objects)
+
+
+def _objects_correct(parsed: ParsedCaption, objects: Sequence[ObjectAnnotation]) -> bool:
     named = {(o.colour, o.shape) for o in parsed.objects}
     present = {(o.attributes["colour"], o.attributes["shape"]) for o in objects}
     if named != present:
@@ -151,7 +154,11 @@ def objects_correct(caption: str, objects: Sequence[ObjectAnnotation]) -> bool:
 
 def relation_counts(caption: str, objects: Sequence[ObjectAnnotation]) -> tuple[int, int]:
     """`(true, stated)`: how many of the caption's stated relations hold in the image."""
-    parsed = parse_caption(caption)
+    return _relation_counts(parse_caption(caption), objects)
+
+
+def _relation_counts(parsed: ParsedCaption,
+                     objects: Sequence[ObjectAnnotation]) -> tuple[int, int]:
     true = 0
     for i, relation, j in parsed.relations:
         a, b = _find(objects, parsed.objects[i]), _find(objects, parsed.objects[j])
@@ -175,8 +182,9 @@ def fact_score(caption: str, objects: Sequence[ObjectAnnotation]) -> int:
     >>> fact_score("a red circle above a blue square and a red circle", scene)
     -1
     """
-    true, stated = relation_counts(caption, objects)
-    return (int(objects_correct(caption, objects)) - (stated - true)
+    parsed = parse_caption(caption)
+    true, stated = _relation_counts(parsed, objects)
+    return (int(_objects_correct(parsed, objects)) - (stated - true)
             - int(names_an_object_twice(caption)))
 
 

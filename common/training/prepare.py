@@ -139,17 +139,20 @@ def finish_folder(out: Path, config: Any, vocabularies: dict[str, str],
         atomic_write_text(out / MANIFEST, json.dumps(manifest, indent=2) + "\n")
 
 
+SplitArrays = Iterable[tuple[str, dict[str, np.ndarray], dict[str, Any]]]
+
+
 def write_folder(out_dir: str | os.PathLike, config: Any, layout: PreparedLayout,
-                 vocabularies: dict[str, Any], splits: Callable[[Path], Iterable[tuple[str, dict[str, np.ndarray],
-                                                         dict[str, Any]]]],
-                 **extra: Any) -> Path:
+                 vocabularies: dict[str, Any], splits: Callable[[Path], SplitArrays],
+                 **extra: Any) -> tuple[Path, dict[str, Any]]:
     """Write a whole prepared folder: `start_folder`, the `vocabularies` (name ->
-    `Vocabulary`, saved under the family's file names, `layout.vocabularies`), each split `splits(out)` yields as `(name, arrays, summary)` (saved
-    as `name.npz`; the family may write its own files into `out` as it goes), then
-    `finish_folder` with the `summary` of each split and the family's `extra` manifest keys.
+    `Vocabulary`, saved under the family's file names, `layout.vocabularies`), each split
+    `splits(out)` yields as `(name, arrays, counts)` (saved as `name.npz`; the family may
+    write its own files into `out` as it goes), then `finish_folder` with the `counts` of each
+    split and the family's `extra` manifest keys.
 
     Returns:
-        The folder.
+        The folder, and the manifest's summary of the splits (name -> counts).
     """
     out = start_folder(out_dir)
     files = layout.vocabularies
@@ -161,7 +164,7 @@ def write_folder(out_dir: str | os.PathLike, config: Any, layout: PreparedLayout
         save_npz(out / f"{name}.npz", arrays)
         summary[name] = counts
     finish_folder(out, config, {name: files[name] for name in vocabularies}, summary, **extra)
-    return out
+    return out, summary
 
 
 # -- reading (NumPy only) ----------------------------------------------------------------------

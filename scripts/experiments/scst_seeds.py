@@ -224,8 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-repeat-ngram", type=positive_int, default=3, metavar="N",
                    help="the N of the +no-repeat variants")
     p.add_argument("--presets", default="demo,demo-scst", metavar="START,STAGE",
-                   help="the presets of the start run and of the SCST stage (demo,demo-scst-facts: "
-                        "the reward with the scene's facts; the script's test: tiny,tiny)")
+                   help="the presets of the start run and of the SCST stage "
+                        "(demo,demo-scst-facts: the reward with the scene's facts; the "
+                        "script's test: tiny,tiny)")
     # Training and scoring run in `captioner`'s own code: no TensorFlow before the checks.
     p.set_defaults(_run=run, _uses_tensorflow=False, scst_args=[], argv=[])
     return p

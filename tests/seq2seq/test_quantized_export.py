@@ -3,6 +3,8 @@ plain TensorFlow, the tokens of the in-process model quantized the same way (gre
 a smaller export, the decoding step's float values of the int8 weights, and one-line refusals.
 """
 
+import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -218,11 +220,9 @@ def test_evaluate_takes_a_savedmodel_and_scores_it_as_its_run(dates_transformer,
                  str(penalty + 1)]) == 2
     assert f"this export searches with {penalty:g}, chosen at export" in capsys.readouterr().err
     old = tmp_path / "old-export"
-    import shutil
-
     shutil.copytree(float_export, old)
     info = load_json(old / savedmodel.EXTRA_DIR / "export_info.json")
     del info["run_config"]
-    (old / savedmodel.EXTRA_DIR / "export_info.json").write_text(__import__("json").dumps(info))
+    (old / savedmodel.EXTRA_DIR / "export_info.json").write_text(json.dumps(info))
     assert main(["evaluate", str(old), "--dataset", "dates"]) == 2
     assert "exported before exports recorded their run's settings" in capsys.readouterr().err
