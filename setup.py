@@ -66,6 +66,9 @@ setup(
             # TensorFlow Serving's own PredictionLog proto, to parse the warm-up file an export
             # writes (tests/common/export/test_warmup.py); the package writes it without it.
             "tensorflow-serving-api>=2.20.0,<2.22",
+            # The suite's process guard (tests/process_guard.py): a test's process tree, ended
+            # whatever the test's outcome.
+            "psutil>=7.2.2,<8",
         ],
     },
     entry_points={

@@ -1,5 +1,6 @@
 """Test-wide settings: quiet TensorFlow, the TensorFlow backend, paths to shared data, the
-order files run in, the fast tier, and `--record-durations FILE`.
+order files run in, the fast tier, `--record-durations FILE`, and the processes tests start
+(`tests/process_guard.py`).
 
 The fast tier (`bash scripts/test.sh --fast`, i.e. `-m "not slow"`) leaves out the tests marked
 `slow` by hand and those that `durations.json` (a recorded run of the whole suite) shows to be
@@ -18,6 +19,9 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
+
+# Children get default SIGINT/SIGTERM dispositions, and a test's processes end with it.
+pytest_plugins = ["tests.process_guard"]
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
