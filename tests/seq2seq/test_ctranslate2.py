@@ -315,7 +315,14 @@ def test_int8_export_is_smaller_and_translates(run_dir, exported, translator, he
     assert (out / "model.bin").stat().st_size < 0.6 * (exported / "model.bin").stat().st_size
     got = CTranslate2Translator(out).translate(held_out.sources)
     expected = translator.translate(held_out.sources)
-    assert sum(g.text == e.text for g, e in zip(got, expected, strict=True)) >= 32
+    # CTranslate2 quantizes the activations too and picks its int8 kernels by the CPU's
+    # instruction set (VNNI, AVX2, ...), so which near ties it breaks the other way is the
+    # CPU's; the model is sure of every one of these dates (all 64 exact in float32), and
+    # int8 keeps at least 60 exact on every instruction set tried (63 with AVX2 and GENERIC,
+    # docs/fast_serving.md): a broken quantization loses most of them.
+    exact = sum(e.text == t for e, t in zip(expected, held_out.targets, strict=True))
+    assert exact == len(held_out.targets)
+    assert sum(g.text == t for g, t in zip(got, held_out.targets, strict=True)) >= exact - 4
 
 
 # -- refusals ---------------------------------------------------------------------------------
