@@ -80,12 +80,8 @@ def save(
     except OSError as exc:
         raise _unwritable(export_dir, exc) from None
     try:
-        # Keras 3 variables wrap a tf.Variable; the object graph holds the wrappers only, and
-        # TensorFlow 1 style loaders (TensorFlow Serving, `saved_model_cli run`) then fail
-        # with "Could not find variable ..." (keras-team/keras#20095). Tracking the wrapped
-        # variables themselves, as Keras's own ExportArchive does, makes them restorable.
-        module._export_variables = _tf_variables(module, signatures.values())
-        tf.saved_model.save(module, str(staging), signatures=dict(signatures))
+        root = _saved_root(module, signatures.values())
+        tf.saved_model.save(root, str(staging), signatures=dict(signatures))
         extra = staging / EXTRA_DIR
         extra.mkdir(exist_ok=True)
         save_json(extra / INFO_FILE, {"kind": kind, "format": FORMAT_VERSION, **dict(info or {})})
@@ -162,12 +158,69 @@ def check_target(export_dir: str | os.PathLike, overwrite: bool = False) -> None
                         "or an empty directory")
 
 
-def _tf_variables(module: Any, functions: Any) -> list:
-    """The tf.Variables under `module` and those `functions` capture, Keras ones unwrapped."""
+def _saved_root(module: Any, functions: Any) -> Any:
+    """What `save` writes for `module`: its children and `tf.function`s without its Keras
+    layers and variables, and a `variables` list of every tf.Variable, each once.
+
+    A Keras 3 variable wraps a tf.Variable, and each of the two is a checkpointed object that
+    writes the same value: a module holding a Keras model and the wrapped variables stored every
+    weight twice (`model/...` and `_export_variables/N`, bitwise equal). The wrapped
+    variables are the ones to keep: the signatures read them, and with the wrappers alone
+    TensorFlow 1 style loaders (TensorFlow Serving, `saved_model_cli run`) fail with "Could
+    not find variable ..." (keras-team/keras#20095). So the root saved is, as in Keras's own
+    `ExportArchive`, a plain trackable holding the tf.Variables (`loaded.variables`), the
+    module's functions and its other resources (lookup tables), and no Keras object. The
+    module itself is not changed.
+    """
     import keras
     import tensorflow as tf
 
-    candidates = list(getattr(module, "variables", ()))
+    def is_keras(obj: Any) -> bool:  # a Keras object, or a list or dict holding one
+        if isinstance(obj, (keras.Layer, keras.Variable)):
+            return True
+        if isinstance(obj, Mapping):
+            return any(is_keras(value) for value in obj.values())
+        if isinstance(obj, (list, tuple)):
+            return any(is_keras(value) for value in obj)
+        return False
+
+    def keras_variables(obj: Any) -> list:
+        if isinstance(obj, keras.Layer):
+            return list(obj.weights)  # (not seed generators' states, which Keras saves neither)
+        if isinstance(obj, keras.Variable):
+            return [obj]
+        values = obj.values() if isinstance(obj, Mapping) else obj
+        return [v for value in values for v in keras_variables(value)]
+
+    root = tf.__internal__.tracking.AutoTrackable()
+    dropped: list = []
+    # Checkpoint dependencies (attributes holding trackables); no function is traced here.
+    for name, child in tf.train.TrackableView(module).children(module).items():
+        if is_keras(child):
+            dropped.extend(keras_variables(child))
+        else:
+            setattr(root, name, child)
+    for name in dir(module):  # the `tf.function`s, as `tf.saved_model.save` finds them
+        if name.startswith("__"):
+            continue
+        try:
+            value = getattr(module, name, None)
+        except Exception:  # an attribute whose accessor fails is no function
+            continue
+        if isinstance(value, (tf.types.experimental.PolymorphicFunction,
+                              tf.types.experimental.ConcreteFunction)):
+            setattr(root, name, value)
+    root.variables = _tf_variables([*dropped, *getattr(module, "variables", ())], functions)
+    return root
+
+
+def _tf_variables(candidates: Sequence[Any], functions: Any) -> list:
+    """The tf.Variables among `candidates` and those `functions` capture, Keras ones
+    unwrapped, each once, in that order."""
+    import keras
+    import tensorflow as tf
+
+    candidates = list(candidates)
     for fn in functions:
         if hasattr(fn, "get_concrete_function"):  # a `tf.function`: what its trace captures
             fn = fn.get_concrete_function()
