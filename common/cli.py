@@ -512,6 +512,24 @@ def exported_beam_sizes(args: argparse.Namespace) -> tuple[int, ...]:
     return tuple(sorted(set(args.beam_sizes) | {args.beam_size}))
 
 
+#: The most threads `serve --intra-threads/--inter-threads` take: a pool starts its threads
+#: at once, so a slip of the keyboard (100000) would exhaust the process, not serve.
+MAX_THREADS = 1024
+
+
+def thread_count(text: str) -> int:
+    """argparse type: a thread pool's size, 0 (the engine's default) to `MAX_THREADS`."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of threads (0: the engine's "
+                                         f"default), got {text!r}") from None
+    if not 0 <= value <= MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"expected 0 (the engine's default) to {MAX_THREADS} "
+                                         f"threads, got {value}")
+    return value
+
+
 def add_serve_arguments(p: argparse.ArgumentParser, prog: str, model_name: str,
                         instances: str, max_batch_size: int = 32) -> None:
     """The options of `PROG serve SAVEDMODEL_DIR` (read by `serve_savedmodel`)."""
@@ -532,6 +550,15 @@ def add_serve_arguments(p: argparse.ArgumentParser, prog: str, model_name: str,
     p.add_argument("--max-request-instances", type=positive_int, default=1024,
                    help=f"the most {instances} one request may hold (more is refused with "
                         "413: a request runs in one model call, however large)")
+    p.add_argument("--intra-threads", type=thread_count, default=0, metavar="N",
+                   help="the threads one operation uses: TensorFlow's intra-op pool, or a "
+                        "CTranslate2 export's intra_threads (0: the engine's default, about "
+                        "one per core; 1 on a machine shared with other work)")
+    p.add_argument("--inter-threads", type=thread_count, default=0, metavar="N",
+                   help="the operations run at once: TensorFlow's inter-op pool, or a "
+                        "CTranslate2 export's inter_threads (a merged batch split into N "
+                        "parts translated at once, each with --intra-threads; 0: the "
+                        "engine's default, TensorFlow's about one per core, CTranslate2's 1)")
 
 
 def serve_savedmodel(args: argparse.Namespace, kind: str, what: str, **options) -> int:
@@ -547,7 +574,8 @@ def serve_savedmodel(args: argparse.Namespace, kind: str, what: str, **options) 
 
     serve(args.export_dir, args.model_name, host=args.host, port=args.port,
           max_batch_size=args.max_batch_size, batch_timeout_ms=args.batch_timeout_ms,
-          max_request_instances=args.max_request_instances, **options)
+          max_request_instances=args.max_request_instances, intra_threads=args.intra_threads,
+          inter_threads=args.inter_threads, **options)
     return EXIT_OK
 
 

@@ -284,7 +284,8 @@ def _serve(shared: Subcommand) -> Subcommand:
 
         serve(args.export_dir, args.model_name, host=args.host, port=args.port,
               max_batch_size=args.max_batch_size, batch_timeout_ms=args.batch_timeout_ms,
-              max_request_instances=args.max_request_instances)
+              max_request_instances=args.max_request_instances,
+              intra_threads=args.intra_threads, inter_threads=args.inter_threads)
         return EXIT_OK
 
     return _extended(shared, lambda args: ct2.is_ctranslate2(args.export_dir),

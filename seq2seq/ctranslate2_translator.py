@@ -74,6 +74,8 @@ class CTranslate2Translator:
     Args:
         path: a directory written by `seq2seq export RUN_DIR OUT_DIR --format ctranslate2`.
         intra_threads: CTranslate2's threads per translation (0: its default).
+        inter_threads: the translations CTranslate2 runs at once (0: its default, 1): a
+            batch of more sentences is split into that many parts, translated in parallel.
 
     Raises:
         UserError: not such a directory, or no `ctranslate2` package.
@@ -84,7 +86,7 @@ class CTranslate2Translator:
     '2026-11-25'
     """
 
-    def __init__(self, path: str | os.PathLike, intra_threads: int = 0):
+    def __init__(self, path: str | os.PathLike, intra_threads: int = 0, inter_threads: int = 0):
         import dataclasses
 
         from common.config import from_dict
@@ -101,7 +103,8 @@ class CTranslate2Translator:
         self.max_source_tokens = int(self.info["max_source_tokens"])
         self.max_decode_limit = int(self.info["max_length_limit"])
         self.length_penalty = float(self.info["length_penalty"])
-        self.engine = ct2.load_translator(self.export_dir, intra_threads)
+        self.engine = ct2.load_translator(self.export_dir, intra_threads, inter_threads)
+        self.inter_threads = max(1, int(inter_threads))
 
     @functools.cached_property
     def _vocabularies(self) -> Any:
@@ -147,9 +150,12 @@ class CTranslate2Translator:
         # K hypotheses where the ranking here may prefer another (a length penalty, n-best),
         # else its best one (by score, the same answer, found sooner).
         several = beam_size if keep > 1 or alpha > 0 else 1
+        # With several translators (`inter_threads`), CTranslate2 runs the parts of a batch cut
+        # at `max_batch_size` at once (one call holds them all; 0: the batch whole).
+        part = -(-len(token_lists) // self.inter_threads) if self.inter_threads > 1 else 0
         results = self.engine.translate_batch(
-            [list(t) for t in token_lists], beam_size=beam_size, num_hypotheses=several,
-            length_penalty=0.0, no_repeat_ngram_size=no_repeat_ngram,
+            [list(t) for t in token_lists], max_batch_size=part, beam_size=beam_size,
+            num_hypotheses=several, length_penalty=0.0, no_repeat_ngram_size=no_repeat_ngram,
             suppress_sequences=[[PAD], [START]], return_end_token=True, max_input_length=0,
             max_decoding_length=max_length, min_decoding_length=0, return_scores=True,
             return_attention=True)
@@ -354,14 +360,18 @@ class CTranslate2Translator:
 
 
 def serve(path: str | os.PathLike, model_name: str, host: str = "127.0.0.1", port: int = 8501,
-          max_request_instances: int = 1024, **options: Any) -> None:
+          max_request_instances: int = 1024, intra_threads: int = 0, inter_threads: int = 0,
+          **options: Any) -> None:
     """`seq2seq serve OUT_DIR` for a CTranslate2 export: TensorFlow Serving's REST API, as for
-    a SavedModel export (version 1); `options` are `common.serving.app.serve`'s."""
+    a SavedModel export (version 1), the engine with `intra_threads` and `inter_threads`
+    (`serve --intra-threads/--inter-threads`; `CTranslate2Translator`); `options` are
+    `common.serving.app.serve`'s."""
     from common.serving.app import check_address
     from common.serving.app import serve as serve_app
 
     check_address(host, port)  # before the model loads
-    servable = CTranslate2Translator(path).servable(max_instances=max_request_instances)
+    servable = CTranslate2Translator(path, intra_threads, inter_threads).servable(
+        max_instances=max_request_instances)
     serve_app(path, model_name, host=host, port=port, versions={1: servable},
               max_request_instances=max_request_instances, **options)
 

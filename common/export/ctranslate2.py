@@ -152,13 +152,27 @@ def save(spec: Any, out_dir: str | os.PathLike, kind: str, quantization: str,
     return out
 
 
-def load_translator(path: str | os.PathLike, intra_threads: int = 0) -> Any:
+def load_translator(path: str | os.PathLike, intra_threads: int = 0,
+                    inter_threads: int = 0) -> Any:
     """`ctranslate2.Translator` of a CTranslate2 directory on the CPU, its weights in the type
-    they were saved in; a one-line `UserError` for a directory CTranslate2 cannot read."""
+    they were saved in; a one-line `UserError` for a directory CTranslate2 cannot read.
+
+    Args:
+        path: the directory.
+        intra_threads: the OpenMP threads of one translation (CTranslate2's
+            `intra_threads`; 0: its default).
+        inter_threads: the translations run at once (CTranslate2's `inter_threads`, each
+            with `intra_threads`; 0: its default, 1).
+    """
+    for name, value in (("intra_threads", intra_threads), ("inter_threads", inter_threads)):
+        if value < 0:
+            raise UserError(f"{name} {value}: expected a number of threads >= 0 (0: "
+                            "CTranslate2's default)")
     ctranslate2 = engine()
     try:
         return ctranslate2.Translator(str(path), device="cpu", compute_type="default",
-                                      intra_threads=intra_threads)
+                                      intra_threads=intra_threads,
+                                      inter_threads=inter_threads or 1)
     except (RuntimeError, ValueError, OSError) as exc:
         reason = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise UserError(f"{path}: CTranslate2 cannot load this model ({reason}); expected a "

@@ -44,7 +44,7 @@ from common.export.savedmodel import model_versions
 from common.serving.batching import Batcher
 from common.serving.json_codec import RequestError, outputs_to_json
 from common.serving.protocol import parse_body
-from common.serving.servable import ServedModel
+from common.serving.servable import ServedModel, set_tensorflow_threads
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +250,8 @@ def serve(
     model_name: str,
     host: str = "127.0.0.1",
     port: int = 8501,
+    intra_threads: int = 0,
+    inter_threads: int = 0,
     **options: Any,
 ) -> None:
     """Serve `saved_model_dir` on `host:port` until interrupted.
@@ -257,12 +259,18 @@ def serve(
     It binds to 127.0.0.1 unless told otherwise: put a proxy with authentication in front of
     it before exposing it. `options` are those of `create_app` (`max_body_bytes`,
     `max_batch_size`, `batch_timeout_ms`, `max_image_pixels`, `input_defaults`,
-    `screen_images`), with its defaults.
+    `screen_images`, `versions`), with its defaults.
+
+    `intra_threads` and `inter_threads` size TensorFlow's thread pools for the SavedModels
+    loaded here (`set_tensorflow_threads`; 0: TensorFlow's default); versions already loaded
+    (`versions`: an engine's) were given their threads when they were made.
 
     Example:
     >>> serve("runs/captioner/export", "captioner")  # doctest: +SKIP
     """
     check_address(host, port)  # before the model loads: a bad address is one line at once
+    if not options.get("versions"):
+        set_tensorflow_threads(intra_threads, inter_threads)
     app = create_app(saved_model_dir, model_name, **options)
     url = f"http://{host}:{port}/v1/models/{model_name}"
     numbers = sorted(app[VERSIONS])

@@ -37,6 +37,34 @@ from common.serving.protocol import RequestParser, option_defaults, tf_error_mes
 log = logging.getLogger(__name__)
 
 
+def set_tensorflow_threads(intra_threads: int = 0, inter_threads: int = 0) -> None:
+    """Sizes TensorFlow's thread pools for this process: `intra_threads` for the threads one
+    op uses (`tf.config.threading.set_intra_op_parallelism_threads`), `inter_threads` for the
+    ops run at once (`set_inter_op_parallelism_threads`); 0 leaves TensorFlow's default (about
+    one per core). TensorFlow reads them when it starts running ops, so this comes first.
+
+    Raises:
+        UserError: a negative size, or TensorFlow already running with other sizes.
+    """
+    import tensorflow as tf
+
+    threading = tf.config.threading
+    for option, value, setter in (
+            ("--intra-threads", intra_threads, threading.set_intra_op_parallelism_threads),
+            ("--inter-threads", inter_threads, threading.set_inter_op_parallelism_threads)):
+        if value < 0:
+            raise UserError(f"{option} {value}: expected a number of threads >= 0 (0: "
+                            "TensorFlow's default)")
+        if value == 0:  # left as it is (setting it would fail once TensorFlow runs)
+            continue
+        try:
+            setter(value)
+        except RuntimeError:  # "... cannot be modified after initialization"
+            raise UserError(f"{option} {value}: TensorFlow is already running in this "
+                            "process with other thread pools; set them before it starts"
+                            ) from None
+
+
 class ServedModel:
     """A loaded SavedModel: its signatures, their inputs, and request parsing.
 

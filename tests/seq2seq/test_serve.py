@@ -1,4 +1,5 @@
-"""Serving an exported translator over the REST API: concurrent valid and invalid requests."""
+"""Serving an exported translator over the REST API: concurrent valid and invalid requests,
+and the engines' thread pools (`--intra-threads`, `--inter-threads`)."""
 
 import json
 import subprocess
@@ -7,6 +8,7 @@ import threading
 import urllib.error
 import urllib.request
 
+import numpy as np
 import pytest
 
 from common.serving.app import create_app, serve_in_background
@@ -240,3 +242,157 @@ def test_serve_cli_refuses_a_bad_port_or_host_in_one_line(exported, capsys):
         assert main(["serve", str(export_dir), *options]) == 2, options
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and fragment in err, err
+
+
+# -- --intra-threads and --inter-threads: each engine's thread pools --------------------------
+
+
+@pytest.mark.parametrize("option", ["--intra-threads", "--inter-threads"])
+@pytest.mark.parametrize("value, fragment", [
+    ("-1", "expected 0 (the engine's default) to 1024 threads, got -1"),
+    ("100000", "expected 0 (the engine's default) to 1024 threads, got 100000"),
+    ("1.5", "expected a number of threads (0: the engine's default), got '1.5'"),
+    ("many", "expected a number of threads (0: the engine's default), got 'many'"),
+])
+def test_serve_refuses_a_bad_thread_count_in_one_line(tmp_path, capsys, option, value, fragment):
+    # Refused while parsing, whatever the directory holds.
+    assert main(["serve", str(tmp_path), f"{option}={value}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"argument {option}: {fragment}" in err, err
+
+
+def test_serve_help_names_both_engines_thread_pools(capsys):
+    assert main(["serve", "--help"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    for option in ("--intra-threads N", "--inter-threads N"):
+        assert option in shown
+    assert "TensorFlow's intra-op pool" in shown and "TensorFlow's inter-op pool" in shown
+    assert "CTranslate2 export's intra_threads" in shown
+    assert "CTranslate2 export's inter_threads" in shown
+
+
+def _fake_translator_export(folder):
+    """A directory `serve` takes for an exported translator (the app itself is not started)."""
+    (folder / "assets.extra").mkdir(parents=True)
+    (folder / "saved_model.pb").write_bytes(b"")
+    (folder / "assets.extra" / "export_info.json").write_text(
+        json.dumps({"kind": "seq2seq.translator", "format": 2}))
+    return folder
+
+
+def test_serve_sizes_tensorflows_pools_before_loading(tmp_path, monkeypatch):
+    import common.serving.app as app_module
+
+    calls = []
+    monkeypatch.setattr(app_module, "set_tensorflow_threads",
+                        lambda intra, inter: calls.append(("threads", intra, inter)))
+
+    def create_app(path, name, **options):
+        calls.append(("load", name))
+        return {app_module.VERSIONS: {1: None}}
+
+    monkeypatch.setattr(app_module, "create_app", create_app)
+    monkeypatch.setattr(app_module.web, "run_app", lambda app, **kwargs: calls.append("run"))
+    export_dir = _fake_translator_export(tmp_path / "export")
+    assert main(["serve", str(export_dir), "--port", str(_free_port()), "--intra-threads", "1",
+                 "--inter-threads", "2", "--model-name", "dates"]) == 0
+    assert calls == [("threads", 1, 2), ("load", "dates"), "run"]
+    calls.clear()
+    assert main(["serve", str(export_dir), "--port", str(_free_port())]) == 0
+    assert calls[0] == ("threads", 0, 0)  # TensorFlow's defaults
+
+
+def test_tensorflow_pools_take_the_sizes_in_a_new_process():
+    code = ("from common.serving.servable import set_tensorflow_threads\n"
+            "set_tensorflow_threads(1, 2)\n"
+            "import tensorflow as tf\n"
+            "t = tf.config.threading\n"
+            "print(t.get_intra_op_parallelism_threads(), t.get_inter_op_parallelism_threads())")
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=300, check=True).stdout.split()
+    assert printed[-2:] == ["1", "2"]
+
+
+def test_tensorflow_pools_cannot_change_once_it_runs():
+    import tensorflow as tf
+
+    from common.errors import UserError
+    from common.serving.servable import set_tensorflow_threads
+
+    _ = tf.constant(1) + 1  # TensorFlow has started
+    set_tensorflow_threads(0, 0)  # its defaults: nothing to change
+    current = tf.config.threading.get_intra_op_parallelism_threads()
+    with pytest.raises(UserError, match=r"^--intra-threads \d+: TensorFlow is already running"):
+        set_tensorflow_threads(current + 1, 0)
+
+
+@pytest.fixture(scope="module")
+def ct2_export(tmp_path_factory):
+    """A CTranslate2 export of a `tiny` dates Transformer (3 steps: its threads, not its
+    skill)."""
+    root = tmp_path_factory.mktemp("serve-ct2")
+    run_dir, out = root / "run", root / "ct2"
+    assert main(["train", "--dataset", "dates", "--arch", "transformer", "--preset", "tiny",
+                 "--out", str(run_dir), "--verbose", "0", "--validation-examples", "0"]) == 0
+    assert main(["export", str(run_dir), str(out), "--format", "ctranslate2",
+                 "--beam-sizes", "1,2"]) == 0
+    return out
+
+
+@pytest.fixture
+def engines_made(monkeypatch):
+    """The keyword arguments of each `ctranslate2.Translator` made (the real one is made)."""
+    import ctranslate2
+
+    made = []
+    real = ctranslate2.Translator
+
+    def recording(*args, **kwargs):
+        made.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ctranslate2, "Translator", recording)
+    return made
+
+
+def _served_ct2(monkeypatch, serve, *args, **kwargs):
+    """What `serve` hands `common.serving.app.serve` (which is not started)."""
+    import common.serving.app as app_module
+
+    started = {}
+    monkeypatch.setattr(app_module, "serve",
+                        lambda path, name, **options: started.update(options, name=name))
+    serve(*args, **kwargs)
+    return started
+
+
+def test_ctranslate2_serve_gives_the_engine_its_threads(ct2_export, engines_made, monkeypatch):
+    from seq2seq.ctranslate2_translator import CTranslate2Translator
+    from seq2seq.ctranslate2_translator import serve as serve_ct2
+
+    started = _served_ct2(monkeypatch, serve_ct2, ct2_export, "dates", port=_free_port(),
+                          intra_threads=1, inter_threads=2)
+    assert engines_made[-1]["intra_threads"] == 1 and engines_made[-1]["inter_threads"] == 2
+    assert "intra_threads" not in started and "inter_threads" not in started
+    servable = started["versions"][1]
+    sentences = np.array([s.encode() for s in VALID * 3], object)
+    # Two translators, each translating a part of a merged batch: the same translations.
+    got = servable.run(OPTIONS, {"sentences": sentences, "beam_size": 2, "max_length": 16,
+                                 "n_best": 2, "no_repeat_ngram": 0})
+    whole = CTranslate2Translator(ct2_export)
+    assert whole.engine.num_translators == 1 and engines_made[-1]["inter_threads"] == 1
+    assert engines_made[-1]["intra_threads"] == 0  # CTranslate2's default
+    expected = whole.call(OPTIONS, {"sentences": sentences, "beam_size": 2, "max_length": 16,
+                                    "n_best": 2, "no_repeat_ngram": 0})
+    for name in ("translations", "n_best_translations", "lengths", "finished"):
+        np.testing.assert_array_equal(got[name], expected[name])
+    np.testing.assert_allclose(got["scores"], expected["scores"], atol=1e-4)
+
+
+def test_serve_cli_gives_a_ctranslate2_export_its_threads(ct2_export, engines_made,
+                                                          monkeypatch):
+    started = _served_ct2(monkeypatch, main, ["serve", str(ct2_export), "--port",
+                                              str(_free_port()), "--intra-threads", "1",
+                                              "--inter-threads", "2"])
+    assert engines_made[-1]["intra_threads"] == 1 and engines_made[-1]["inter_threads"] == 2
+    assert started["versions"][1] is not None
