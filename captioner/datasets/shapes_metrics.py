@@ -1,159 +1,115 @@
-"""Object and relation accuracy of `shapes` captions, read with the grammar they are made from.
+"""What a `shapes` caption says of its image, and how much of it is true.
 
-A caption names objects as `[size] colour shape` ("small red circle", "blue square") and
-states relations between two consecutive object phrases with "left", "right", "above"/"top"
-or "below"/"under"/"beneath" somewhere between them ("a red circle to the left of a blue
-square", "the red circle is above the blue square"); "and" or "," with no relation word
-between two phrases states none. Every other word is ignored.
+Captions are read by `captioner.datasets.shapes_parser.parse_caption` (its docstring gives
+the grammar and what makes a caption unreadable); every score here reads them through it.
 
-- `object_accuracy`: the fraction of captions whose named objects (colour and shape) are
-  exactly the image's objects, with every stated size right.
-- `relation_accuracy`: the fraction of stated relations that are true of the image: both
-  objects are in it and the relation matches their box centres (`shapes.spatial_relation`).
-- `objects_named_twice`: the number of captions that name one object twice, that is, with an
-  object phrase of the same colour and shape as an earlier one of the caption that is not
-  introduced by "the" ("a yellow square left of a green diamond and a yellow square"). "The"
-  is how the references refer back to an object they have named ("a red circle left of a blue
-  square , and a green diamond above the blue square"; an image never holds two objects of
-  one colour and shape), so no reference caption counts.
+The scores:
+- A stated relation `X R Y` holds when `relation_holds` says so: the offset between the box
+  centres along R's axis has R's sign and is more than `1 / CLEAR_RATIO` of the offset along
+  the other axis. On the dataset's scenes, whose pairs all have one axis clearly dominant,
+  that is exactly `shapes.spatial_relation`; "above and to the left" holds only of a pair
+  that is diagonal. Every stated relation is checked, one fact stated twice ("X left of Y",
+  "Y right of X") is one relation, and an object is never beside itself.
+- `object_accuracy`: the fraction of captions, readable, that name exactly the image's
+  objects (colour and shape), with every stated size right.
+- `relation_accuracy`: the fraction of stated relations that hold; an unreadable caption
+  states as many false ones as it has relation words and unknown words, at least one
+  (`ParsedCaption.unread`), so that a garbled tail never pays better than a false relation.
+- `objects_named_twice`: the captions that name one object twice: an object phrase of the
+  colour and shape of an earlier one not introduced by "the", or a "the" phrase of an earlier
+  object that states nothing of it ("a red circle and a blue square and the red circle").
+  "The" is how the references refer back to an object in a relation ("a red circle left of a
+  blue square , and a green diamond above the blue square"), so no reference caption counts.
 - `fact_score`: one caption's facts as a reward for self-critical training: +1 for the right
-  objects, −1 for each false relation and for naming an object twice.
+  objects (`object_accuracy`'s test), −1 for each relation that does not hold (the unread
+  ones included) and −1 for naming an object twice. Every reference caption scores 1.
 """
-
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from captioner.datasets.records import CaptionSplit, ObjectAnnotation
-from captioner.datasets.shapes import COLOURS, SHAPES, SIZES, spatial_relation
+from captioner.datasets.shapes import CLEAR_RATIO
+from captioner.datasets.shapes_parser import NamedObject, ParsedCaption, parse_caption
 from common.errors import UserError
 
-_RELATION_WORDS = {
-    "left": "left",
-    "right": "right",
-    "above": "above",
-    "top": "above",
-    "over": "above",
-    "below": "below",
-    "under": "below",
-    "beneath": "below",
-    "underneath": "below",
-}
-_WORD = re.compile(r"[a-z]+")
+__all__ = ["NamedObject", "ParsedCaption", "fact_score", "names_an_object_twice",
+           "object_accuracy", "objects_correct", "parse_caption", "relation_accuracy",
+           "relation_counts", "relation_holds", "shapes_scores"]
 
 
-@dataclass(frozen=True)
-class NamedObject:
-    """An object phrase of a caption: its colour, shape and (when stated) size."""
-
-    colour: str
-    shape: str
-    size: str | None = None
+def _centre(obj: ObjectAnnotation) -> tuple[float, float]:
+    return (obj.box[0] + obj.box[2]) / 2, (obj.box[1] + obj.box[3]) / 2
 
 
-@dataclass(frozen=True)
-class ParsedCaption:
-    """What a caption says: its distinct objects, and relations `(i, relation, j)` meaning
-    "objects[i] is <relation> of objects[j]"."""
+def relation_holds(a: ObjectAnnotation, b: ObjectAnnotation, relation: str) -> bool:
+    """Whether `a` is `relation` ("left", "right", "above", "below") of `b` by their box
+    centres: the offset along the relation's axis has its sign and is more than
+    `1 / CLEAR_RATIO` of the offset along the other axis (image y grows downwards).
 
-    objects: tuple[NamedObject, ...] = ()
-    relations: tuple[tuple[int, str, int], ...] = field(default=())
-
-
-def parse_caption(caption: str) -> ParsedCaption:
-    """Read the objects and relations a `shapes` caption states.
+    `shapes.spatial_relation` names the dominant axis only; this also holds for the other
+    axis of a diagonal pair, and on the dataset's pairs (one axis at least `CLEAR_RATIO`
+    times the other) it holds of exactly the relation `spatial_relation` gives.
 
     Example:
-    >>> parse_caption("a small red circle to the left of a blue square")
-    ParsedCaption(objects=(NamedObject(colour='red', shape='circle', size='small'),
-    NamedObject(colour='blue', shape='square', size=None)), relations=((0, 'left', 1),))
+    >>> def box(x, y):
+    ...     return ObjectAnnotation("red circle", (x, y, x + 10, y + 10))
+    >>> [relation_holds(box(0, 0), box(20, 15), r) for r in ("left", "above", "right")]
+    [True, True, False]
+    >>> relation_holds(box(0, 0), box(30, 5), "above")  # clearly side by side
+    False
     """
-    words = _WORD.findall(caption.lower())
-    mentions = _mentions(words)
-    objects: list[NamedObject] = []
-    index: dict[tuple[str, str], int] = {}
-    mention_ids = []
-    for _, _, named in mentions:
-        key = (named.colour, named.shape)
-        if key not in index:
-            index[key] = len(objects)
-            objects.append(named)
-        elif named.size is not None and objects[index[key]].size is None:
-            objects[index[key]] = named
-        mention_ids.append(index[key])
-
-    relations = []
-    for k in range(len(mentions) - 1):
-        between = words[mentions[k][1] + 1 : mentions[k + 1][0]]
-        stated = [_RELATION_WORDS[w] for w in between if w in _RELATION_WORDS]
-        if stated and mention_ids[k] != mention_ids[k + 1]:
-            relations.append((mention_ids[k], stated[0], mention_ids[k + 1]))
-    return ParsedCaption(objects=tuple(objects), relations=tuple(relations))
-
-
-def _mentions(words: Sequence[str]) -> list[tuple[int, int, NamedObject]]:
-    """The object phrases `[size] colour shape` of a caption's `words`, in order: `(first
-    word, last word, object)`."""
-    mentions = []
-    i = 0
-    while i < len(words) - 1:
-        if words[i] in COLOURS and words[i + 1] in SHAPES:
-            first = i - 1 if i > 0 and words[i - 1] in SIZES else i
-            size = words[i - 1] if first < i else None
-            mentions.append((first, i + 1, NamedObject(words[i], words[i + 1], size)))
-            i += 2
-        else:
-            i += 1
-    return mentions
+    (ax, ay), (bx, by) = _centre(a), _centre(b)
+    dx, dy = ax - bx, ay - by
+    along, across = (dx, dy) if relation in ("left", "right") else (dy, dx)
+    sign = -1 if relation in ("left", "above") else 1
+    return along * sign > 0 and CLEAR_RATIO * abs(along) > abs(across)
 
 
 def names_an_object_twice(caption: str) -> bool:
-    """True when an object phrase of `caption` has the colour and shape of an earlier one and
-    is not introduced by "the" (see the module docstring).
+    """True when `caption` names an object twice: an object phrase of the colour and shape
+    of an earlier one that is not introduced by "the", or a "the" phrase of an earlier object
+    that states nothing of it (see the module docstring).
 
     Example:
     >>> names_an_object_twice("a small yellow square left of a green diamond and a yellow square")
+    True
+    >>> names_an_object_twice("a red circle and a blue square and the red circle")
     True
     >>> names_an_object_twice("a red circle left of a blue square , and a green diamond "
     ...                       "above the blue square")
     False
     """
-    words = _WORD.findall(caption.lower())
-    seen = set()
-    for first, _, named in _mentions(words):
-        key = (named.colour, named.shape)
-        if key in seen and (first == 0 or words[first - 1] != "the"):
-            return True
-        seen.add(key)
-    return False
+    return parse_caption(caption).named_twice
 
 
 def _find(objects: Sequence[ObjectAnnotation], named: NamedObject) -> ObjectAnnotation | None:
     for obj in objects:
-        if obj.attributes.get("colour") == named.colour and obj.attributes.get("shape") == named.shape:
+        if (obj.attributes.get("colour"), obj.attributes.get("shape")) == (named.colour,
+                                                                            named.shape):
             return obj
     return None
 
 
 def objects_correct(caption: str, objects: Sequence[ObjectAnnotation]) -> bool:
-    """True when the caption names exactly the image's objects, every stated size right."""
+    """True when the caption is readable and names exactly the image's objects, every stated
+    size right."""
     return _objects_correct(parse_caption(caption), objects)
 
 
 def _objects_correct(parsed: ParsedCaption, objects: Sequence[ObjectAnnotation]) -> bool:
     named = {(o.colour, o.shape) for o in parsed.objects}
     present = {(o.attributes["colour"], o.attributes["shape"]) for o in objects}
-    if named != present:
+    if not parsed.readable or named != present:
         return False
     return all(o.size is None or _find(objects, o).attributes["size"] == o.size
                for o in parsed.objects)
 
 
 def relation_counts(caption: str, objects: Sequence[ObjectAnnotation]) -> tuple[int, int]:
-    """`(true, stated)`: how many of the caption's stated relations hold in the image."""
+    """`(true, stated)`: how many of the caption's stated relations hold in the image
+    (`relation_holds`; an unreadable caption's `unread` ones are stated and false)."""
     return _relation_counts(parse_caption(caption), objects)
 
 
@@ -162,15 +118,21 @@ def _relation_counts(parsed: ParsedCaption,
     true = 0
     for i, relation, j in parsed.relations:
         a, b = _find(objects, parsed.objects[i]), _find(objects, parsed.objects[j])
-        true += a is not None and b is not None and spatial_relation(a, b) == relation
-    return true, len(parsed.relations)
+        true += i != j and a is not None and b is not None and relation_holds(a, b, relation)
+    return true, len(parsed.relations) + parsed.unread
+
+
+def _fact_score(parsed: ParsedCaption, objects: Sequence[ObjectAnnotation]) -> int:
+    true, stated = _relation_counts(parsed, objects)
+    return int(_objects_correct(parsed, objects)) - (stated - true) - int(parsed.named_twice)
 
 
 def fact_score(caption: str, objects: Sequence[ObjectAnnotation]) -> int:
     """What `caption` gets right of its image's scene, as a reward for self-critical training
-    (`scst.fact_weight`): 1 when it names exactly the image's objects (`objects_correct`),
-    minus 1 for each relation it states that is false (`relation_counts`) and minus 1 when it
-    names an object twice (`names_an_object_twice`).
+    (`scst.fact_weight`): 1 when it is readable and names exactly the image's objects
+    (`objects_correct`), minus 1 for each relation it states that does not hold, the unread
+    ones of an unreadable caption included (`relation_counts`), and minus 1 when it names an
+    object twice (`names_an_object_twice`).
 
     Example:
     >>> def shape(colour, name, box):
@@ -181,11 +143,12 @@ def fact_score(caption: str, objects: Sequence[ObjectAnnotation]) -> int:
     1
     >>> fact_score("a red circle above a blue square and a red circle", scene)
     -1
+    >>> fact_score("a blue square , a red circle to the right", scene)
+    0
+    >>> fact_score("a red circle beside a blue square", scene)  # unreadable
+    -1
     """
-    parsed = parse_caption(caption)
-    true, stated = _relation_counts(parsed, objects)
-    return (int(_objects_correct(parsed, objects)) - (stated - true)
-            - int(names_an_object_twice(caption)))
+    return _fact_score(parse_caption(caption), objects)
 
 
 def _pooled(captions: Sequence[str], objects: Sequence[Sequence[ObjectAnnotation]],
@@ -229,22 +192,29 @@ def shapes_scores(hypotheses: Mapping[Hashable, str], split: CaptionSplit) -> di
     Returns:
         `{"object_accuracy", "relation_accuracy", "relations_stated", "objects_named_twice",
         "objects_named_twice_rate", "facts"}`; relation accuracy is nan when no caption
-        states a relation, `relations_stated` is the mean number per caption,
-        `objects_named_twice` the number of captions that name an object twice
-        (`names_an_object_twice`), `objects_named_twice_rate` their share (0-100; nan for no
-        captions) and `facts` the mean `fact_score` per caption (in [-T, 1]).
+        states a relation, `relations_stated` is the mean number per caption (the unread ones
+        of unreadable captions included), `objects_named_twice` the number of captions that
+        name an object twice (`names_an_object_twice`), `objects_named_twice_rate` their share
+        (0-100; nan for no captions) and `facts` the mean `fact_score` per caption (in
+        [-T, 1]).
     """
     ids = list(hypotheses)
-    captions = [hypotheses[i] for i in ids]
+    parsed = [parse_caption(hypotheses[i]) for i in ids]
     objects = [split.by_id(i).objects for i in ids]
-    stated = sum(relation_counts(c, o)[1] for c, o in zip(captions, objects))
-    twice = sum(names_an_object_twice(c) for c in captions)
-    facts = sum(fact_score(c, o) for c, o in zip(captions, objects))
+    counts = [_relation_counts(p, o) for p, o in zip(parsed, objects)]
+    true, stated = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    right = sum(_objects_correct(p, o) for p, o in zip(parsed, objects))
+    twice = sum(p.named_twice for p in parsed)
+    facts = sum(_fact_score(p, o) for p, o in zip(parsed, objects))
+
+    def mean(total: float) -> float:
+        return total / len(ids) if ids else math.nan
+
     return {
-        "object_accuracy": 100.0 * object_accuracy(captions, objects),
-        "relation_accuracy": 100.0 * relation_accuracy(captions, objects),
-        "relations_stated": stated / len(ids) if ids else math.nan,
+        "object_accuracy": 100.0 * mean(right),
+        "relation_accuracy": 100.0 * true / stated if stated else math.nan,
+        "relations_stated": mean(stated),
         "objects_named_twice": twice,
-        "objects_named_twice_rate": 100.0 * twice / len(ids) if ids else math.nan,
-        "facts": facts / len(ids) if ids else math.nan,
+        "objects_named_twice_rate": 100.0 * mean(twice),
+        "facts": mean(facts),
     }
