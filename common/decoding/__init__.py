@@ -3,10 +3,11 @@
 Decoding knows nothing about models. A model supplies
 `step(tokens (N,), state, index) -> (logits (N, V), new_state, attention (N, A))` and calls one
 of the strategies below, built by name with `make_strategy("beam", beam_size=4)` or directly;
-each returns a `Decoded`. All are written with `tf.while_loop`, so they run eagerly, inside
-`tf.function` and inside exported SavedModels.
+each returns a `Decoded`. All are written in `keras.ops` (`ops.while_loop`, `ops.top_k`,
+`ops.take`), so they run on every backend: eagerly and under `jax.jit` on JAX; eagerly, inside
+`tf.function` (with XLA too) and inside exported SavedModels on TensorFlow.
 
-Importing this package does not import TensorFlow (the command lines read
+Importing this package imports neither TensorFlow nor Keras (the command lines read
 `DECODING_METHODS.names()`); the other names load on first use.
 """
 

@@ -22,22 +22,25 @@ from __future__ import annotations
 import numbers
 from typing import Any, NamedTuple
 
-import tensorflow as tf
+import keras
+import numpy as np
+from keras import ops
 
 from common.decoding.decoded import Decoded
 from common.decoding.defaults import LENGTH_PENALTY
+from common.decoding.loop import while_loop
 from common.decoding.strategy import Problem, StepFn, Strategy
 from common.decoding.utils import (
     NEG,
     as_attention,
     check_int,
     check_no_repeat_ngram,
+    dims,
     gnmt_length_penalty,
     is_python_int,
     log_probs,
     never_emitted,
     repeated_ngrams,
-    state_invariants,
     without,
     write_step,
 )
@@ -47,25 +50,25 @@ from common.errors import UserError
 # hypothesis the model can produce: it never enters the buffer.
 _IMPOSSIBLE = NEG / 2
 # The sort key of an empty buffer slot: below every real normalized score.
-_EMPTY = tf.float32.min
+_EMPTY = float(np.finfo(np.float32).min)
 
 
 class _Search(NamedTuple):
-    """The `tf.while_loop` variables of `beam_search`."""
+    """The loop variables of `beam_search`."""
 
-    index: tf.Tensor  # () the step to run next
-    tokens: tf.Tensor  # (N,) the last token of each alive hypothesis
+    index: Any  # () the step to run next
+    tokens: Any  # (N,) the last token of each alive hypothesis
     state: Any  # the step function's state, (N, ...) leaves
-    alive_scores: tf.Tensor  # (B, K) sums of log-probabilities, best first
-    alive_tokens: tf.Tensor  # (N, T)
-    alive_attention: tf.Tensor  # (N, T, A)
-    kept_tokens: tf.Tensor  # (B * n, T) the finished-hypothesis buffer, best first
-    kept_attention: tf.Tensor  # (B * n, T, A)
-    kept_scores: tf.Tensor  # (B, n)
-    kept_normalized: tf.Tensor  # (B, n), _EMPTY in empty slots
-    kept_lengths: tf.Tensor  # (B, n)
-    ended: tf.Tensor  # (B,) how many hypotheses have finished (the buffer keeps the n best)
-    done: tf.Tensor  # (B,) no alive hypothesis can enter the example's answer any more
+    alive_scores: Any  # (B, K) sums of log-probabilities, best first
+    alive_tokens: Any  # (N, T)
+    alive_attention: Any  # (N, T, A)
+    kept_tokens: Any  # (B * n, T) the finished-hypothesis buffer, best first
+    kept_attention: Any  # (B * n, T, A)
+    kept_scores: Any  # (B, n)
+    kept_normalized: Any  # (B, n), _EMPTY in empty slots
+    kept_lengths: Any  # (B, n)
+    ended: Any  # (B,) how many hypotheses have finished (the buffer keeps the n best)
+    done: Any  # (B,) no alive hypothesis can enter the example's answer any more
 
 
 def _check_beam_args(beam_size: Any, n_best: Any, alpha: Any) -> None:
@@ -77,39 +80,50 @@ def _check_beam_args(beam_size: Any, n_best: Any, alpha: Any) -> None:
         raise UserError(f"length_penalty must be a number >= 0; got {alpha!r}")
 
 
-def _tile(state: Any, beam_size: int) -> Any:
+def _tile(state: Any, beam_size: int | Any) -> Any:
     """Repeats each row of every leaf `beam_size` times: `(B, ...)` -> `(B * K, ...)`."""
-    return tf.nest.map_structure(
-        lambda x: tf.repeat(x, beam_size, axis=0) if x.shape.rank else x, state
+    return keras.tree.map_structure(
+        lambda x: ops.repeat(x, beam_size, axis=0) if len(x.shape) else x, state
     )
 
 
-def _reorder(state: Any, rows: tf.Tensor) -> Any:
+def _reorder(state: Any, rows: Any) -> Any:
     """Gathers the rows `(N,)` of every leaf of a state nest."""
-    return tf.nest.map_structure(lambda x: tf.gather(x, rows) if x.shape.rank else x, state)
+    return keras.tree.map_structure(
+        lambda x: ops.take(x, rows, axis=0) if len(x.shape) else x, state)
 
 
-def _dims(x: tf.Tensor) -> list:
-    """The shape of `x`, each dimension a Python int where it is static."""
-    dynamic = tf.shape(x)
-    return [d if d is not None else dynamic[i] for i, d in enumerate(x.shape.as_list())]
+def _split(x: Any, k: int | Any) -> Any:
+    """`(B * k, ...)` -> `(B, k, ...)` (no `-1`: an attention of width 0 has no size to
+    infer it from)."""
+    shape = dims(x)
+    return ops.reshape(x, [shape[0] // k, k, *shape[1:]])
 
 
-def _split(x: tf.Tensor, k: int) -> tf.Tensor:
-    """`(B * k, ...)` -> `(B, k, ...)`."""
-    return tf.reshape(x, [-1, k, *_dims(x)[1:]])
-
-
-def _first_beam_only(beams: int | tf.Tensor) -> tf.Tensor:
+def _first_beam_only(beams: int | Any) -> Any:
     """`(1, K)` starting scores: 0 for beam 0, `NEG` for its copies."""
-    if is_python_int(beams):
-        return tf.constant([[0.0] + [NEG] * (beams - 1)])
-    return tf.where(tf.range(beams)[None] == 0, 0.0, NEG)
+    return ops.where(ops.arange(beams, dtype="int32")[None] == 0, 0.0, NEG)
 
 
-def _merge(x: tf.Tensor) -> tf.Tensor:
+def _merge(x: Any) -> Any:
     """`(B, k, ...)` -> `(B * k, ...)`."""
-    return tf.reshape(x, [-1, *_dims(x)[2:]])
+    shape = dims(x)
+    return ops.reshape(x, [shape[0] * shape[1], *shape[2:]])
+
+
+def _gather(x: Any, indices: Any) -> Any:
+    """`x[b, indices[b, j]]`: `(B, M)` values at `(B, J)` indices -> `(B, J)`."""
+    return ops.take_along_axis(x, indices, axis=1)
+
+
+def _gather_rows(x: Any, indices: Any) -> Any:
+    """`x[b, indices[b, j], ...]` for `(B, M, ...)` -> `(B, J, ...)`."""
+    if len(x.shape) == 2:
+        return _gather(x, indices)
+    shape, picked = dims(x), dims(indices)
+    offsets = ops.arange(shape[0], dtype="int32")[:, None] * shape[1]
+    rows = ops.take(_merge(x), ops.reshape(indices + offsets, [-1]), axis=0)
+    return ops.reshape(rows, [shape[0], picked[1], *shape[2:]])
 
 
 class BeamSearch(Strategy):
@@ -158,12 +172,13 @@ class BeamSearch(Strategy):
 
     Example:
     >>> # Tokens: 0 <pad>, 1 <start>, 2 <end>, 3 a word; row i: next-token probabilities.
-    >>> table = tf.math.log([[.25] * 4, [.01, .01, .4, .58], [.25] * 4, [.01, .01, .9, .08]])
+    >>> from keras import ops
+    >>> table = ops.log([[.25] * 4, [.01, .01, .4, .58], [.25] * 4, [.01, .01, .9, .08]])
     >>> def step(tokens, state, index):
-    ...     return tf.gather(table, tokens), state, tf.zeros([tf.shape(tokens)[0], 0])
+    ...     return ops.take(table, tokens, axis=0), state, ops.zeros((ops.shape(tokens)[0], 0))
     >>> out = beam_search(step, {}, 1, start_id=1, end_id=2, max_length=3, beam_size=2,
     ...                   n_best=2)
-    >>> out.tokens.numpy().tolist()
+    >>> ops.convert_to_numpy(out.tokens).tolist()
     [[[3, 2, 0], [2, 0, 0]]]
     """
 
@@ -171,7 +186,7 @@ class BeamSearch(Strategy):
     options = ("beam_size", "length_penalty", "n_best", "no_repeat_ngram")
 
     def __init__(self, beam_size: int, length_penalty: float = LENGTH_PENALTY, n_best: int = 1,
-                 no_repeat_ngram: int | tf.Tensor = 0):
+                 no_repeat_ngram: int | Any = 0):
         _check_beam_args(beam_size, n_best, length_penalty)
         check_no_repeat_ngram(no_repeat_ngram)
         self.beam_size, self.length_penalty, self.n_best = beam_size, float(length_penalty), n_best
@@ -190,54 +205,55 @@ class BeamSearch(Strategy):
             """Runs the bookkeeping of step `s.index` given its logits, attention and state."""
             index = s.index
             step_log_probs = never_emitted(log_probs(logits), start_id, pad_id, end_id)
-            vocab = step_log_probs.shape[-1] or tf.shape(step_log_probs)[-1]
+            vocab = dims(step_log_probs)[-1]
             # Each beam's own history bans its repeated n-grams, before the ranking.
             step_log_probs = without(step_log_probs, repeated_ngrams(
                 s.alive_tokens, index, self.no_repeat_ngram, vocab, end_id))
-            candidates = s.alive_scores[..., None] + tf.reshape(step_log_probs, [-1, beams, vocab])
-            scores, chosen = tf.math.top_k(tf.reshape(candidates, [-1, beams * vocab]), 2 * beams)
+            candidates = s.alive_scores[..., None] + ops.reshape(step_log_probs,
+                                                                 [-1, beams, vocab])
+            scores, chosen = ops.top_k(ops.reshape(candidates, [-1, beams * vocab]), 2 * beams)
+            chosen = ops.cast(chosen, "int32")
             parent, token = chosen // vocab, chosen % vocab
-            ends = tf.equal(token, end_id)
-            first_row = tf.range(tf.shape(scores)[0])[:, None] * beams  # (B, 1)
+            ends = ops.equal(token, end_id)
+            first_row = ops.arange(ops.shape(scores)[0], dtype="int32")[:, None] * beams
 
             # The K best candidates that do not end stay alive. Each parent has one <end>, so at
             # most K of the 2K end and K others are always there; top_k keeps them best first.
-            _, pick = tf.math.top_k(tf.where(ends, _EMPTY, scores), beams)
-            alive_scores = tf.gather(scores, pick, batch_dims=1)
-            rows = tf.reshape(first_row + tf.gather(parent, pick, batch_dims=1), [-1])
-            tokens = tf.reshape(tf.gather(token, pick, batch_dims=1), [-1])
-            alive_tokens = write_step(tf.gather(s.alive_tokens, rows), index, tokens)
-            alive_attention = write_step(
-                tf.gather(s.alive_attention, rows), index, tf.gather(attention, rows)
-            )
+            _, pick = ops.top_k(ops.where(ends, _EMPTY, scores), beams)
+            pick = ops.cast(pick, "int32")
+            alive_scores = _gather(scores, pick)
+            rows = ops.reshape(first_row + _gather(parent, pick), [-1])
+            tokens = ops.reshape(_gather(token, pick), [-1])
+            alive_tokens = write_step(ops.take(s.alive_tokens, rows, axis=0), index, tokens)
+            alive_attention = write_step(ops.take(s.alive_attention, rows, axis=0), index,
+                                         ops.take(attention, rows, axis=0))
 
             # Every candidate among the 2K that ends joins the buffer, unless the example is done
             # (then its answer is fixed, as if it had been decoded alone). At most K of them end,
             # so the K best of the ending ones (_EMPTY in the slots left over) hold them all.
-            end_scores, end_pick = tf.math.top_k(tf.where(ends, scores, _EMPTY), beams)
-            new = tf.logical_and(end_scores > _IMPOSSIBLE, tf.logical_not(s.done)[:, None])
-            end_rows = tf.reshape(first_row + tf.gather(parent, end_pick, batch_dims=1), [-1])
-            end_tokens = write_step(
-                tf.gather(s.alive_tokens, end_rows), index, tf.fill(tf.shape(end_rows), end_id)
-            )
-            end_attention = write_step(
-                tf.gather(s.alive_attention, end_rows), index, tf.gather(attention, end_rows)
-            )
+            end_scores, end_pick = ops.top_k(ops.where(ends, scores, _EMPTY), beams)
+            end_pick = ops.cast(end_pick, "int32")
+            new = ops.logical_and(end_scores > _IMPOSSIBLE, ops.logical_not(s.done)[:, None])
+            end_rows = ops.reshape(first_row + _gather(parent, end_pick), [-1])
+            end_tokens = write_step(ops.take(s.alive_tokens, end_rows, axis=0), index,
+                                    ops.full(ops.shape(end_rows), end_id, "int32"))
+            end_attention = write_step(ops.take(s.alive_attention, end_rows, axis=0), index,
+                                       ops.take(attention, end_rows, axis=0))
             length = index + 1
             end_normalized = end_scores / gnmt_length_penalty(length, alpha)
-            kept_normalized, pick = tf.math.top_k(
-                tf.concat([s.kept_normalized, tf.where(new, end_normalized, _EMPTY)], axis=1), keep
-            )
+            kept_normalized, pick = ops.top_k(ops.concatenate(
+                [s.kept_normalized, ops.where(new, end_normalized, _EMPTY)], axis=1), keep)
+            pick = ops.cast(pick, "int32")
 
-            def kept(old: tf.Tensor, candidates: tf.Tensor) -> tf.Tensor:
-                return tf.gather(tf.concat([old, candidates], axis=1), pick, batch_dims=1)
+            def kept(old, candidates):
+                return _gather_rows(ops.concatenate([old, candidates], axis=1), pick)
 
-            ended = s.ended + tf.reduce_sum(tf.cast(new, tf.int32), axis=1)
+            ended = s.ended + ops.sum(ops.cast(new, "int32"), axis=1)
             # An alive hypothesis reaches at most score / lp(T): its score can only fall, and its
             # length penalty is largest at T (alpha >= 0). Done once the best alive one cannot beat
             # the n-th kept: every later hypothesis, whatever rank it ends at, extends an alive one.
             bound = alive_scores[:, 0] / max_penalty
-            beaten = tf.logical_and(ended >= keep, bound <= kept_normalized[:, keep - 1])
+            beaten = ops.logical_and(ended >= keep, bound <= kept_normalized[:, keep - 1])
             return _Search(
                 index=index + 1,
                 tokens=tokens,
@@ -251,52 +267,52 @@ class BeamSearch(Strategy):
                 ),
                 kept_scores=kept(s.kept_scores, end_scores),
                 kept_normalized=kept_normalized,
-                kept_lengths=kept(s.kept_lengths, tf.fill(tf.shape(new), length)),
+                kept_lengths=kept(s.kept_lengths, ops.full(ops.shape(new), length, "int32")),
                 ended=ended,
-                done=tf.logical_or(s.done, beaten),
+                done=ops.logical_or(s.done, beaten),
             )
 
         # The first step runs outside the loop: it tells the attention width A for the buffers.
         rows = batch_size * beams
         state = _tile(state, beams)
-        index = tf.constant(0, tf.int32)
-        logits, state, attention = step(tf.fill([rows], start_id), state, index)
+        index = ops.convert_to_tensor(0, "int32")
+        logits, state, attention = step(ops.full((rows,), start_id, "int32"), state, index)
         attention = as_attention(attention)
-        width = attention.shape[1] if attention.shape[1] is not None else tf.shape(attention)[1]
+        width = dims(attention)[1]
         kept_rows = batch_size * keep
         empty = _Search(
             index=index,
-            tokens=tf.fill([rows], start_id),
+            tokens=ops.full((rows,), start_id, "int32"),
             state=state,
             # Only beam 0 is live at first: the others are copies that must not be chosen twice.
-            alive_scores=tf.tile(_first_beam_only(beams), [batch_size, 1]),
-            alive_tokens=tf.fill([rows, max_length], pad_id),
-            alive_attention=tf.zeros([rows, max_length, width]),
-            kept_tokens=tf.fill([kept_rows, max_length], pad_id),
-            kept_attention=tf.zeros([kept_rows, max_length, width]),
-            kept_scores=tf.zeros([batch_size, keep]),
-            kept_normalized=tf.fill([batch_size, keep], _EMPTY),
-            kept_lengths=tf.zeros([batch_size, keep], tf.int32),
-            ended=tf.zeros([batch_size], tf.int32),
-            done=tf.zeros([batch_size], tf.bool),
+            alive_scores=ops.tile(_first_beam_only(beams), [batch_size, 1]),
+            alive_tokens=ops.full((rows, max_length), pad_id, "int32"),
+            alive_attention=ops.zeros((rows, max_length, width), "float32"),
+            kept_tokens=ops.full((kept_rows, max_length), pad_id, "int32"),
+            kept_attention=ops.zeros((kept_rows, max_length, width), "float32"),
+            kept_scores=ops.zeros((batch_size, keep), "float32"),
+            kept_normalized=ops.full((batch_size, keep), _EMPTY, "float32"),
+            kept_lengths=ops.zeros((batch_size, keep), "int32"),
+            ended=ops.zeros((batch_size,), "int32"),
+            done=ops.zeros((batch_size,), "bool"),
         )
         search = advance(empty, logits, attention, state)
 
-        def cond(s: _Search) -> tf.Tensor:
-            return tf.logical_and(s.index < max_length, tf.logical_not(tf.reduce_all(s.done)))
+        def cond(s: _Search) -> Any:
+            return ops.logical_and(s.index < max_length, ops.logical_not(ops.all(s.done)))
 
         def body(s: _Search) -> tuple[_Search]:
             logits, new_state, attention = step(s.tokens, s.state, s.index)
             return (advance(s, logits, as_attention(attention), new_state),)
 
-        (search,) = tf.while_loop(cond, body, (search,), shape_invariants=(state_invariants(search),))
+        (search,) = while_loop(cond, body, (search,))
         return _answer(search, alpha, keep, beams)
 
 
-def beam_search(step: StepFn, initial_state: Any, batch_size: int | tf.Tensor, start_id: int,
-                end_id: int, max_length: int | tf.Tensor, beam_size: int,
+def beam_search(step: StepFn, initial_state: Any, batch_size: int | Any, start_id: int,
+                end_id: int, max_length: int | Any, beam_size: int,
                 length_penalty: float = LENGTH_PENALTY, n_best: int = 1, pad_id: int = 0,
-                no_repeat_ngram: int | tf.Tensor = 0) -> Decoded:
+                no_repeat_ngram: int | Any = 0) -> Decoded:
     """`BeamSearch(beam_size, length_penalty, n_best, no_repeat_ngram)(...)`; the other
     arguments are those of `Strategy.__call__`.
     """
@@ -304,20 +320,20 @@ def beam_search(step: StepFn, initial_state: Any, batch_size: int | tf.Tensor, s
         step, initial_state, batch_size, start_id, end_id, max_length, pad_id)
 
 
-def _answer(s: _Search, alpha: float, keep: int, beams: int) -> Decoded:
+def _answer(s: _Search, alpha: float, keep: int | Any, beams: int | Any) -> Decoded:
     """The buffer's hypotheses, then the best alive ones in the slots it leaves empty."""
     # Slot j holds kept hypothesis j while j < found, else alive hypothesis j - found.
-    found = tf.minimum(s.ended, keep)[:, None]  # (B, 1)
-    slot = tf.range(keep)[None]  # (1, n)
+    found = ops.minimum(s.ended, keep)[:, None]  # (B, 1)
+    slot = ops.arange(keep, dtype="int32")[None]  # (1, n)
     finished = slot < found
-    source = tf.where(finished, slot, keep + slot - found)  # into concat([kept, alive[:n]])
+    source = ops.where(finished, slot, keep + slot - found)  # into concat([kept, alive[:n]])
 
-    def answer(kept: tf.Tensor, alive: tf.Tensor) -> tf.Tensor:
-        both = tf.concat([kept, alive[:, :keep]], axis=1)
-        return tf.gather(both, source, batch_dims=1)
+    def answer(kept, alive):
+        both = ops.concatenate([kept, alive[:, :keep]], axis=1)
+        return _gather_rows(both, source)
 
     # Alive hypotheses have run every step: when any is returned, that is T steps.
-    alive_lengths = tf.fill(tf.shape(s.alive_scores), s.index)
+    alive_lengths = ops.full(ops.shape(s.alive_scores), s.index, "int32")
     return Decoded(
         tokens=answer(_split(s.kept_tokens, keep), _split(s.alive_tokens, beams)),
         lengths=answer(s.kept_lengths, alive_lengths),

@@ -7,9 +7,7 @@ translation, `L` for captions; may be 0).
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-import tensorflow as tf
+from typing import Any, NamedTuple
 
 
 class Decoded(NamedTuple):
@@ -32,9 +30,15 @@ class Decoded(NamedTuple):
             decoding and sampling.
     """
 
-    tokens: tf.Tensor
-    lengths: tf.Tensor
-    scores: tf.Tensor
-    attention: tf.Tensor
-    finished: tf.Tensor
-    normalized_scores: tf.Tensor
+    tokens: Any
+    lengths: Any
+    scores: Any
+    attention: Any
+    finished: Any
+    normalized_scores: Any
+
+    def numpy(self) -> Decoded:
+        """The same fields as NumPy arrays (from any backend's tensors)."""
+        from keras import ops
+
+        return Decoded(*(ops.convert_to_numpy(t) for t in self))

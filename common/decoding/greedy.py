@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import tensorflow as tf
+from keras import ops
 
 from common.decoding.decoded import Decoded
+from common.decoding.loop import while_loop
 from common.decoding.strategy import Problem, StepFn, Strategy
 from common.decoding.utils import (
     as_attention,
@@ -27,12 +28,11 @@ from common.decoding.utils import (
     log_probs,
     never_emitted,
     repeated_ngrams,
-    state_invariants,
     without,
     write_step,
 )
 
-ChooseFn = Callable[[tf.Tensor, tf.Tensor, tf.Tensor], tf.Tensor]
+ChooseFn = Callable[[Any, Any, Any], Any]
 
 
 class SinglePath(Strategy):
@@ -50,7 +50,7 @@ class SinglePath(Strategy):
 
     options = ("no_repeat_ngram",)
 
-    def __init__(self, no_repeat_ngram: int | tf.Tensor = 0):
+    def __init__(self, no_repeat_ngram: int | Any = 0):
         check_no_repeat_ngram(no_repeat_ngram)
         self.no_repeat_ngram = no_repeat_ngram
 
@@ -68,43 +68,44 @@ class SinglePath(Strategy):
             # <start>, <pad> and repeated n-grams are never chosen; the score stays the model's
             # own log-probability (log_softmax of the unmasked logits, not renormalized over the
             # other tokens).
-            logits = tf.cast(logits, tf.float32)
-            banned = repeated_ngrams(token_buf, index, self.no_repeat_ngram, tf.shape(logits)[1],
-                                     end_id)
+            logits = ops.cast(logits, "float32")
+            banned = repeated_ngrams(token_buf, index, self.no_repeat_ngram,
+                                     ops.shape(logits)[1], end_id)
             step_log_probs = without(never_emitted(log_probs(logits), start_id, pad_id, end_id),
                                      banned)
             logits = without(never_emitted(logits, start_id, pad_id, end_id), banned)
-            chosen = tf.cast(choose(step_log_probs, logits, index), tf.int32)
-            chosen = tf.where(finished, pad_id, chosen)
-            gained = tf.gather(step_log_probs, chosen, batch_dims=1)
-            scores = scores + tf.where(finished, 0.0, gained)
-            lengths = lengths + tf.cast(tf.logical_not(finished), tf.int32)
-            attention = tf.where(finished[:, None], tf.zeros_like(attention), attention)
+            chosen = ops.cast(choose(step_log_probs, logits, index), "int32")
+            chosen = ops.where(finished, pad_id, chosen)
+            gained = ops.take_along_axis(step_log_probs, chosen[:, None], axis=1)[:, 0]
+            scores = scores + ops.where(finished, 0.0, gained)
+            lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
+            attention = ops.where(finished[:, None], ops.zeros_like(attention), attention)
             token_buf = write_step(token_buf, index, chosen)
             att_buf = write_step(att_buf, index, attention)
-            finished = tf.logical_or(finished, tf.equal(chosen, end_id))
+            finished = ops.logical_or(finished, ops.equal(chosen, end_id))
             return chosen, finished, scores, lengths, token_buf, att_buf
 
         # The first step runs outside the loop: it tells the attention width A for the buffers.
-        tokens = tf.fill([batch_size], start_id)
-        index = tf.constant(0, tf.int32)
+        tokens = ops.full((batch_size,), start_id, "int32")
+        index = ops.convert_to_tensor(0, "int32")
         logits, state, attention = step(tokens, state, index)
         attention = as_attention(attention)
-        width = attention.shape[1] if attention.shape[1] is not None else tf.shape(attention)[1]
+        width = ops.shape(attention)[1]
         carry = advance(
             index,
             logits,
             attention,
-            tf.zeros([batch_size], tf.bool),
-            tf.zeros([batch_size], tf.float32),
-            tf.zeros([batch_size], tf.int32),
-            tf.fill([batch_size, max_length], pad_id),
-            tf.zeros([batch_size, max_length, width], tf.float32),
+            ops.zeros((batch_size,), "bool"),
+            ops.zeros((batch_size,), "float32"),
+            ops.zeros((batch_size,), "int32"),
+            ops.full((batch_size, max_length), pad_id, "int32"),
+            ops.zeros((batch_size, max_length, width), "float32"),
         )
         loop_vars = (index + 1, state, *carry)
 
         def cond(index, state, tokens, finished, *_):
-            return tf.logical_and(index < max_length, tf.logical_not(tf.reduce_all(finished)))
+            return ops.logical_and(index < max_length,
+                                   ops.logical_not(ops.all(finished)))
 
         def body(index, state, tokens, finished, scores, lengths, token_buf, att_buf):
             logits, state, attention = step(tokens, state, index)
@@ -112,9 +113,8 @@ class SinglePath(Strategy):
                             token_buf, att_buf)
             return (index + 1, state, *carry)
 
-        _, _, _, finished, scores, lengths, token_buf, att_buf = tf.while_loop(
-            cond, body, loop_vars, shape_invariants=state_invariants(loop_vars)
-        )
+        _, _, _, finished, scores, lengths, token_buf, att_buf = while_loop(
+            cond, body, loop_vars)
         return Decoded(
             tokens=token_buf[:, None],
             lengths=lengths[:, None],
@@ -131,16 +131,16 @@ class GreedySearch(SinglePath):
     name = "greedy"
 
     def chooser(self) -> ChooseFn:
-        return lambda step_log_probs, logits, index: tf.argmax(
-            step_log_probs, axis=-1, output_type=tf.int32)
+        return lambda step_log_probs, logits, index: ops.cast(
+            ops.argmax(step_log_probs, axis=-1), "int32")
 
     def __repr__(self) -> str:
         return f"GreedySearch(no_repeat_ngram={self.no_repeat_ngram})"
 
 
-def greedy_decode(step: StepFn, initial_state: Any, batch_size: int | tf.Tensor, start_id: int,
-                  end_id: int, max_length: int | tf.Tensor, pad_id: int = 0,
-                  no_repeat_ngram: int | tf.Tensor = 0) -> Decoded:
+def greedy_decode(step: StepFn, initial_state: Any, batch_size: int | Any, start_id: int,
+                  end_id: int, max_length: int | Any, pad_id: int = 0,
+                  no_repeat_ngram: int | Any = 0) -> Decoded:
     """`GreedySearch(no_repeat_ngram)(...)`: the other arguments are those of
     `Strategy.__call__`.
 
@@ -150,11 +150,12 @@ def greedy_decode(step: StepFn, initial_state: Any, batch_size: int | tf.Tensor,
 
     Example:
     >>> # Tokens: 0 <pad>, 1 <start>, 2 <end>, 3 a word; row i: next-token probabilities.
-    >>> table = tf.math.log([[.25] * 4, [.01, .01, .4, .58], [.25] * 4, [.01, .01, .9, .08]])
+    >>> from keras import ops
+    >>> table = ops.log([[.25] * 4, [.01, .01, .4, .58], [.25] * 4, [.01, .01, .9, .08]])
     >>> def step(tokens, state, index):
-    ...     return tf.gather(table, tokens), state, tf.zeros([tf.shape(tokens)[0], 0])
+    ...     return ops.take(table, tokens, axis=0), state, ops.zeros((ops.shape(tokens)[0], 0))
     >>> out = greedy_decode(step, {}, batch_size=1, start_id=1, end_id=2, max_length=5)
-    >>> out.tokens.numpy().tolist()
+    >>> ops.convert_to_numpy(out.tokens).tolist()
     [[[3, 2, 0, 0, 0]]]
     """
     return GreedySearch(no_repeat_ngram)(step, initial_state, batch_size, start_id, end_id,

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-import tensorflow as tf
+import numpy as np
+from keras import ops
 
 from common.decoding.decoded import Decoded
 from common.decoding.greedy import ChooseFn, SinglePath
@@ -29,33 +30,39 @@ def _check_sampling_args(temperature: Any, top_k: Any, seed: Any) -> None:
         check_int("seed", seed, 0)
 
 
-def _hash32(x: tf.Tensor) -> tf.Tensor:
+def _hash32(x: Any) -> Any:
     """A 32-bit integer hash (Wellons' "lowbias32"), uint32 -> uint32."""
     for shift, multiplier in ((16, 0x7FEB352D), (15, 0x846CA68B)):
-        x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, tf.constant(shift, tf.uint32)))
-        x = x * tf.constant(multiplier, tf.uint32)
-    return tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, tf.constant(16, tf.uint32)))
+        x = ops.bitwise_xor(x, ops.right_shift(x, ops.convert_to_tensor(shift, "uint32")))
+        x = ops.multiply(x, ops.convert_to_tensor(multiplier, "uint32"))
+    return ops.bitwise_xor(x, ops.right_shift(x, ops.convert_to_tensor(16, "uint32")))
 
 
-def _uniform(shape: tf.Tensor, seed: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
-    """`(N, V)` uniform numbers in (0, 1), never 0 nor 1, a pure function of `(seed, index,
-    row, column)`.
+def _uniform(shape: Any, seed: Any, index: Any) -> Any:
+    """`shape` `(rows, cols)` uniform numbers in (0, 1), never 0 nor 1, a pure function of `(seed,
+    index, row, column)`.
 
-    Integer hashing rather than `tf.random.stateless_*`: XLA's Philox does not draw the same
-    numbers as the plain kernels, and integer arithmetic is exact everywhere, so the samples
-    are the same eagerly, in graphs, under `jit_compile` and on any device.
+    Integer hashing rather than a backend's random numbers: XLA's Philox does not draw the
+    same numbers as TensorFlow's plain kernels, nor JAX's as TensorFlow's, and integer
+    arithmetic is exact everywhere, so the samples are the same eagerly, in graphs, under
+    `jit_compile` and `jax.jit`, on any device and either backend.
     """
     rows, cols = shape[0], shape[1]
-    counter = tf.range(rows)[:, None] * cols + tf.range(cols)[None, :]
-    key = _hash32(
-        tf.bitwise.bitwise_xor(_hash32(tf.cast(seed, tf.uint32)), tf.cast(index, tf.uint32))
-    )
-    bits = _hash32(tf.bitwise.bitwise_xor(_hash32(tf.cast(counter, tf.uint32)), key))
+    counter = (ops.arange(rows, dtype="int32")[:, None] * cols
+               + ops.arange(cols, dtype="int32")[None, :])
+    key = _hash32(ops.bitwise_xor(_hash32(ops.cast(seed, "uint32")), ops.cast(index, "uint32")))
+    bits = _hash32(ops.bitwise_xor(_hash32(ops.cast(counter, "uint32")), key))
     # 23 bits: the largest, (2**23 - 0.5) * 2**-23 = 1 - 2**-24, is a float32 below 1 (with 24
     # bits the largest rounded to 1.0, whose Gumbel noise is +inf: that token was taken
     # whatever its logit, a masked <start> included, once in 2**24 draws).
-    high = tf.bitwise.right_shift(bits, tf.constant(9, tf.uint32))
-    return (tf.cast(high, tf.float32) + 0.5) * (2.0**-23)
+    high = ops.right_shift(bits, ops.convert_to_tensor(9, "uint32"))
+    return (ops.cast(high, "float32") + 0.5) * (2.0**-23)
+
+
+def random_seed() -> int:
+    """A seed drawn at random, for a call that gives none (drawn when the call is made, in
+    Python: a traced search takes it as an input, so each call samples anew)."""
+    return int(np.random.default_rng().integers(0, 2**31 - 1))
 
 
 class Sampling(SinglePath):
@@ -67,8 +74,10 @@ class Sampling(SinglePath):
     temperature and top-k, comparable with greedy decoding and beam search).
 
     The random numbers are a hash of `(seed, index, row, token)`: the same seed gives the same
-    samples eagerly, inside `tf.function` (with or without XLA) and in an exported SavedModel
-    (up to float rounding of near-ties). Without a seed, one is drawn at random for each call.
+    samples eagerly, inside `tf.function` (with or without XLA), under `jax.jit`, on either
+    backend and in an exported SavedModel (up to float rounding of near-ties). Without a seed,
+    one is drawn at random in Python each time a search starts (`random_seed`): a function
+    that traces the search once and runs it many times takes the seed as an input instead.
     Each example stops at its own `<end>`.
 
     Args:
@@ -85,7 +94,7 @@ class Sampling(SinglePath):
     options = ("temperature", "top_k", "seed", "no_repeat_ngram")
 
     def __init__(self, temperature: float = 1.0, top_k: int = 0,
-                 seed: int | tf.Tensor | None = None, no_repeat_ngram: int | tf.Tensor = 0):
+                 seed: int | Any | None = None, no_repeat_ngram: int | Any = 0):
         _check_sampling_args(temperature, top_k, seed)
         super().__init__(no_repeat_ngram)
         self.temperature, self.top_k, self.seed = temperature, top_k, seed
@@ -95,29 +104,26 @@ class Sampling(SinglePath):
                 f"no_repeat_ngram={self.no_repeat_ngram})")
 
     def chooser(self) -> ChooseFn:
-        seed = self.seed
-        if seed is None:
-            seed = tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int32)
-        seed = tf.cast(seed, tf.int32)
+        seed = ops.cast(random_seed() if self.seed is None else self.seed, "int32")
         temperature, top_k = self.temperature, self.top_k
 
-        def choose(step_log_probs: tf.Tensor, logits: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
+        def choose(step_log_probs: Any, logits: Any, index: Any) -> Any:
             logits = logits / temperature
             vocab = logits.shape[-1]
             if top_k and (vocab is None or top_k < vocab):
-                kth_best = tf.math.top_k(logits, k=top_k).values[:, -1:]
-                logits = tf.where(logits < kth_best, NEG, logits)
+                kth_best = ops.top_k(logits, k=top_k)[0][:, -1:]
+                logits = ops.where(logits < kth_best, NEG, logits)
             # Gumbel-max: argmax(logits + Gumbel noise) is a sample of softmax(logits).
-            gumbel = -tf.math.log(-tf.math.log(_uniform(tf.shape(logits), seed, index)))
-            return tf.argmax(logits + gumbel, axis=-1, output_type=tf.int32)
+            gumbel = -ops.log(-ops.log(_uniform(ops.shape(logits), seed, index)))
+            return ops.cast(ops.argmax(logits + gumbel, axis=-1), "int32")
 
         return choose
 
 
-def sample_decode(step: StepFn, initial_state: Any, batch_size: int | tf.Tensor, start_id: int,
-                  end_id: int, max_length: int | tf.Tensor, temperature: float = 1.0,
-                  top_k: int = 0, seed: int | tf.Tensor | None = None, pad_id: int = 0,
-                  no_repeat_ngram: int | tf.Tensor = 0) -> Decoded:
+def sample_decode(step: StepFn, initial_state: Any, batch_size: int | Any, start_id: int,
+                  end_id: int, max_length: int | Any, temperature: float = 1.0,
+                  top_k: int = 0, seed: int | Any | None = None, pad_id: int = 0,
+                  no_repeat_ngram: int | Any = 0) -> Decoded:
     """`Sampling(temperature, top_k, seed, no_repeat_ngram)(...)`; the other arguments are
     those of `Strategy.__call__`.
 
@@ -127,12 +133,13 @@ def sample_decode(step: StepFn, initial_state: Any, batch_size: int | tf.Tensor,
 
     Example:
     >>> # Tokens: 0 <pad>, 1 <start>, 2 <end>, 3 a word; row i: next-token probabilities.
-    >>> table = tf.math.log([[.25] * 4, [.01, .01, .4, .58], [.25] * 4, [.01, .01, .9, .08]])
+    >>> from keras import ops
+    >>> table = ops.log([[.25] * 4, [.01, .01, .4, .58], [.25] * 4, [.01, .01, .9, .08]])
     >>> def step(tokens, state, index):
-    ...     return tf.gather(table, tokens), state, tf.zeros([tf.shape(tokens)[0], 0])
+    ...     return ops.take(table, tokens, axis=0), state, ops.zeros((ops.shape(tokens)[0], 0))
     >>> a = sample_decode(step, {}, 4, start_id=1, end_id=2, max_length=6, seed=7)
     >>> b = sample_decode(step, {}, 4, start_id=1, end_id=2, max_length=6, seed=7)
-    >>> bool(tf.reduce_all(a.tokens == b.tokens))
+    >>> bool(ops.all(a.tokens == b.tokens))
     True
     """
     return Sampling(temperature, top_k, seed, no_repeat_ngram)(

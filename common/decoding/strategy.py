@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
-import tensorflow as tf
+from keras import ops
 
 from common.decoding.decoded import Decoded
 from common.decoding.utils import check_common_args, to_state
 
-StepFn = Callable[[tf.Tensor, Any, tf.Tensor], tuple[tf.Tensor, Any, tf.Tensor]]
+StepFn = Callable[[Any, Any, Any], tuple[Any, Any, Any]]
 
 
 class Problem(NamedTuple):
@@ -27,11 +27,11 @@ class Problem(NamedTuple):
 
     step: StepFn
     state: Any
-    batch_size: int | tf.Tensor
-    start_id: tf.Tensor
-    end_id: tf.Tensor
-    max_length: int | tf.Tensor
-    pad_id: tf.Tensor
+    batch_size: Any
+    start_id: Any
+    end_id: Any
+    max_length: Any
+    pad_id: Any
 
 
 class Strategy:
@@ -55,15 +55,16 @@ class Strategy:
         self,
         step: StepFn,
         initial_state: Any,
-        batch_size: int | tf.Tensor,
-        start_id: int | tf.Tensor,
-        end_id: int | tf.Tensor,
-        max_length: int | tf.Tensor,
+        batch_size: Any,
+        start_id: Any,
+        end_id: Any,
+        max_length: Any,
         pad_id: int = 0,
     ) -> Decoded:
-        """Decodes a batch. Written with `tf.while_loop`: runs eagerly, inside `tf.function`
-        (also with `jit_compile=True` when `max_length` is a Python int) and inside exported
-        SavedModels.
+        """Decodes a batch. Written with `keras.ops` (`ops.while_loop`): on TensorFlow it runs
+        eagerly, inside `tf.function` (also with `jit_compile=True` when `max_length` is a
+        Python int) and inside exported SavedModels; on JAX eagerly and under `jax.jit`
+        (where `batch_size`, `max_length` and the strategy's sizes are Python ints).
 
         Args:
             step: `step(tokens (N,), state, index) -> (logits (N, V), new_state,
@@ -82,8 +83,8 @@ class Strategy:
         """
         check_common_args(batch_size, start_id, end_id, max_length, pad_id)
         return self.search(Problem(
-            step, to_state(initial_state), batch_size, tf.cast(start_id, tf.int32),
-            tf.cast(end_id, tf.int32), max_length, tf.cast(pad_id, tf.int32)))
+            step, to_state(initial_state), batch_size, ops.cast(start_id, "int32"),
+            ops.cast(end_id, "int32"), max_length, ops.cast(pad_id, "int32")))
 
     def search(self, problem: Problem) -> Decoded:
         raise NotImplementedError

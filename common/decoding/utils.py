@@ -1,5 +1,6 @@
 """Helpers shared by the decoding loops: argument checks, state nests, step buffers, the
-tokens a step must not emit.
+tokens a step must not emit. Written in `keras.ops`, so they run on every backend (and trace
+into a SavedModel on TensorFlow).
 
 Dimensions: `N` rows of a step (`B`, or `B * K` in beam search), `T` steps (`max_length`),
 `A` attention positions, `V` vocabulary.
@@ -10,7 +11,8 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-import tensorflow as tf
+import keras
+from keras import ops
 
 from common.errors import UserError
 
@@ -23,14 +25,37 @@ def is_python_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def is_tensor(value: Any) -> bool:
+    """A tensor of any backend (or a NumPy array): what a traced argument is."""
+    return keras.ops.is_tensor(value) or hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def static_int(value: Any) -> int | None:
+    """`value` as a Python int when it is one or a tensor whose value is known while tracing
+    (a constant); None for a traced value."""
+    if is_python_int(value):
+        return int(value)
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        known = tf.get_static_value(value)
+        return None if known is None else int(known)
+    try:
+        return int(value)
+    except Exception:  # a traced value (a JAX tracer)
+        return None
+
+
 def check_int(name: str, value: Any, minimum: int, allow_tensor: bool = True) -> None:
     """Raises `UserError` unless `value` is an int >= `minimum` (or, if allowed, a tensor)."""
     if is_python_int(value):
         if value < minimum:
             raise UserError(f"{name} must be an integer >= {minimum}; got {value}")
         return
-    if allow_tensor and tf.is_tensor(value):
-        if value.shape.rank not in (None, 0):
+    if allow_tensor and is_tensor(value):
+        rank = getattr(value.shape, "rank", None) if hasattr(value.shape, "rank") else len(
+            value.shape)
+        if rank not in (None, 0):
             raise UserError(f"{name} must be a scalar; got a tensor of shape {value.shape}")
         return
     expected = "an integer or a scalar tensor" if allow_tensor else "a Python integer"
@@ -49,25 +74,26 @@ def check_common_args(
 
 def to_state(initial_state: Any) -> Any:
     """Converts every leaf of a state nest to a tensor."""
-    return tf.nest.map_structure(tf.convert_to_tensor, initial_state)
+    return keras.tree.map_structure(ops.convert_to_tensor, initial_state)
 
 
-def state_invariants(state: Any) -> Any:
-    """Shape invariants for a state nest: the leading dimension `N` may change, nothing else."""
-    return tf.nest.map_structure(
-        lambda x: tf.TensorShape([None]).concatenate(x.shape[1:]) if x.shape.rank else x.shape,
-        state,
-    )
+def dims(x: Any) -> list:
+    """The shape of `x`, each dimension a Python int where it is static (a scalar tensor
+    where it is not: only while tracing on TensorFlow)."""
+    return list(ops.shape(x))
 
 
-def log_probs(logits: tf.Tensor) -> tf.Tensor:
+def log_probs(logits: Any) -> Any:
     """`(N, V)` logits of any float dtype -> `(N, V)` float32 log-probabilities."""
-    return tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+    return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
 
 
-def never_emitted(
-    values: tf.Tensor, start_id: tf.Tensor, pad_id: tf.Tensor, end_id: tf.Tensor
-) -> tf.Tensor:
+def one_hot_bool(index: Any, depth: Any) -> Any:
+    """`(depth,)` bool, True at `index` (nowhere when it is outside `[0, depth)`)."""
+    return ops.equal(ops.arange(depth, dtype="int32"), ops.cast(index, "int32"))
+
+
+def never_emitted(values: Any, start_id: Any, pad_id: Any, end_id: Any) -> Any:
     """Sets the `<start>` and `<pad>` columns of `(N, V)` logits or log-probabilities to `NEG`.
 
     No search emits `<start>` (it is only ever fed) or `<pad>` (it only fills the steps after
@@ -75,42 +101,37 @@ def never_emitted(
     attention rows would no longer line up with its words. `end_id` is never masked, even if it
     shares an id with one of them. Ids outside `[0, V)` mask nothing.
     """
-    vocab = tf.shape(values)[-1]
-
-    def column(token_id: tf.Tensor) -> tf.Tensor:
-        return tf.one_hot(token_id, vocab, on_value=True, off_value=False, dtype=tf.bool)
-
-    special = tf.logical_or(column(start_id), column(pad_id))
-    special = tf.logical_and(special, tf.logical_not(column(end_id)))
-    return tf.where(special[None], tf.cast(NEG, values.dtype), values)
+    vocab = ops.shape(values)[-1]
+    special = ops.logical_or(one_hot_bool(start_id, vocab), one_hot_bool(pad_id, vocab))
+    special = ops.logical_and(special, ops.logical_not(one_hot_bool(end_id, vocab)))
+    return ops.where(special[None], ops.cast(NEG, values.dtype), values)
 
 
-def as_attention(attention: tf.Tensor) -> tf.Tensor:
+def as_attention(attention: Any) -> Any:
     """The step's attention `(N, A)` as float32, checked to be rank 2."""
-    attention = tf.cast(tf.convert_to_tensor(attention), tf.float32)
-    if attention.shape.rank is not None and attention.shape.rank != 2:
+    attention = ops.cast(ops.convert_to_tensor(attention), "float32")
+    if len(attention.shape) != 2:
         raise ValueError(f"step must return attention of shape (N, A); got shape {attention.shape}")
     return attention
 
 
-def write_step(buffer: tf.Tensor, index: tf.Tensor, values: tf.Tensor) -> tf.Tensor:
+def write_step(buffer: Any, index: Any, values: Any) -> Any:
     """Writes `values` `(N, ...)` at step `index` of `buffer` `(N, T, ...)`.
 
-    A `tf.where` over a one-hot mask rather than a scatter: it keeps every shape static, so it
-    compiles under XLA.
+    A `where` over a one-hot mask rather than a scatter: every shape stays static, so it
+    compiles under XLA (and `jax.jit`).
     """
-    mask = tf.one_hot(index, tf.shape(buffer)[1], on_value=True, off_value=False, dtype=tf.bool)
-    extra = buffer.shape.rank - 2
-    mask = tf.reshape(mask, [1, -1] + [1] * extra)
-    return tf.where(mask, tf.expand_dims(values, 1), buffer)
+    mask = one_hot_bool(index, ops.shape(buffer)[1])
+    mask = ops.reshape(mask, [1, -1] + [1] * (len(buffer.shape) - 2))
+    return ops.where(mask, ops.expand_dims(ops.cast(values, buffer.dtype), 1), buffer)
 
 
-def gnmt_length_penalty(lengths: tf.Tensor, alpha: float) -> tf.Tensor:
+def gnmt_length_penalty(lengths: Any, alpha: float) -> Any:
     """The GNMT length penalty `((5 + n) / 6) ** alpha` (Wu et al., 2016), float32."""
-    lengths = tf.cast(lengths, tf.float32)
+    lengths = ops.cast(lengths, "float32")
     if alpha == 0:
-        return tf.ones_like(lengths)
-    return tf.pow((5.0 + lengths) / 6.0, alpha)
+        return ops.ones_like(lengths)
+    return ops.power((5.0 + lengths) / 6.0, alpha)
 
 
 def check_no_repeat_ngram(value: Any) -> None:
@@ -118,9 +139,8 @@ def check_no_repeat_ngram(value: Any) -> None:
     check_int("no_repeat_ngram", value, 0)
 
 
-def repeated_ngrams(
-    history: tf.Tensor, index: tf.Tensor, size: int | tf.Tensor, vocab: Any, end_id: tf.Tensor
-) -> tf.Tensor | None:
+def repeated_ngrams(history: Any, index: Any, size: int | Any, vocab: Any, end_id: Any
+                    ) -> Any | None:
     """The `(N, V)` tokens each row must not emit at step `index`: those that would complete an
     n-gram of `size` tokens already in its own history (fairseq's and Hugging Face's
     `no_repeat_ngram_size`; `size` 1: no token twice).
@@ -140,43 +160,46 @@ def repeated_ngrams(
         `(N, V)` bool, True where banned; None when `size` is known to be 0 (nothing to
         compute: the caller's graph stays as it was).
     """
-    known = size if is_python_int(size) else tf.get_static_value(size)
+    known = static_int(size)
     if known is not None and known <= 0:
         return None
-    size = tf.cast(size, tf.int32)
-    shape = tf.stack([tf.shape(history)[0], vocab])
+    rows, steps = ops.shape(history)[0], ops.shape(history)[1]
 
-    def ban() -> tf.Tensor:
-        steps = tf.shape(history)[1]
-        start = tf.range(steps)  # (T,) where an n-gram of the history starts
+    def ban(size) -> Any:
+        size = ops.cast(size, "int32")
+        start = ops.arange(steps, dtype="int32")  # (T,) where an n-gram of the history starts
         latest = index - size + 1  # where the history's last n - 1 tokens start
+        # The n-grams that lie in the history (start + n <= index), then those whose first n - 1
+        # tokens are the history's last n - 1: their n-th token would repeat them.
+        match = ops.broadcast_to((start + size <= index)[None], ops.shape(history))
 
         def compare(offset, match):
             # Token `offset` of each n-gram against token `offset` of the last n - 1 tokens.
-            earlier = tf.gather(history, tf.minimum(start + offset, steps - 1), axis=1)
-            last = tf.gather(history, tf.clip_by_value(latest + offset, 0, steps - 1), axis=1)
-            return offset + 1, match & tf.equal(earlier, last[:, None])
+            earlier = ops.take(history, ops.minimum(start + offset, steps - 1), axis=1)
+            last = ops.take(history, ops.clip(latest + offset, 0, steps - 1), axis=1)
+            return offset + 1, match & ops.equal(earlier, last[:, None])
 
-        # The n-grams that lie in the history (start + n <= index), then those whose first n - 1
-        # tokens are the history's last n - 1: their n-th token would repeat them.
-        within = tf.broadcast_to(start[None] + size <= index, tf.shape(history))
-        _, match = tf.while_loop(lambda offset, _: offset < size - 1, compare,
-                                 (tf.constant(0), within))
-        completing = tf.gather(history, tf.minimum(start + size - 1, steps - 1), axis=1)
-        match &= (completing >= 0) & (completing < vocab)
-        rows = tf.broadcast_to(tf.range(tf.shape(history)[0])[:, None], tf.shape(history))
-        where = tf.stack([rows, tf.clip_by_value(completing, 0, vocab - 1)], axis=-1)
-        counts = tf.scatter_nd(tf.reshape(where, [-1, 2]),
-                               tf.reshape(tf.cast(match, tf.int32), [-1]), shape)
-        end = tf.one_hot(end_id, vocab, on_value=True, off_value=False, dtype=tf.bool)
-        return (counts > 0) & tf.logical_not(end)[None]
+        if known is not None:  # unrolled: a static count of comparisons
+            for offset in range(known - 1):
+                _, match = compare(offset, match)
+        else:
+            _, match = ops.while_loop(lambda offset, _: offset < size - 1, compare,
+                                      (ops.convert_to_tensor(0, "int32"), match))
+        completing = ops.take(history, ops.minimum(start + size - 1, steps - 1), axis=1)
+        match = match & (completing >= 0) & (completing < vocab)
+        row_ids = ops.broadcast_to(ops.arange(rows, dtype="int32")[:, None], ops.shape(history))
+        where = ops.stack([row_ids, ops.clip(completing, 0, vocab - 1)], axis=-1)
+        counts = ops.scatter(ops.reshape(where, (-1, 2)),
+                             ops.reshape(ops.cast(match, "int32"), (-1,)), (rows, vocab))
+        return (counts > 0) & ops.logical_not(one_hot_bool(end_id, vocab))[None]
 
     if known is not None:
-        return ban()
+        return ban(known)
     # An export's input: a search that bans nothing stays bit-identical, and skips the work.
-    return tf.cond(size > 0, ban, lambda: tf.zeros(shape, tf.bool))
+    return ops.cond(size > 0, lambda: ban(size),
+                    lambda: ops.zeros((rows, vocab), "bool"))
 
 
-def without(values: tf.Tensor, banned: tf.Tensor | None) -> tf.Tensor:
+def without(values: Any, banned: Any | None) -> Any:
     """`(N, V)` values with the `banned` `(N, V)` columns at `NEG` (unchanged for None)."""
-    return values if banned is None else tf.where(banned, tf.cast(NEG, values.dtype), values)
+    return values if banned is None else ops.where(banned, ops.cast(NEG, values.dtype), values)

@@ -1,4 +1,5 @@
-"""Toy step functions for the decoding tests, each with an independent NumPy reference.
+"""Toy step functions for the decoding tests, each with an independent NumPy reference, in
+`keras.ops` (the tests run on TensorFlow and on JAX).
 
 Tokens: 0 `<pad>`, 1 `<start>`, 2 `<end>`, the rest words. No search emits `<pad>` or `<start>`,
 so the references never do either (their scores are still the plain log-softmax). Three toys:
@@ -20,14 +21,41 @@ from __future__ import annotations
 
 import itertools
 
+import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras import ops
+
+# Graphs, XLA through `jit_compile` and SavedModels: TensorFlow's alone. Everything else here
+# runs on either backend (`tests/jax/test_backend_neutral.py` runs it on JAX).
+collect_ignore = ([] if keras.backend.backend() == "tensorflow"
+                  else ["test_decoding_graph.py", "test_beam_size_as_tensor.py"])
 
 PAD, START, END = 0, 1, 2
 PRIME = 97
 EMITTED_FROM = 2  # the first token id a search may emit: <end>, then the words
 IMPOSSIBLE = -1e9  # the logit of a token a TableToy row leaves out
+
+
+def concrete(value) -> int | None:
+    """`value` as an int when it has one now (an eager tensor), None while it is traced."""
+    try:
+        return int(value)
+    except Exception:
+        return None
+
+
+def record_step(calls: list, index) -> None:
+    """Appends the step `index` a search runs to `calls`, as it runs: now when it is eager; on
+    JAX, whose loops are always traced, when the compiled loop runs it (a debug callback);
+    None where a TensorFlow graph traces it."""
+    value = concrete(index)
+    if value is None and keras.backend.backend() == "jax":
+        import jax
+
+        jax.debug.callback(lambda i: calls.append(int(i)), index, ordered=True)
+        return
+    calls.append(value)
 
 
 def np_log_softmax(x: np.ndarray) -> np.ndarray:
@@ -76,12 +104,14 @@ class MarkovToy:
         self.bias = np.zeros((examples, vocab), np.float32) if bias is None else bias
 
     def initial_state(self) -> dict:
-        return {"example": tf.range(self.examples, dtype=tf.int32), "bias": tf.constant(self.bias)}
+        return {"example": ops.arange(self.examples, dtype="int32"),
+                "bias": ops.convert_to_tensor(self.bias)}
 
     def step(self, tokens, state, index):
-        logits = tf.gather_nd(self.W, tf.stack([state["example"], tokens], axis=1))
-        logits = logits + tf.gather(self.E, index)[None] + state["bias"]
-        return logits, state, tf.zeros([tf.shape(tokens)[0], 0])
+        table = ops.reshape(ops.convert_to_tensor(self.W), (-1, self.vocab))
+        logits = ops.take(table, state["example"] * self.vocab + tokens, axis=0)
+        logits = logits + ops.take(ops.convert_to_tensor(self.E), index, axis=0)[None]
+        return logits + state["bias"], state, ops.zeros((ops.shape(tokens)[0], 0))
 
     def log_probs(self, example: int, previous: int, index: int) -> np.ndarray:
         return np_log_softmax(self.W[example, previous] + self.E[index] + self.bias[example])
@@ -176,7 +206,7 @@ class TableToy:
 
     A row may leave tokens out (probability 0, logit -1e9); a missing row means the token is
     never fed. Attention `(N, V)` is the one-hot of the token fed. `calls` records the index of
-    every step run (eagerly).
+    every step run (eagerly; None where the step is traced, as JAX's loops always are).
     """
 
     def __init__(self, vocab: int, *tables: dict[int, dict[int, float]]):
@@ -189,23 +219,24 @@ class TableToy:
                     self.logits[b, previous, token] = np.log(p)
 
     def initial_state(self) -> dict:
-        return {"example": tf.range(len(self.logits), dtype=tf.int32)}
+        return {"example": ops.arange(len(self.logits), dtype="int32")}
 
     def step(self, tokens, state, index):
-        self.calls.append(int(index) if tf.executing_eagerly() else None)
-        logits = tf.gather_nd(self.logits, tf.stack([state["example"], tokens], axis=1))
-        return logits, state, tf.one_hot(tokens, self.vocab)
+        record_step(self.calls, index)
+        table = ops.reshape(ops.convert_to_tensor(self.logits), (-1, self.vocab))
+        logits = ops.take(table, state["example"] * self.vocab + tokens, axis=0)
+        return logits, state, ops.one_hot(tokens, self.vocab)
 
 
 def check_table_attention(toy: TableToy, out) -> None:
     """Attention row t of every returned hypothesis is the one-hot of the token fed at t."""
-    tokens, lengths = out.tokens.numpy(), out.lengths.numpy()
+    tokens, lengths = np.asarray(out.tokens), np.asarray(out.lengths)
     for b in range(tokens.shape[0]):
         for k in range(tokens.shape[1]):
             fed = [START, *tokens[b, k, : lengths[b, k] - 1]]
             expected = np.zeros((tokens.shape[2], toy.vocab), np.float32)
             expected[np.arange(len(fed)), fed] = 1.0
-            np.testing.assert_array_equal(out.attention.numpy()[b, k], expected)
+            np.testing.assert_array_equal(np.asarray(out.attention)[b, k], expected)
 
 
 class HistoryToy:
@@ -218,17 +249,17 @@ class HistoryToy:
 
     def initial_state(self) -> dict:
         return {
-            "history": tf.zeros([self.examples, self.max_length], tf.int32),
-            "inner": {"hash": tf.range(self.examples, dtype=tf.int32) * 13 + 5},
+            "history": ops.zeros((self.examples, self.max_length), "int32"),
+            "inner": {"hash": ops.arange(self.examples, dtype="int32") * 13 + 5},
         }
 
     def step(self, tokens, state, index):
         new_hash = (state["inner"]["hash"] * 31 + tokens + 7) % PRIME
-        column = tf.one_hot(index, self.max_length, dtype=tf.int32)[None]
+        column = ops.cast(ops.arange(self.max_length) == index, "int32")[None]
         history = state["history"] * (1 - column) + tokens[:, None] * column
-        logits = tf.gather(self.W, new_hash)
+        logits = ops.take(ops.convert_to_tensor(self.W), new_hash, axis=0)
         new_state = {"history": history, "inner": {"hash": new_hash}}
-        return logits, new_state, tf.cast(history, tf.float32)
+        return logits, new_state, ops.cast(history, "float32")
 
     def replay(self, example: int, tokens: np.ndarray, length: int) -> tuple[float, np.ndarray]:
         """Runs the toy in NumPy along `tokens[:length]`: (score, attention (T, T))."""
@@ -245,16 +276,16 @@ class HistoryToy:
 
 def check_against_replay(toy: HistoryToy, out) -> None:
     """Every returned hypothesis: score, attention and padding agree with a NumPy replay."""
-    tokens, lengths = out.tokens.numpy(), out.lengths.numpy()
+    tokens, lengths = np.asarray(out.tokens), np.asarray(out.lengths)
     for b in range(tokens.shape[0]):
         for k in range(tokens.shape[1]):
             length = lengths[b, k]
             assert length >= 1
             score, attention = toy.replay(b, tokens[b, k], length)
-            np.testing.assert_allclose(out.scores.numpy()[b, k], score, rtol=1e-4, atol=1e-4)
-            np.testing.assert_array_equal(out.attention.numpy()[b, k], attention)
+            np.testing.assert_allclose(np.asarray(out.scores)[b, k], score, rtol=1e-4, atol=1e-4)
+            np.testing.assert_array_equal(np.asarray(out.attention)[b, k], attention)
             assert (tokens[b, k, length:] == PAD).all()
-            assert out.finished.numpy()[b, k] == (tokens[b, k, length - 1] == END)
+            assert np.asarray(out.finished)[b, k] == (tokens[b, k, length - 1] == END)
             assert END not in tokens[b, k, : length - 1]
             assert not np.isin(tokens[b, k, :length], [PAD, START]).any()
 
@@ -271,6 +302,7 @@ def toys():
             "TableToy": TableToy,
             "check_against_replay": staticmethod(check_against_replay),
             "check_table_attention": staticmethod(check_table_attention),
+            "record_step": staticmethod(record_step),
             "gnmt_penalty": staticmethod(gnmt_penalty),
             "repeats_ngram": staticmethod(repeats_ngram),
             "has_repeated_ngram": staticmethod(has_repeated_ngram),

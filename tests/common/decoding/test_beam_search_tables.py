@@ -65,7 +65,7 @@ def test_finished_hypothesis_is_not_evicted_by_alive_ones(toys, beam_size, alpha
     np.testing.assert_allclose(out.scores, [[log(0.09)]], rtol=1e-6)
     np.testing.assert_allclose(out.normalized_scores, [[log(0.09)]], rtol=1e-6)
     np.testing.assert_array_equal(out.lengths, [[1]])
-    assert out.finished.numpy().all()
+    assert np.asarray(out.finished).all()
     assert calls == list(range(steps))
 
 
@@ -90,7 +90,7 @@ def test_end_ranked_below_the_beams_but_within_2k_finishes_and_wins(toys, table)
     np.testing.assert_array_equal(out.tokens, [[[END, PAD, PAD, PAD, PAD, PAD]]])
     np.testing.assert_allclose(out.scores, [[log(0.16)]], rtol=1e-6)
     np.testing.assert_allclose(out.normalized_scores, [[log(0.16)]], rtol=1e-6)
-    assert out.finished.numpy().all()
+    assert np.asarray(out.finished).all()
     assert calls == [0, 1, 2]
     # With n_best 2 the runner-up is the hypothesis the old rule returned.
     two, _ = search(toys, table, 6, beam_size=2, length_penalty=0.6, n_best=2)
@@ -106,7 +106,7 @@ def test_buffer_short_of_n_best_is_topped_up_with_the_best_alive(toys):
     # best alive hypothesis: "a b" or "a c" and four fillers, log .9 + log .5 + 4 log .1.
     out, calls = search(toys, EVICTION, 6, beam_size=2, length_penalty=0.0, n_best=2)
     assert calls == list(range(6))
-    tokens = out.tokens.numpy()[0]
+    tokens = np.asarray(out.tokens)[0]
     np.testing.assert_array_equal(tokens[0], [END, PAD, PAD, PAD, PAD, PAD])
     assert tokens[1, 0] == A and tokens[1, 1] in (B, C) and set(tokens[1, 2:]) <= set(FILLERS)
     np.testing.assert_array_equal(out.finished, [[True, False]])
@@ -137,7 +137,7 @@ def test_length_penalty_chooses_between_short_and_long(
     np.testing.assert_allclose(
         out.normalized_scores, [[expected_score / lp(length, alpha)]], rtol=1e-5
     )
-    assert out.finished.numpy().all()
+    assert np.asarray(out.finished).all()
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
@@ -154,7 +154,7 @@ def test_n_best_are_sorted_by_normalized_score(toys, alpha):
         out.normalized_scores[0], [s / lp(n, alpha) for _, s, n in expected], rtol=1e-5
     )
     np.testing.assert_array_equal(out.lengths[0], [n for _, _, n in expected])
-    assert out.finished.numpy().all()
+    assert np.asarray(out.finished).all()
 
 
 def test_max_length_with_nothing_finished_returns_the_best_unfinished(toys):
@@ -166,7 +166,7 @@ def test_max_length_with_nothing_finished_returns_the_best_unfinished(toys):
     np.testing.assert_allclose(out.scores[0], scores, rtol=1e-5)
     np.testing.assert_allclose(out.normalized_scores[0], np.array(scores) / lp(3, 0.6), rtol=1e-5)
     np.testing.assert_array_equal(out.lengths, [[3, 3]])
-    assert not out.finished.numpy().any()
+    assert not np.asarray(out.finished).any()
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
@@ -220,7 +220,7 @@ def test_no_search_emits_pad_or_start(toys):
     toy = toys.TableToy(V, *[SPECIALS] * rows)
     sampled = sample_decode(toy.step, toy.initial_state(), rows, START, END, 4, seed=1)
     toys.check_table_attention(toy, sampled)
-    tokens, lengths = sampled.tokens.numpy()[:, 0], sampled.lengths.numpy()[:, 0]
+    tokens, lengths = np.asarray(sampled.tokens)[:, 0], np.asarray(sampled.lengths)[:, 0]
     assert len({tuple(row) for row in tokens}) > 2
     for b, (row, length) in enumerate(zip(tokens, lengths, strict=True)):
         assert not np.isin(row[:length], [PAD, START]).any()

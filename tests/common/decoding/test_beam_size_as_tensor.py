@@ -28,10 +28,10 @@ def test_one_graph_gives_every_size_the_answer_of_its_own_search(toys, alpha):
             for name, value in got._asdict().items():
                 expected = getattr(own, name).numpy()
                 if value.dtype.is_floating:
-                    np.testing.assert_allclose(value.numpy(), expected, rtol=1e-6, atol=1e-6)
+                    np.testing.assert_allclose(np.asarray(value), expected, rtol=1e-6, atol=1e-6)
                 else:
-                    np.testing.assert_array_equal(value.numpy(), expected, err_msg=name)
-            tokens, lengths = got.tokens.numpy(), got.lengths.numpy()
+                    np.testing.assert_array_equal(np.asarray(value), expected, err_msg=name)
+            tokens, lengths = np.asarray(got.tokens), np.asarray(got.lengths)
             for b in range(EXAMPLES):
                 for k, (_, score, hypothesis, finished) in enumerate(
                         toy.beam(b, beam_size, alpha, n_best)):

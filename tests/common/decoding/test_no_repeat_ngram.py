@@ -3,12 +3,13 @@ with the same ban (`repeats_ngram` in the conftest), and 0 bit-identical to no b
 
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras import ops
 
 from common.decoding import beam_search, greedy_decode, make_strategy, sample_decode
 from common.decoding.sampling import _uniform
 from common.decoding.utils import repeated_ngrams
 from common.errors import UserError
+from tests.helpers.backends import compile_search, tf_only
 
 FILLER = -1e8  # at or below: a slot no allowed hypothesis reaches (scored about -1e9)
 
@@ -22,13 +23,14 @@ def test_the_ban_matches_the_rule_on_random_histories(toys):
     history[:, ::4] = toys.END
     for n in (1, 2, 3, 4):
         for index in range(steps):
-            banned = repeated_ngrams(tf.constant(history), tf.constant(index), n, vocab,
-                                     tf.constant(toys.END)).numpy()
+            banned = np.asarray(repeated_ngrams(
+                ops.convert_to_tensor(history), ops.convert_to_tensor(index), n, vocab,
+                ops.convert_to_tensor(toys.END)))
             for row in range(len(history)):
                 before = history[row, :index].tolist()
                 expected = [toys.repeats_ngram(before, t, n) for t in range(vocab)]
                 assert banned[row].tolist() == expected, (n, index, row, before)
-    assert repeated_ngrams(tf.constant(history), tf.constant(3), 0, vocab, toys.END) is None
+    assert repeated_ngrams(ops.convert_to_tensor(history), 3, 0, vocab, toys.END) is None
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
@@ -39,8 +41,8 @@ def test_greedy_matches_a_plain_greedy_loop_with_the_ban(toys, n):
     changed = 0
     for b in range(12):
         tokens, score, finished = toy.greedy(b, no_repeat_ngram=n)
-        assert out.tokens.numpy()[b, 0, : len(tokens)].tolist() == tokens, b
-        assert (out.tokens.numpy()[b, 0, len(tokens) :] == toys.PAD).all()
+        assert np.asarray(out.tokens)[b, 0, : len(tokens)].tolist() == tokens, b
+        assert (np.asarray(out.tokens)[b, 0, len(tokens) :] == toys.PAD).all()
         assert bool(out.finished[b, 0]) == finished
         np.testing.assert_allclose(out.scores[b, 0], score, rtol=1e-5, atol=1e-5)
         assert not toys.has_repeated_ngram(tokens, n)
@@ -59,7 +61,7 @@ def test_beam_matches_a_plain_beam_search_with_the_ban(toys, beam_size, alpha, n
     out = beam_search(toy.step, toy.initial_state(), 40, toys.START, toys.END, 6,
                       beam_size=beam_size, length_penalty=alpha, n_best=beam_size,
                       no_repeat_ngram=n)
-    tokens, lengths, scores = out.tokens.numpy(), out.lengths.numpy(), out.scores.numpy()
+    tokens, lengths, scores = np.asarray(out.tokens), np.asarray(out.lengths), np.asarray(out.scores)
     changed = 0
     for b in range(40):
         expected = toy.beam(b, beam_size, alpha, beam_size, no_repeat_ngram=n)
@@ -89,12 +91,12 @@ def test_large_beam_finds_the_brute_force_n_best_without_repeats(toys, n):
         expected = toy.n_best(b, 0.6, 40, no_repeat_ngram=n)
         assert len(expected) < 40  # fewer than without the ban
         for k, (normalized, score, tokens, finished) in enumerate(expected):
-            assert out.tokens.numpy()[b, k, : len(tokens)].tolist() == tokens, (b, k)
+            assert np.asarray(out.tokens)[b, k, : len(tokens)].tolist() == tokens, (b, k)
             assert bool(out.finished[b, k]) == finished
             np.testing.assert_allclose(out.scores[b, k], score, rtol=1e-5, atol=1e-5)
             np.testing.assert_allclose(out.normalized_scores[b, k], normalized, rtol=1e-5,
                                        atol=1e-5)
-        assert (out.scores.numpy()[b, len(expected) :] <= FILLER).all()
+        assert (np.asarray(out.scores)[b, len(expected) :] <= FILLER).all()
 
 
 def reference_sample(toy, toys, example, n, seed, temperature, top_k):
@@ -109,8 +111,7 @@ def reference_sample(toy, toys, example, n, seed, temperature, top_k):
         masked = masked / np.float32(temperature)
         if top_k:
             masked[masked < np.sort(masked)[-top_k]] = -1e9
-        u = _uniform(tf.constant([toy.examples, toy.vocab]), tf.constant(seed),
-                     tf.constant(index)).numpy()[example]
+        u = np.asarray(_uniform((toy.examples, toy.vocab), seed, index))[example]
         token = int(np.argmax(masked - np.log(-np.log(u))))
         tokens.append(token)
         score += toys.np_log_softmax(logits)[token]
@@ -127,7 +128,7 @@ def test_sampling_matches_a_plain_sampler_with_the_ban(toys, n, temperature, top
                         temperature=temperature, top_k=top_k, seed=17, no_repeat_ngram=n)
     for b in range(12):
         tokens, score, finished = reference_sample(toy, toys, b, n, 17, temperature, top_k)
-        assert out.tokens.numpy()[b, 0, : len(tokens)].tolist() == tokens, b
+        assert np.asarray(out.tokens)[b, 0, : len(tokens)].tolist() == tokens, b
         assert bool(out.finished[b, 0]) == finished
         np.testing.assert_allclose(out.scores[b, 0], score, rtol=1e-5, atol=1e-5)
         assert not toys.has_repeated_ngram(tokens, n)
@@ -140,12 +141,15 @@ METHODS = {
 }
 
 
+@tf_only
 @pytest.mark.parametrize("name", list(METHODS))
 def test_zero_is_bit_identical_to_no_ban_also_as_a_graph_input(toys, name):
     """0, a Python int or a tensor input of a traced function (as in an export), gives exactly
     the output of a strategy built without the option (eagerly, and traced alike)."""
     toy = toys.HistoryToy(vocab=7, max_length=6, examples=4, seed=1)
     args = (toy.step, toy.initial_state(), 4, toys.START, toys.END, 6)
+    import tensorflow as tf
+
     plain = make_strategy(name, **METHODS[name])(*args)
     zero = make_strategy(name, no_repeat_ngram=0, **METHODS[name])(*args)
     length = tf.TensorSpec([], tf.int32)
@@ -179,9 +183,9 @@ def test_no_output_repeats_and_scores_stay_the_models_own(toys, name, n):
     out = make_strategy(name, no_repeat_ngram=n, **METHODS[name])(
         toy.step, toy.initial_state(), 6, toys.START, toys.END, 7)
     toys.check_against_replay(toy, out)
-    tokens, lengths = out.tokens.numpy(), out.lengths.numpy()
+    tokens, lengths = np.asarray(out.tokens), np.asarray(out.lengths)
     for b, k in np.ndindex(*lengths.shape):
-        if out.scores.numpy()[b, k] > FILLER:
+        if np.asarray(out.scores)[b, k] > FILLER:
             assert not toys.has_repeated_ngram(tokens[b, k, : lengths[b, k]].tolist(), n)
 
 
@@ -191,16 +195,16 @@ def test_end_stays_open_when_every_word_is_banned(toys):
     # probability.
     toy = toys.TableToy(4, {toys.START: {3: 0.9, toys.END: 0.1}, 3: {3: 0.99, toys.END: 0.01}})
     args = (toy.step, toy.initial_state(), 1, toys.START, toys.END, 4)
-    assert greedy_decode(*args).tokens.numpy().tolist() == [[[3, 3, 3, 3]]]
+    assert np.asarray(greedy_decode(*args).tokens).tolist() == [[[3, 3, 3, 3]]]
     for out in (greedy_decode(*args, no_repeat_ngram=1),
                 sample_decode(*args, seed=3, no_repeat_ngram=1)):
-        assert out.tokens.numpy().tolist() == [[[3, toys.END, 0, 0]]]
-        np.testing.assert_allclose(np.exp(out.scores.numpy()), [[0.9 * 0.01]], rtol=1e-5)
+        assert np.asarray(out.tokens).tolist() == [[[3, toys.END, 0, 0]]]
+        np.testing.assert_allclose(np.exp(np.asarray(out.scores)), [[0.9 * 0.01]], rtol=1e-5)
     # Beam 2, alpha 0: "<end>" (0.1) and "a <end>" (0.009); no other hypothesis exists.
     out = beam_search(*args, beam_size=2, n_best=2, length_penalty=0.0, no_repeat_ngram=1)
-    assert out.tokens.numpy()[0, :, :2].tolist() == [[toys.END, 0], [3, toys.END]]
-    np.testing.assert_allclose(np.exp(out.scores.numpy()), [[0.1, 0.009]], rtol=1e-5)
-    assert out.finished.numpy().all()
+    assert np.asarray(out.tokens)[0, :, :2].tolist() == [[toys.END, 0], [3, toys.END]]
+    np.testing.assert_allclose(np.exp(np.asarray(out.scores)), [[0.1, 0.009]], rtol=1e-5)
+    assert np.asarray(out.finished).all()
 
 
 def test_an_n_longer_than_the_output_changes_nothing(toys):
@@ -218,7 +222,7 @@ def test_jit_compile_matches_eager(toys, name):
     strategy = make_strategy(name, no_repeat_ngram=2, **METHODS[name])
     args = (toy.step, toy.initial_state(), 3, toys.START, toys.END, 6)
     eager = strategy(*args)
-    compiled = tf.function(lambda: strategy(*args), jit_compile=True, autograph=False)()
+    compiled = compile_search(lambda: strategy(*args))()
     for field in eager._fields:
         np.testing.assert_allclose(getattr(compiled, field), getattr(eager, field), rtol=1e-5,
                                    atol=1e-5)
