@@ -206,11 +206,15 @@ Typical use:
 
         return learning_rate(from_dict(CaptionerRunConfig, config), training, steps_per_epoch)
 
-    def full_pass_validation(self, config: dict[str, Any], prepared, examples: int):
-        """CIDEr and BLEU-4 of greedy full-pass captions (`captioner.full_pass`)."""
-        from captioner.full_pass import full_pass_validation
+    def validation(self, config: dict[str, Any], prepared, examples: int):
+        """`captioner.validation` of the prepared folder's first `examples` images."""
+        from captioner.validation import images_from_prepared, make_validation
 
-        return full_pass_validation(config, prepared, examples)
+        if not examples or "valid" not in prepared.splits:
+            return None
+        run = from_dict(CaptionerRunConfig, config)
+        return make_validation(run, images_from_prepared(run, prepared, examples),
+                               prepared.vocabularies["words"])
 
     def train(self, config, run_dir: Path, resume: bool, verbose: int, init_from=None):
         from captioner.train import train

@@ -11,7 +11,7 @@ image of each caption; `caption_in` and `caption_out` `(C, max_length)` int32, a
 a frozen encoder (`cache_features`) runs forward on the images at every step.
 
 Beside `valid.npz`, `valid.references.json` holds what the validation scores against
-(`captioner.full_pass`): `{"image_ids": [...], "references": [[caption, ...], ...]}`, one
+(`captioner.validation`): `{"image_ids": [...], "references": [[caption, ...], ...]}`, one
 entry per image of `valid.npz`, in its order, the captions as the dataset wrote them (the ids
 would have lost the words outside the vocabulary). The other files are as they were without it.
 """

@@ -11,7 +11,6 @@ images by the policy gradient of their captions' CIDEr-D.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import shutil
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from captioner.config import FACT_DATASETS, CaptionerRunConfig
+from captioner.validation import SHAPES_VALIDATION
 from common.config import deep_merge, from_dict, save_json, to_dict
 from common.errors import UserError
 from common.training.run_dir import RunDir, failed_writes_named
@@ -28,9 +28,6 @@ from common.training.run_dir import RunDir, failed_writes_named
 CONFIG_FILE = RunDir.config
 VOCAB_FILE = RunDir.vocab
 FEATURES_DIR = RunDir.features
-# On `shapes`, what the validation also reports of its captions (`shapes_metrics`), so a run
-# can keep its best checkpoint by them (`--best-metric facts`).
-SHAPES_VALIDATION = ("object_accuracy", "relation_accuracy", "facts")
 
 
 def build_model(config: CaptionerRunConfig, vocab_size: int):
@@ -79,12 +76,6 @@ def check_config(config: CaptionerRunConfig) -> None:
                             f"{', '.join(FACT_DATASETS)} reports it (captions checked against "
                             f"the scene); expected cider or bleu_4 for dataset "
                             f"{config.data.dataset!r}")
-        import keras
-
-        if keras.backend.backend() == "jax":
-            raise UserError(f"--best-metric {metric} needs the tensorflow trainer: the jax "
-                            "one validates by full-pass decoding, which reports cider and "
-                            "bleu_4 (docs/jax.md); expected one of them")
 
 
 def learning_rate(config: CaptionerRunConfig, training: Any, steps_per_epoch: int) -> Any:
@@ -171,6 +162,13 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     if config.scst.enabled:
         from captioner.scst import CaptionReward, reference_ids
 
+        if verbose:  # what the reward is, before the seconds of building it and the step
+            said = (f" + {config.scst.fact_weight:g} x what each caption states, checked "
+                    "against its scene" if config.scst.fact_weight else "")
+            greedy = " and decodes its greedy one" if config.scst.baseline == "greedy" else ""
+            print(f"Self-critical training: a reward of CIDEr-D against the references of "
+                  f"{len(split):,} images{said}; each step samples {config.scst.samples} "
+                  f"captions an image{greedy}", flush=True)
         # CIDEr-D's document frequencies: the training references.
         facts = None
         if config.scst.fact_weight:  # the scene's facts (shapes; the config checked it)
@@ -241,27 +239,18 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
 
 
 def _make_validate(config: CaptionerRunConfig, training: Any, vocab: Any):
-    """CIDEr and BLEU-4 (on `shapes` also `SHAPES_VALIDATION`) of the first
-    `training.validation_examples` images of the dataset's validation split, captioned with
-    beam size `training.validation_beam_size`, three sample captions and the first image's
-    attention maps for TensorBoard (None when validation is off or the dataset has no
-    validation split).
-
-    Scored with pycocoevalcap and the simple tokenizer (no Java start each epoch): comparable
-    from epoch to epoch, not with `captioner evaluate`'s PTB-tokenized figures.
-    """
-    import numpy as np
-
-    from captioner.datasets import load_split
-    from captioner.datasets.pipeline import make_image_dataset
-    from captioner.inference import CaptionerRun
-    from common.metrics.caption_metrics import caption_scores
+    """The validation of `captioner.validation` (CIDEr and BLEU-4, on `shapes` also
+    `SHAPES_VALIDATION`, three sample captions and the first image's attention for
+    TensorBoard) over the first `training.validation_examples` images of the dataset's
+    validation split, captioned with beam size `training.validation_beam_size`; None when
+    validation is off or the dataset has no validation split."""
+    from captioner.validation import images_from_data, make_validation, read_split
+    from common.training.validation import Validator
 
     if not training.validation_examples:
         return None
-    data = config.data
     try:
-        split = load_split(data.dataset, "valid", data.data_dir, **data.options)
+        split = read_split(config)
     except UserError as exc:
         reason = " ".join(str(exc).split())
         if training.best_metric not in (None, "auto") or training.early_stopping:
@@ -272,59 +261,18 @@ def _make_validate(config: CaptionerRunConfig, training: Any, vocab: Any):
         print(f"captioner: warning: validation is off (no best checkpoint kept): {reason}",
               file=sys.stderr)
         return None
-    images, ids = [], []
-    for batch in make_image_dataset(split, config.encoder.image_size, batch_size=64):
-        for image, index in zip(batch["image"].numpy(), batch["index"].numpy()):
-            if len(images) < training.validation_examples:
-                images.append(image)
-                ids.append(split[int(index)].image_id)
-        if len(images) >= training.validation_examples:
-            break
-    if not images:
+    examples = images_from_data(config, split, training.validation_examples)
+    if examples is None:
         return None
-    images = np.stack(images)
-    references = split.references()
-
-    runs: dict[int, CaptionerRun] = {}  # one per model, so its decoder is traced once
+    validators: dict[int, Validator] = {}  # one per model, so its search is traced once
 
     def validate(model, epoch: int) -> dict[str, Any]:
-        if id(model) not in runs:
-            runs[id(model)] = CaptionerRun.from_model(model, vocab, config)
-        run = runs[id(model)]
-        captions = []
-        for start in range(0, len(images), 64):
-            captions += run.caption_batch(images[start:start + 64],
-                                          beam_size=training.validation_beam_size)
-        scores = caption_scores(references, {i: c.text for i, c in zip(ids, captions)},
-                                metrics=("bleu", "cider"), tokenizer="simple")
-        samples = "\n\n".join(f"{i}: {c.text}  \n(reference: {references[i][0]})"
-                                for i, c in zip(ids[:3], captions[:3]))
-        metrics = {"cider": scores["CIDEr"], "bleu_4": scores["BLEU-4"]}
-        if data.dataset in FACT_DATASETS:  # what the captions say, checked against the scene
-            from captioner.datasets.shapes_metrics import shapes_scores
-
-            said = shapes_scores({i: c.text for i, c in zip(ids, captions)}, split)
-            metrics.update({name: said[name] for name in SHAPES_VALIDATION
-                            if math.isfinite(said[name])})
-        return {**metrics, "samples": samples,
-                "attention": _attention_strip(images[0], captions[0].attention,
-                                              run.grid_shape)}
+        if id(model) not in validators:
+            validation = make_validation(config, examples, vocab.tokens, model.grid_shape)
+            validators[id(model)] = Validator(model, validation, training.validation_beam_size)
+        return validators[id(model)]()
 
     return validate
-
-
-def _attention_strip(image, attention, grid_shape) -> Any:
-    """`(H, W * (1 + T), 3)` floats in [0, 1]: the image, then each word's attention over it."""
-    import numpy as np
-
-    height, width = image.shape[:2]
-    panels = [image / 255.0]
-    for weights in attention:
-        grid = np.asarray(weights, np.float32).reshape(grid_shape)
-        grid = grid / max(float(grid.max()), 1e-9)
-        up = np.kron(grid, np.ones((-(-height // grid.shape[0]), -(-width // grid.shape[1]))))
-        panels.append(panels[0] * (0.25 + 0.75 * up[:height, :width, None]))
-    return np.concatenate(panels, axis=1)
 
 
 def _feature_cache(trainer, split, directory: Path, batch_size: int,

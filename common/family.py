@@ -50,7 +50,7 @@ class Family(ABC):
             read when serving to refuse a SavedModel of another kind.
 
     The JAX path (docs/jax.md) reaches the family through `prepare`, `prepared_layout`,
-    `build_model`, `learning_rate`, `create_variables` and `full_pass_validation`; its config
+    `build_model`, `learning_rate`, `create_variables` and `validation`; its config
     comes in as the dict of `config.json` there, and its vocabularies by the names of
     `prepared_layout().vocabularies`.
     """
@@ -158,13 +158,13 @@ class Family(ABC):
         loads into it (`common.training.cross_backend`); by default the builder made them."""
         return None
 
-    def full_pass_validation(self, config: dict[str, Any], prepared: Any,
-                             examples: int) -> Any:
+    def validation(self, config: dict[str, Any], prepared: Any, examples: int) -> Any:
         """The JAX trainer's validation of a run config `config` (a dict) from the prepared
-        folder `prepared` (`common.training.prepare.Prepared`): a
-        `common.decoding.full_pass.FullPassValidation` of its first `examples` validation
-        examples, scored with the metrics of the family's TensorFlow validation (its
-        `validation_metrics`, the first one first); None: nothing to validate on."""
+        folder `prepared` (`common.training.prepare.Prepared`): the
+        `common.training.validation.Validation` of its first `examples` validation examples,
+        the one the family's TensorFlow trainer builds from the run's data (the same
+        examples, decoding and metrics: its `validation_metrics`, the first one first); None:
+        nothing to validate on."""
         return None
 
     @abstractmethod

@@ -235,11 +235,16 @@ Typical use:
             inputs["source_copy"] = np.ones((1, 2), np.int32)
         model(inputs, training=False)
 
-    def full_pass_validation(self, config: dict[str, Any], prepared, examples: int):
-        """BLEU, chrF and exact match of greedy full-pass decodes (`seq2seq.full_pass`)."""
-        from seq2seq.full_pass import full_pass_validation
+    def validation(self, config: dict[str, Any], prepared, examples: int):
+        """`seq2seq.validation` of the prepared folder's first `examples` pairs."""
+        from seq2seq.validation import make_validation, pairs_from_prepared
 
-        return full_pass_validation(config, prepared, examples)
+        if not examples or "valid" not in prepared.splits:
+            return None
+        run = from_dict(RunConfig, config)
+        return make_validation(run, pairs_from_prepared(prepared.path, examples),
+                               prepared.vocabularies["source"],
+                               prepared.vocabularies["target"])
 
     def train(self, config, run_dir: Path, resume: bool, verbose: int, init_from=None):
         from seq2seq.train import train

@@ -9,7 +9,9 @@ bucket, `source.W`, `target_in.W`, `target_out.W` (and `source_copy.W` for a cop
 translator), `(B, W)` int32 padded with 0 — exactly the ids `seq2seq.datasets.make_dataset`
 batches (`<start>` + target; target + `<end>`). A pair goes to the bucket of
 `max(len(source), len(target_in))` rounded up to the width. The manifest adds
-`"bucket_width"`.
+`"bucket_width"`. Beside `valid.npz`, `valid.examples.json` holds the validation pairs as the
+validation decodes and scores them, in the split's order (`seq2seq.validation`): sources,
+their tokens and the raw references.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from common.errors import DataError, UserError
-from common.training.prepare import PreparedLayout, check_ids, damaged, write_folder
+from common.training.prepare import PreparedLayout, check_ids, damaged, write_folder, writing
 from common.training.run_dir import RunDir
 
 BUCKET_WIDTH = 8
@@ -114,6 +116,11 @@ def prepare_translation(config: Any, out_dir: str | os.PathLike,
 
     def split_arrays(out: Path):
         for name, pairs in splits.items():
+            if name == "valid":  # what the validation decodes, on either backend
+                from seq2seq.validation import pairs_from_data, write_pairs
+
+                with writing(out):
+                    write_pairs(pairs_from_data(config, None, None), out)
             arrays = _translation_arrays(pairs, source_vocab, target_vocab, config.model.copy)
             yield name, _bucketed(arrays, bucket_width), {"examples": len(pairs.sources),
                                                           "dropped": pairs.dropped}

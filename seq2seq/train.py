@@ -146,40 +146,31 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False,
 
 
 def _make_validate(config: RunConfig, training: Any, vocabs: Any):
-    """BLEU, chrF and exact match of the first `training.validation_examples` validation pairs,
-    decoded with beam size `training.validation_beam_size`, plus three sample translations
-    for TensorBoard (None when the dataset has no validation split or validation is off)."""
-    from seq2seq.evaluate import score_translations
-    from seq2seq.inference import Translator
+    """The validation of `seq2seq.validation` (BLEU, chrF and exact match, three sample
+    translations for TensorBoard) over the first `training.validation_examples` validation
+    pairs, decoded with beam size `training.validation_beam_size` and the run's length
+    penalty; None when the dataset has no validation split or validation is off."""
+    from common.training.validation import Validator
+    from seq2seq.validation import make_validation, pairs_from_data
 
     if not training.validation_examples:
         return None
     if config.data.dataset == "tsv" and not Path(config.data.data).is_dir():
         return None  # a single file has no validation split
     try:
-        valid = load_split(config, "valid", size=training.validation_examples)
-        if not valid.sources:
-            raise UserError(f"no validation pairs in {config.data.data or config.data.dataset}")
+        pairs = pairs_from_data(config, vocabs, training.validation_examples)
     except UserError as exc:
         # One line, as the captioner says it: the run goes on, with nothing to keep a best by.
         print(f"seq2seq: warning: validation is off (no best checkpoint kept): "
               f"{' '.join(str(exc).split())}", file=sys.stderr, flush=True)
         return None
-    sources, references = vocabs.tokenize_pairs(valid, None).source_tokens, valid.targets
-    translators: dict[int, Translator] = {}  # one per model, so its decoder is traced once
+    validation = make_validation(config, pairs, vocabs.source.tokens, vocabs.target.tokens,
+                                 vocabs.target_subwords)
+    validators: dict[int, Validator] = {}  # one per model, so its search is traced once
 
     def validate(model, epoch: int) -> dict[str, Any]:
-        if id(model) not in translators:
-            translators[id(model)] = Translator(model, vocabs.source, vocabs.target, config,
-                                                vocabs.source_subwords, vocabs.target_subwords)
-        outputs = translators[id(model)].translate_tokens(
-            sources, beam_size=training.validation_beam_size)
-        texts = [o.text for o in outputs]
-        scores = score_translations(texts, list(references), lowercase=config.data.lowercase)
-        samples = "\n\n".join(f"{source}  \n→ {text}  \n(reference: {reference})"
-                                for source, text, reference in zip(
-                                    valid.sources[:3], texts[:3], references[:3]))
-        return {"bleu": scores["bleu"], "chrf": scores["chrf"],
-                "exact_match": scores["exact_match"], "samples": samples}
+        if id(model) not in validators:
+            validators[id(model)] = Validator(model, validation, training.validation_beam_size)
+        return validators[id(model)]()
 
     return validate

@@ -12,6 +12,7 @@ Dimensions: `B` batch, `S` source steps, `T` target steps, `V` target vocabulary
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import keras
 from keras import ops
@@ -111,6 +112,25 @@ class Translator(keras.Model):
                                        smoothing_size=self.target_vocab_size)
         logits = self(inputs, training=training)
         return token_loss_terms(logits, batch["target_out"], self.label_smoothing)
+
+    def decoding_state(self, source: Any, max_length: Any, source_copy: Any = None,
+                       max_length_limit: int | None = None) -> Any:
+        """The decoding state of `source (B, S)` for `max_length` steps (`initial_state` with
+        what each translator takes: a copying model's `source_copy`, the Transformer's cache
+        size).
+
+        The Transformer's self-attention cache holds `max_length` steps and its size must be a
+        Python int: for a `max_length` tensor (an export) it is built for `max_length_limit`
+        steps and cut to `max_length`, the same cache.
+        """
+        options = {"source_copy": source_copy} if getattr(self, "copy", False) else {}
+        if not hasattr(self, "max_length"):  # no cache: the recurrent translators
+            return self.initial_state(source, **options)
+        if isinstance(max_length, int):
+            return self.initial_state(source, max_length=max_length, **options)
+        state = self.initial_state(source, max_length=max_length_limit, **options)
+        return dict(state, self_cache=tuple(cache[:, :, :max_length]
+                                            for cache in state["self_cache"]))
 
     def get_config(self):
         config = super().get_config()

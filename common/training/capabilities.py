@@ -38,9 +38,6 @@ class Capability:
 
 
 CAPABILITIES: dict[str, Capability] = {
-    "validation_beam_size": Capability(
-        ("tensorflow",), lambda value: int(value) > 1, "above 1",
-        "JAX validates by full-pass greedy decoding"),
     "jit_compile": Capability(("tensorflow",), why="JAX always compiles the step with XLA"),
     "deterministic": Capability(("tensorflow",)),
     "logical_cpus": Capability(("tensorflow",)),

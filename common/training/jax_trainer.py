@@ -41,9 +41,10 @@ RUN_DIR/model.weights.h5          the final weights, for `import_jax_weights` (T
 RUN_DIR/best/model.weights.h5     the best validation's weights, and `best/best.json`
 ```
 
-Validation (`validation_examples`): the family's `Family.full_pass_validation` decodes its
-validation examples greedily over the model's full pass (`common.decoding.full_pass`) and
-scores them with its TensorFlow validation's metrics; the best weights and early stopping
+Validation (`validation_examples`, `validation_beam_size`): the family's `Family.validation`
+gives the examples the TensorFlow trainer validates on, from the prepared folder, and
+`common.training.validation.Validator` decodes them with the same search (`jax.jit` over the
+current state) and scores them with the same metrics; the best weights and early stopping
 follow `common.training.best.BestPolicy`, as on TensorFlow, and survive a resume.
 
 A checkpoint is written into `jax/.ckpt-STEP.tmp/` and renamed when complete, so a kill never
@@ -86,6 +87,7 @@ from common.training.loop import TrainingLoop
 from common.training.prepare import Prepared, load_prepared
 from common.training.progress import RunningMeans
 from common.training.run_dir import RunDir, write_failure
+from common.training.validation import Validator
 
 DISTRIBUTIONS = ("none", "data-parallel", "model-parallel")
 CHECKPOINTS = RunDir.jax_checkpoints
@@ -94,9 +96,8 @@ STATE_FILE = "state.npz"
 POSITION_FILE = "position.json"
 #: What this trainer does where the TensorFlow trainer has a setting it does not honour
 #: (`common.training.capabilities.CAPABILITIES`), written so in the run's `config.json`: it
-#: validates by greedy decoding and always compiles with XLA.
-JAX_TRAINING_FACTS = {"validation_beam_size": 1, "jit_compile": True, "deterministic": False,
-                      "logical_cpus": 0}
+#: always compiles with XLA.
+JAX_TRAINING_FACTS = {"jit_compile": True, "deterministic": False, "logical_cpus": 0}
 
 
 def initialize_processes(coordinator: str, num_processes: int, process_id: int,
@@ -268,10 +269,12 @@ class JaxTrainer:
         self._eval_step = self._compile(training=False)
         self.state = self._variables_state()
         self.position = {"step": 0, "epoch": 0, "step_in_epoch": 0}
-        # Validation by decoding (the family's `full_pass_validation`) and the best checkpoint.
-        self.validation = (family_named(prepared.family).full_pass_validation(
+        # Validation by decoding (the family's `validation`) and the best checkpoint.
+        validation = (family_named(prepared.family).validation(
             prepared.config, prepared, config.validation_examples)
             if config.validation_examples else None)
+        self.validation = (None if validation is None else Validator(
+            self.model, validation, config.validation_beam_size))
         self.loop: TrainingLoop | None = None  # made by `fit`
         self._host: tuple[int, dict[str, np.ndarray]] | None = None  # `weights_finite`'s
 
@@ -523,15 +526,9 @@ class JaxTrainer:
         self._sync_variables()
         self._write_weights(path)
 
-    def validate(self) -> dict[str, float]:
-        """The family's metrics of the greedy full-pass decodes of its validation examples
-        (`common.decoding.full_pass`) with the current state."""
-        from common.decoding.full_pass import greedy_full_pass
-
-        decoded = greedy_full_pass(self.model, self.validation,
-                                   batch_size=min(self.config.batch_size, self.validation.size),
-                                   state=(self.state[0], self.state[1]))
-        return {k: float(v) for k, v in self.validation.score(decoded).items()}
+    def validate(self) -> dict[str, Any]:
+        """The family's validation (`common.training.validation`) of the current state."""
+        return self.validation(state=(self.state[0], self.state[1]))
 
     def evaluate(self, split: str = "valid") -> dict[str, float]:
         """Count-weighted mean `loss` and extra terms over all of `split` (no update; dropout

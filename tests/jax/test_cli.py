@@ -78,8 +78,6 @@ def dates_run(dates_folders):
 # The refusals of `train --prepared`: (folder, options, message), the folder 0 (the tiny
 # Transformer) or 1 (24 wide, 3 heads).
 REFUSALS = [
-    (0, ["--early-stopping", "3", "--validation-beam-size", "3"],
-     "--validation-beam-size above 1 needs the tensorflow trainer"),
     (0, ["--deterministic"], "--deterministic needs the tensorflow trainer"),
     (0, ["--model-parallel", "2"], "--model-parallel 2 needs --distribute model-parallel"),
     (0, ["--distribute", "model-parallel", "--model-parallel", "3"],

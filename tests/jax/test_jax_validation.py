@@ -1,6 +1,7 @@
-"""A JAX run validates by greedy full-pass decoding, keeps the best weights and stops early, by
-the rules of the TensorFlow trainer (`common.training.best`), also across a resume; its decodes
-are the TensorFlow Translator's and captioner's greedy ones."""
+"""A JAX run validates as the TensorFlow trainer does (`common.training.validation`: the same
+examples, the same search, the same metrics), keeps the best weights and stops early by the
+same rules (`common.training.best`), also across a resume: on its best weights, its
+validation's examples, decodes and scores are those TensorFlow's validation gives."""
 
 import json
 import subprocess
@@ -9,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.jax.conftest import REPO, requires_jax, worker_env
+from tests.jax.conftest import REPO, requires_jax, run_worker, worker_env
 
 EPOCHS, PATIENCE = 8, 2
 
@@ -32,15 +33,16 @@ def _weights(path) -> list[np.ndarray]:
 
 @pytest.fixture(scope="module")
 def dates_run(tmp_path_factory):
-    """The tiny Transformer on `dates`, trained on JAX with validation on 50 pairs and early
-    stopping after 2 validations without a better BLEU."""
+    """The tiny Transformer on `dates`, trained on JAX with validation on 50 pairs by beam
+    search of 2 and early stopping after 2 validations without a better BLEU."""
     root = tmp_path_factory.mktemp("validated")
     prepared, run = root / "prepared", root / "run"
     status, _, err = _run("prepare", "--dataset", "dates", "--arch", "transformer", "--preset",
                           "tiny", "--out", str(prepared))
     assert status == 0, err[-2000:]
     status, out, err = _run("train", "--prepared", str(prepared), "--out", str(run),
-                            "--validation-examples", "50", "--early-stopping", str(PATIENCE),
+                            "--validation-examples", "50", "--validation-beam-size", "2",
+                            "--early-stopping", str(PATIENCE),
                             "--epochs", str(EPOCHS), "--steps-per-epoch", "15",
                             "--keep-checkpoints", "20", "--distribute", "none")
     assert status == 0, err[-2000:]
@@ -62,7 +64,7 @@ def _check_best_and_stop(run, out: str, metric: str, epochs_asked: int) -> int:
     for epoch in range(len(values)):
         if values[epoch] > values[best]:
             best = epoch
-        assert epochs[epoch]["best_epoch"] == best
+        assert epochs[epoch]["best_epoch"] == best + 1  # records count epochs from 1
         if epoch - best >= PATIENCE:
             stop = epoch
             break
@@ -71,8 +73,9 @@ def _check_best_and_stop(run, out: str, metric: str, epochs_asked: int) -> int:
     if stop < epochs_asked - 1:
         assert "Early stopping after epoch" in out
     record = json.loads((run / "best" / "best.json").read_text())
-    assert record == {"metric": metric, "mode": "max", "value": values[best], "epoch": best,
-                      "step": epochs[best]["step"], "checkpoint": "best/model.weights.h5"}
+    assert record == {"metric": metric, "mode": "max", "value": values[best], "epoch": best + 1,
+                      "step": epochs[best]["step"], "checkpoint": "best/model.weights.h5",
+                      "version": 2}
     # The best weights are those of the best epoch's end (its epoch-end checkpoint).
     at_best = _weights(run / "jax" / f"ckpt-{epochs[best]['step']}" / "model.weights.h5")
     kept = _weights(run / "best" / "model.weights.h5")
@@ -92,29 +95,47 @@ def test_best_checkpoint_and_early_stopping_follow_validation_bleu(dates_run):
     _check_best_and_stop(run, out, "bleu", EPOCHS)
 
 
+def _same_validation(on_jax: dict, tf_inputs: dict, tf_decoded, tf_scores: dict) -> None:
+    """The JAX validation (`task_validate`) against TensorFlow's of the same weights: the same
+    inputs; every decode the same, or parting at a near tie (the backends round differently);
+    and, when every decode is the same, the same scores."""
+    for key, value in tf_inputs.items():
+        np.testing.assert_array_equal(np.asarray(on_jax["inputs"][key]), value)
+    jax_tokens = np.asarray(on_jax["tokens"])[:, 0]
+    tf_tokens = tf_decoded.tokens[:, 0]
+    parted = [row for row in range(len(tf_tokens))
+              if not np.array_equal(jax_tokens[row], tf_tokens[row])]
+    assert len(parted) <= len(tf_tokens) // 10, parted  # near ties are rare
+    if not parted:
+        numbers = {k: v for k, v in tf_scores.items() if isinstance(v, float)}
+        assert numbers == pytest.approx(on_jax["scores"], abs=1e-9)
+
+
 @requires_jax
 @pytest.mark.slow
-def test_full_pass_greedy_decodes_equal_the_translators_greedy_ones(dates_run):
-    """On the best weights, in this (TensorFlow) process: the full-pass greedy decode of the
-    validation sources equals `Translator.translate_tokens(beam_size=1)`, token for token."""
-    from common.decoding.full_pass import greedy_full_pass
-    from common.training.prepare import load_prepared
-    from seq2seq.full_pass import full_pass_validation
+def test_the_jax_validation_is_the_tensorflow_validation(dates_run):
+    """On the best weights: the pairs the JAX run validates on (`valid.examples.json`) are
+    the ones the TensorFlow trainer reads from the data; its beam-2 decodes and BLEU, chrF
+    and exact match are those TensorFlow's validation gives, and what `best.json` holds."""
+    from common.training.validation import Validator
     from seq2seq.inference import Translator
+    from seq2seq.validation import make_validation, pairs_from_data, pairs_from_prepared
 
     prepared, run, _ = dates_run
+    on_jax = run_worker("validate", {"prepared": str(prepared), "run_dir": str(run),
+                                     "examples": 50, "beam_size": 2})
+    assert on_jax["keras_backend"] == "jax"
+    best = json.loads((run / "best" / "best.json").read_text())
+    assert on_jax["scores"]["bleu"] == pytest.approx(best["value"], abs=1e-9)
     translator = Translator.from_run_dir(run)  # the best, by default
     assert translator.checkpoint == str(run / "best" / "model.weights.h5")
-    folder = load_prepared(prepared)
-    validation = full_pass_validation(folder.config, folder, 50)
-    assert validation.size == 50
-    decoded = greedy_full_pass(translator.model, validation, batch_size=25)
-    source_words = folder.vocabularies["source"]
-    sources = [[source_words[i] for i in row if i > 3] for row in validation.inputs["source"]]
-    outputs = translator.translate_tokens(sources, beam_size=1,
-                                          max_length=validation.max_length)
-    target_words = folder.vocabularies["target"]
-    assert [[target_words[i] for i in ids] for ids in decoded] == [o.tokens for o in outputs]
+    pairs = pairs_from_data(translator.config, None, 50)
+    assert pairs == pairs_from_prepared(prepared, 50)
+    validation = make_validation(translator.config, pairs, translator.source_vocab.tokens,
+                                 translator.target_vocab.tokens)
+    validator = Validator(translator.model, validation, beam_size=2)
+    decoded = validator.decode()
+    _same_validation(on_jax, validation.inputs, decoded, validation.score(decoded))
 
 
 # -- the captioner ------------------------------------------------------------------------------
@@ -152,31 +173,29 @@ def test_captioner_best_checkpoint_and_early_stopping_follow_validation_cider(sh
 
 @requires_jax
 @pytest.mark.slow
-def test_captioner_full_pass_greedy_captions_equal_its_greedy_captions(shapes_run):
-    """On the best weights, in this (TensorFlow) process: the full-pass greedy captions of the
-    12 validation images equal `CaptionerRun.caption_batch(beam_size=1)`'s, word for word, and
-    score as the JAX run's validation scored them at the best epoch."""
-    from captioner.full_pass import caption_text, full_pass_validation
+def test_the_captioner_jax_validation_is_the_tensorflow_validation(shapes_run):
+    """On the best weights: the 12 images the JAX run validates on are the 8-bit pixels
+    TensorFlow's validation reads from the data, with the same references; the greedy
+    captions, CIDEr, BLEU-4 and the scene's facts are those TensorFlow's validation gives,
+    and what `best.json` holds."""
     from captioner.inference import CaptionerRun
-    from common.decoding.full_pass import greedy_full_pass
-    from common.training.prepare import load_prepared
+    from captioner.validation import images_from_data, make_validation, read_split
+    from common.training.validation import Validator
 
     prepared, run, _ = shapes_run
+    on_jax = run_worker("validate", {"prepared": str(prepared), "run_dir": str(run),
+                                     "examples": 12, "beam_size": 1})
+    best = json.loads((run / "best" / "best.json").read_text())
+    assert on_jax["scores"]["cider"] == pytest.approx(best["value"], abs=1e-9)
+    assert {"object_accuracy", "facts"} <= set(on_jax["scores"])  # the scene's facts too
     captioner = CaptionerRun(run)  # the best, by default
     assert captioner.checkpoint == str(run / "best" / "model.weights.h5")
-    folder = load_prepared(prepared)
-    validation = full_pass_validation(folder.config, folder, 12)
-    assert validation.size == 12
-    decoded = greedy_full_pass(captioner.model, validation, batch_size=5)
-    captions = captioner.caption_batch(validation.inputs["image"], beam_size=1)
-    words = folder.vocabularies["words"]
-    assert [[words[i] for i in ids if i > 2] for ids in decoded] == [c.words for c in captions]
-    assert [caption_text(ids, words) for ids in decoded] == [c.text for c in captions]
-    assert any(len(c.words) > 2 for c in captions)  # real captions, not empty ones
-    best = json.loads((run / "best" / "best.json").read_text())
-    scores = validation.score(decoded)
-    assert list(scores) == ["cider", "bleu_4"]
-    assert scores["cider"] == pytest.approx(best["value"], abs=1e-9)
+    config = captioner.config
+    examples = images_from_data(config, read_split(config), 12)
+    validation = make_validation(config, examples, captioner.vocab.tokens)
+    decoded = Validator(captioner.model, validation).decode()
+    assert any(n > 3 for n in decoded.lengths[:, 0])  # real captions, not empty ones
+    _same_validation(on_jax, validation.inputs, decoded, validation.score(decoded))
 
 
 @requires_jax
@@ -188,7 +207,8 @@ def test_captioner_run_resumed_after_an_epoch_keeps_its_best_and_patience(shapes
     prepared, whole, whole_out = shapes_run
     reference = _epochs(whole)
     best = json.loads((whole / "best" / "best.json").read_text())["epoch"]
-    first = max(1, min(best + 2, len(reference) - 1))  # epochs run before the stop
+    # Epochs run before the stop: up to the one after the best (best.json counts from 1).
+    first = max(1, min(best + 1, len(reference) - 1))
     run = tmp_path / "run"
     status, _, err = _run("train", "--prepared", str(prepared), "--out", str(run),
                           "--epochs", str(first), *SHAPES_TRAIN, family="captioner")
@@ -211,7 +231,7 @@ def test_a_caption_folder_without_its_reference_captions_is_one_line(caption_fol
     with it damaged, is one line naming it (before any training)."""
     import shutil
 
-    from captioner.full_pass import full_pass_validation
+    from captioner.family import FAMILY
     from common.errors import DataError, UserError
     from common.training.prepare import load_prepared
 
@@ -220,11 +240,34 @@ def test_a_caption_folder_without_its_reference_captions_is_one_line(caption_fol
     folder = load_prepared(copy)
     references = json.loads((copy / "valid.references.json").read_text())
     assert len(references["image_ids"]) == len(folder.splits["valid"]["images"])
-    assert full_pass_validation(folder.config, folder, 5).size == 5
-    assert full_pass_validation(folder.config, folder, 0) is None
+    assert FAMILY.validation(folder.config, folder, 5).size == 5
+    assert FAMILY.validation(folder.config, folder, 0) is None
     (copy / "valid.references.json").write_text('{"image_ids": [], "references": []}')
     with pytest.raises(DataError, match="valid.references.json: damaged prepared file"):
-        full_pass_validation(folder.config, folder, 5)
+        FAMILY.validation(folder.config, folder, 5)
     (copy / "valid.references.json").unlink()
     with pytest.raises(UserError, match="no reference captions for validation"):
-        full_pass_validation(folder.config, folder, 5)
+        FAMILY.validation(folder.config, folder, 5)
+
+
+@requires_jax
+@pytest.mark.slow
+def test_a_translation_folder_without_its_validation_pairs_is_one_line(dates_run, tmp_path):
+    """The pairs the JAX trainer validates on are `valid.examples.json`: a folder without
+    it, or with it damaged, is one line naming it."""
+    import shutil
+
+    from common.errors import DataError, UserError
+    from common.training.prepare import load_prepared
+    from seq2seq.family import FAMILY
+
+    copy = tmp_path / "folder"
+    shutil.copytree(dates_run[0], copy)
+    folder = load_prepared(copy)
+    assert FAMILY.validation(folder.config, folder, 7).size == 7
+    (copy / "valid.examples.json").write_text('{"sources": [1]}')
+    with pytest.raises(DataError, match="valid.examples.json: not a file of validation pairs"):
+        FAMILY.validation(folder.config, folder, 5)
+    (copy / "valid.examples.json").unlink()
+    with pytest.raises(UserError, match="no valid.examples.json"):
+        FAMILY.validation(folder.config, folder, 5)

@@ -89,6 +89,76 @@ def task_losses(args):
     return out
 
 
+def task_decode(args):
+    """Each comparison model, its weights loaded from `args["dir"]` (or saved there, with
+    `args["save"]`), decodes its batch (`comparison_models`) with every search of
+    `args["searches"]` (name -> `make_strategy`'s method and options), compiled as validation
+    compiles it (`CompiledSearch`): name -> search -> the `Decoded`'s fields as lists."""
+    import keras
+
+    from common.decoding import make_strategy
+    from common.decoding.compiled import CompiledSearch
+
+    keras.utils.set_random_seed(0)
+    out = {}
+    for name, model, batch in comparison_models():
+        path = Path(args["dir"]) / f"{name}.weights.h5"
+        if args["save"]:
+            model.save_weights(path)
+        else:
+            model.load_weights(path)
+        if name.startswith("captioner"):
+            inputs = {"image": batch["image"]}
+
+            def state(inputs, model=model):
+                return model.initial_decoding_state(inputs["image"])
+        else:
+            inputs = {"source": batch["source"]}
+
+            def state(inputs, model=model):
+                return model.decoding_state(inputs["source"], args["max_length"])
+        out[name] = {}
+        for search, options in args["searches"].items():
+            options = dict(options)
+            strategy = make_strategy(options.pop("method"), **options)
+
+            def run(inputs, model=model, strategy=strategy, state=state):
+                return strategy(model.make_step(), state(inputs), 3, 1, 2, args["max_length"])
+
+            decoded = CompiledSearch(model, run)(inputs)
+            out[name][search] = {field: value.tolist()
+                                 for field, value in decoded._asdict().items()}
+    return out
+
+
+def task_validate(args):
+    """A JAX run's validation of its best weights (`best/model.weights.h5`), from its prepared
+    folder, as its trainer validates: the inputs, the decoded tokens and lengths, and the
+    scores."""
+    import keras
+
+    from common.family import family_named
+    from common.training.jax_trainer import build_family_model
+    from common.training.prepare import load_prepared
+    from common.training.validation import Validator
+
+    prepared = load_prepared(args["prepared"])
+    family = family_named(prepared.family)
+    model, _ = build_family_model(prepared.family, prepared.config, {
+        name: len(tokens) for name, tokens in prepared.vocabularies.items()})
+    family.create_variables(model, prepared.config)
+    model.load_weights(Path(args["run_dir"]) / "best" / "model.weights.h5")
+    validation = family.validation(prepared.config, prepared, args["examples"])
+    validator = Validator(model, validation, args["beam_size"])
+    decoded = validator.decode()
+    scores = validation.score(decoded)
+    return {"inputs": {k: v.tolist() for k, v in validation.inputs.items()},
+            "tokens": decoded.tokens.tolist(), "lengths": decoded.lengths.tolist(),
+            "scores": {k: float(v) for k, v in scores.items()
+                       if isinstance(v, (int, float, np.floating))},
+            "keras_backend": keras.backend.backend()}
+
+
 def task_train(args):
     """Train a prepared folder with `JaxTrainer` (optionally in two goes, resuming), save the
     final state as `args["state"]`."""
@@ -306,6 +376,49 @@ def task_layer_norm(args):
                         "grads": [np.asarray(g, np.float32).tolist() for g in grads]}
     LayerNormalization.CLOSED_FORM_GRADIENT = False
     return result
+
+
+def task_transformer_step(args):
+    """The Transformer's decoding step (`make_step`) under `jax.jit`, one compiled program
+    for every position (the index and the state traced): for each of `args["models"]`
+    (`config` a `seq2seq.config.ModelConfig` dict, `weights` a `.weights.h5` of it, 30 ids
+    both sides), its `target_in` fed one column at a time over `args["source"]` (and
+    `args["source_copy"]` for a `copy` model): the logits `(B, T, V)`, the last layer's
+    head-average attention `(B, T, S)` and the number of programs compiled."""
+    import jax
+    import keras
+
+    from common.config import from_dict
+    from seq2seq.config import ModelConfig
+    from seq2seq.models import build_model
+
+    source = np.asarray(args["source"], np.int32)
+    out = {}
+    for name, spec in args["models"].items():
+        target_in = np.asarray(spec["target_in"], np.int32)
+        model = build_model(from_dict(ModelConfig, spec["config"]), 30, 30)
+        model.build()
+        model.load_weights(spec["weights"])
+        variables = model.trainable_variables + model.non_trainable_variables
+
+        @jax.jit
+        def step(values, tokens, state, index, model=model, variables=variables):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                return model.make_step()(tokens, state, index)
+
+        options = {"source_copy": np.asarray(args["source_copy"], np.int32)} if model.copy \
+            else {}
+        state = model.initial_state(source, max_length=target_in.shape[1], **options)
+        values = [v.value for v in variables]
+        logits, attention = [], []
+        for t in range(target_in.shape[1]):
+            step_logits, state, alpha = step(values, target_in[:, t], state, np.int32(t))
+            logits.append(np.asarray(step_logits, np.float32))
+            attention.append(np.asarray(alpha, np.float32))
+        out[name] = {"logits": np.stack(logits, 1).tolist(),
+                     "attention": np.stack(attention, 1).tolist(),
+                     "compiled": step._cache_size()}
+    return out
 
 
 def task_log_probs(args):

@@ -79,9 +79,10 @@ def test_a_jax_run_records_what_it_does_for_each_setting_it_does_not_honour():
 
 
 @pytest.mark.parametrize("given, backend, refused", [
-    ({"validation_beam_size": 3, "deterministic": True}, "jax",
-     "--validation-beam-size above 1 needs the tensorflow trainer; JAX validates by full-pass "
-     "greedy decoding, --deterministic needs the tensorflow trainer (not the jax one"),
+    ({"validation_beam_size": 3, "deterministic": True, "logical_cpus": 2}, "jax",
+     "--deterministic needs the tensorflow trainer, --logical-cpus needs the tensorflow "
+     "trainer (not the jax one"),
+    ({"validation_beam_size": 3}, "jax", None),  # both validate by beam search
     ({"jit_compile": False}, "jax", "--jit-compile needs the tensorflow trainer"),
     ({"validation_beam_size": 1, "validation_examples": 50, "early_stopping": 2,
       "best_metric": "bleu", "best_mode": "min"}, "jax", None),
