@@ -18,7 +18,7 @@ from keras import ops
 
 from common.errors import UserError
 from common.layers.dropout import Dropout
-from common.layers.layer_norm import LayerNormalization
+from common.layers.layer_norm import LayerNormalization, normalize
 from common.layers.quantized_weights import float_embeddings, float_reverse_embeddings
 from seq2seq.config import ModelConfig, TransformerConfig
 from seq2seq.copying import UNK_ID, embeddable, pointer_generator_log_probs
@@ -26,7 +26,6 @@ from seq2seq.transformer_layers import (
     BLOCK_SIZES,
     TransformerDecoderLayer,
     TransformerEncoderLayer,
-    layer_norm,
 )
 from seq2seq.translator_base import Translator
 
@@ -234,92 +233,62 @@ class TransformerTranslator(Translator):
             state["copy_ids"] = ops.cast(source_copy, "int32")
         return state
 
-    def step_with_weights(self, tokens, state, index):
-        """One token through the decoder: -> `(logits (N, V), new_state, [(N, H, S)] * N)`
-        (log-probabilities `(N, V + S)` with `copy`)."""
-        if self.copy:
-            tokens = embeddable(tokens, self.target_vocab_size)
-        embedded = x = self._embed(self.target_embedding, self.target_positions,
-                                   tokens[:, None], start_index=index)
-        source_mask = ops.cast(state["source_mask"], "bool")
-        caches, weights = [], []
-        for i, layer in enumerate(self.decoder_layers):
-            x, cache, w = layer.call_cached(
-                x, state["self_cache"][i], state["cross_cache"][i], index, source_mask
-            )
-            caches.append(cache)
-            weights.append(w[:, :, 0])
-        if self.norm_first:
-            x = self.decoder_norm(x)
-        logits = self.target_embedding(x, reverse=True)
-        if self.copy:
-            logits = self._pointer(logits, x, embedded, weights[-1][:, :, None],
-                                   state["copy_ids"])
-        logits = logits[:, 0]
-        new_state = dict(state, self_cache=tuple(caches))
-        return logits, new_state, weights
-
-    def step_supported(self) -> bool:
-        """Whether `make_step` can use the few-op step (`step_weights`, `fast_step`): the
-        TensorFlow backend (the step is written in `tf` ops, imported only when it runs, so the
-        JAX path never needs TensorFlow), float32 weights and computation, no soft-capped or
-        cast output logits. int8 weights (`keras.Model.quantize`) are read as their float
-        values (`common.layers.quantized_weights`), once per decode."""
-        embedding = self.target_embedding
-        return (keras.backend.backend() == "tensorflow" and self.compute_dtype == "float32"
-                and embedding.compute_dtype == "float32"
-                and embedding.variable_dtype == "float32"
-                and getattr(embedding, "quantization_mode", None) in (None, "int8")
-                and embedding.reverse_dtype in (None, "float32")
-                and embedding.logit_soft_cap is None
-                and all(layer.step_supported() for layer in self.decoder_layers))
-
     def step_weights(self) -> dict:
         """The weights `fast_step` reads, read and laid out once per decode (outside its loop):
-        each decoder layer's `step_weights`, the target embedding `(V, D)`, the output kernel
-        `(D, V)` (the embedding transposed once, when tied) and the final norm (pre-norm); with sine
-        positions, the encoding's timescales and masks (keras-hub's own formula)."""
-        import tensorflow as tf
-
+        each decoder layer's `step_weights`; the target embedding `(V, D)` in its compute
+        dtype; the output kernel `(D, V)` (the embedding transposed once, when tied) in the
+        dtype of the output product (`reverse_dtype`); the final norm (pre-norm); the learned
+        positions `(max_length, D)`, or, with sine positions, the encoding's timescales and
+        masks (keras-hub's own formula, in its compute dtype). int8 weights are read as their
+        float values (`common.layers.quantized_weights`)."""
         self.ensure_built()
         embedding = self.target_embedding
         table = float_embeddings(embedding)
+        kernel = (ops.transpose(table) if embedding.tie_weights
+                  else float_reverse_embeddings(embedding))
+        output_dtype = embedding.reverse_dtype or keras.backend.result_type(
+            embedding.compute_dtype, kernel.dtype)
         weights = {
             "layers": [layer.step_weights() for layer in self.decoder_layers],
-            "embeddings": table,
-            "output_kernel": (tf.transpose(table) if embedding.tie_weights
-                              else float_reverse_embeddings(embedding)),
+            # (Cast, which reads a variable here: `convert_to_tensor` would leave it to be
+            # read at every step on TensorFlow.)
+            "embeddings": ops.cast(table, embedding.compute_dtype),
+            "output_kernel": ops.cast(kernel, output_dtype),
         }
         if self.norm_first:  # (a post-norm model leaves `decoder_norm` unused and unbuilt)
-            weights["norm"] = (tf.convert_to_tensor(self.decoder_norm.gamma),
-                               tf.convert_to_tensor(self.decoder_norm.beta))
-        if self.positions != "learned":  # SinePositionEncoding.call, for one position
-            dim = self.hidden_dim
-            min_freq = tf.cast(1 / self.target_positions.max_wavelength, "float32")
-            weights["timescales"] = tf.pow(
-                min_freq, tf.cast(2 * (tf.range(dim) // 2), "float32") / tf.cast(dim, "float32"))
-            weights["cos_mask"] = tf.cast(tf.range(dim) % 2, "float32")
+            gamma, beta = self.decoder_norm.gamma, self.decoder_norm.beta
+            weights["norm"] = (ops.cast(gamma, gamma.dtype), ops.cast(beta, beta.dtype))
+        positions = self.target_positions
+        if self.positions == "learned":
+            weights["positions"] = ops.cast(positions.position_embeddings,
+                                            positions.compute_dtype)
+        else:  # SinePositionEncoding.call, for one position
+            dim, dtype = self.hidden_dim, positions.compute_dtype
+            min_freq = ops.cast(1 / positions.max_wavelength, dtype)
+            weights["timescales"] = ops.power(
+                min_freq, ops.cast(2 * (ops.arange(dim) // 2), dtype) / ops.cast(dim, dtype))
+            weights["cos_mask"] = ops.cast(ops.arange(dim) % 2, dtype)
             weights["sin_mask"] = 1 - weights["cos_mask"]
         return weights
 
     def fast_step(self, tokens, state, index, weights):
-        """`step_with_weights` in fewer graph ops (`TransformerDecoderLayer.call_step`), with
-        `weights` from `step_weights()`: the same tokens, logits equal to float rounding."""
-        import tensorflow as tf
-
+        """One token through the decoder (`TransformerDecoderLayer.call_step`), with `weights`
+        from `step_weights()`: -> `(logits (N, V) float32, new_state, [(N, H, S)] * N)`
+        (log-probabilities `(N, V + S)` with `copy`), the logits of the full pass at position
+        `index` (tested against it)."""
         if self.copy:
             tokens = embeddable(tokens, self.target_vocab_size)
-        x = tf.gather(weights["embeddings"], tokens) * tf.constant(self._scale, "float32")
+        x = ops.take(weights["embeddings"], tokens, axis=0) * self._scale
         if "timescales" in weights:
-            angles = tf.cast(index, "float32") * weights["timescales"]
-            positions = (tf.sin(angles) * weights["sin_mask"]
-                         + tf.cos(angles) * weights["cos_mask"])
-        else:
-            positions = self.target_positions(x[:, None], start_index=index)[:, 0]
-        embedded = x = x + positions
-        max_length = tf.shape(state["self_cache"][0])[2]
-        visible = tf.less_equal(tf.range(max_length), index)[None, :, None]
-        source_visible = tf.cast(state["source_mask"], "bool")[:, :, None]
+            angles = ops.cast(index, weights["timescales"].dtype) * weights["timescales"]
+            positions = (ops.sin(angles) * weights["sin_mask"]
+                         + ops.cos(angles) * weights["cos_mask"])
+        else:  # (1, D)
+            positions = ops.slice(weights["positions"], [index, 0], [1, self.hidden_dim])
+        embedded = x = x + ops.cast(positions, x.dtype)
+        max_length = ops.shape(state["self_cache"][0])[2]
+        visible = ops.less_equal(ops.arange(max_length), index)[None, :, None]
+        source_visible = ops.cast(state["source_mask"], "bool")[:, :, None]
         caches, attention = [], []
         for i, layer in enumerate(self.decoder_layers):
             x, cache, w = layer.call_step(x, state["self_cache"][i], state["cross_cache"][i],
@@ -327,28 +296,25 @@ class TransformerTranslator(Translator):
             caches.append(cache)
             attention.append(w)
         if self.norm_first:
-            x = layer_norm(x, *weights["norm"], self.decoder_norm.epsilon)
-        logits = tf.matmul(x, weights["output_kernel"])
+            x = normalize(x, *weights["norm"], self.decoder_norm.epsilon)
+        kernel = weights["output_kernel"]
+        logits = ops.matmul(ops.cast(x, kernel.dtype), kernel)
         if self.copy:
             logits = self._pointer(logits[:, None], x[:, None], embedded[:, None],
                                    attention[-1][:, :, None], state["copy_ids"])[:, 0]
-        return logits, dict(state, self_cache=tuple(caches)), attention
+        return ops.cast(logits, "float32"), dict(state, self_cache=tuple(caches)), attention
 
-    def make_step(self, attention_layer: int = -1, attention_head: int | None = None,
-                  reference: bool = False):
-        """The `step(tokens, state, index)` for `common.decoding`.
-
-        Unless `reference` (or `step_supported()` is False), the step is `fast_step` with the
-        weights read once, here: call `make_step` inside the `tf.function` that decodes (as
-        `seq2seq.inference.search` and the export do), so that they are read at every call.
+    def make_step(self, attention_layer: int = -1, attention_head: int | None = None):
+        """The `step(tokens, state, index)` for `common.decoding`: `fast_step`, with the
+        weights read once, here. Call `make_step` inside the function that decodes (the
+        `tf.function` of `seq2seq.inference.search` and the export, the `jax.jit` of
+        `common.decoding.compiled`), so that they are read at every call of it.
 
         Args:
             attention_layer: which decoder layer's cross-attention to return (-1: the last).
             attention_head: which head, or None for the average over heads: an int, or a
                 scalar int tensor read each time the step runs (a `tf.Variable`: one traced
                 search then serves every head, `seq2seq.inference.Translator.module`).
-            reference: use `step_with_weights` (each layer's `call_cached`), the step the
-                fast one is tested against.
 
         Returns:
             A function `(tokens (N,), state, index) -> (logits (N, V), state, alpha (N, S))`.
@@ -360,18 +326,11 @@ class TransformerTranslator(Translator):
             raise UserError(f"attention head {attention_head} does not exist; expected "
                             f"0..{self.num_heads - 1} (or none for the average)")
         layer = range(self.num_layers)[attention_layer]
-
-        if reference or not self.step_supported():
-            run = self.step_with_weights
-        else:
-            weights = self.step_weights()
-
-            def run(tokens, state, index):
-                return self.fast_step(tokens, state, index, weights)
+        weights = self.step_weights()
 
         def step(tokens, state, index):
-            logits, new_state, weights = run(tokens, state, index)
-            w = weights[layer]
+            logits, new_state, attention = self.fast_step(tokens, state, index, weights)
+            w = attention[layer]
             alpha = (ops.mean(w, axis=1) if attention_head is None
                      else ops.take(w, attention_head, axis=1))
             return logits, new_state, alpha

@@ -8,8 +8,9 @@ Dimensions: `B` batch, `S` source steps, `T` target steps, `D` model width, `H` 
 `T_max` the length of a decoding cache.
 
 Both layers use `common.layers.MultiHeadAttention`, which returns the attention weights per
-head `(B, H, T, S)` and takes a keras-hub style key/value cache `(B, 2, S_max, H, K)`, `K` the
-head size (`D / H` unless `head_dim` says otherwise).
+head `(B, H, T, S)`. The decoder layer's decoding step (`call_step`) keeps the keys and values
+of each attention in a keras-hub style cache `(B, 2, S_max, H, K)`, `K` the head size (`D / H`
+unless `head_dim` says otherwise).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import keras
 from keras import ops
 
 from common.layers.dropout import Dropout
-from common.layers.layer_norm import LayerNormalization
+from common.layers.layer_norm import LayerNormalization, normalize
 from common.layers.multi_head_attention import MultiHeadAttention
 from common.layers.quantized_weights import float_kernel
 
@@ -167,8 +168,9 @@ class TransformerDecoderLayer(_Block):
     """Causal self-attention, cross-attention over the encoder, then a feed-forward block.
 
     `call` runs the whole target at once (training, the reference for cached decoding);
-    `call_cached` runs one new step with a self-attention key/value cache and a
-    cross-attention cache made once per source by `cross_attention_cache`.
+    `call_step` runs one new step, over the weights of `step_weights`, with a self-attention
+    key/value cache and a cross-attention cache made once per source by
+    `cross_attention_cache`.
 
     Args:
         hidden_dim: model width `D`.
@@ -226,106 +228,63 @@ class TransformerDecoderLayer(_Block):
         """The cross-attention keys and values of `memory (B, S, D)`: `(B, 2, S, H, K)`."""
         return self.cross_attention.compute_cache(memory)
 
-    def call_cached(self, x, self_cache, cross_cache, index, source_mask=None):
-        """One decoding step (no dropout).
-
-        Args:
-            x: `(B, 1, D)` the new target position.
-            self_cache: `(B, 2, T_max, H, K)` keys/values of the earlier positions.
-            cross_cache: `(B, 2, S, H, K)` from `cross_attention_cache`.
-            index: scalar int, the position of `x`.
-            source_mask: `(B, S)` bool.
-
-        Returns:
-            `(x (B, 1, D), new self_cache, cross_weights (B, H, 1, S))`.
-        """
-        max_length = ops.shape(self_cache)[2]
-        visible = ops.less_equal(ops.arange(max_length), index)  # (T_max,)
-        visible = ops.broadcast_to(visible[None, None, :], (ops.shape(x)[0], 1, max_length))
-        new_cache = []
-
-        def self_attend(h):
-            out, _, cache = self.self_attention(
-                h, h, attention_mask=visible, cache=self_cache, cache_update_index=index
-            )
-            new_cache.append(cache)
-            return (out,)
-
-        x, _ = self._residual(x, self.self_attention_norm, self_attend, False)
-        x, (weights, _) = self._residual(
-            x, self.cross_attention_norm,
-            lambda h: self.cross_attention(h, h, mask=source_mask, cache=cross_cache),
-            False,
-        )
-        return self._feed_forward(x, False), new_cache[0], weights
-
     def step_weights(self) -> dict:
         """This layer's weights as the tensors `call_step` reads, read and laid out once per
         decode, outside its loop: the self-attention's query, key and value kernels side by
         side `(D, 3 H K)` (and biases), the cross-attention's query kernel `(D, H K)`, the
-        output kernels `(H K, D)`, the feed-forward kernels and the norms' scales and offsets.
-        The variables are unchanged (checkpoints too); only their values are read here."""
-        import tensorflow as tf
-
+        output kernels `(H K, D)`, the feed-forward kernels, all in the compute dtype (the
+        products of a mixed-precision policy run in it, as in the layers' own calls), and the
+        norms' scales and offsets as they are (the norms compute in float32). int8 kernels
+        (`keras.Model.quantize`) are read as their float values
+        (`common.layers.quantized_weights`; another quantization mode is refused there). The
+        variables are unchanged (checkpoints too); only their values are read here."""
         self_attention, cross_attention = self.self_attention, self.cross_attention
         width = self.num_heads * self.key_dim
+        dtype = self.compute_dtype
 
-        def kernel(dense, rows):  # an int8 kernel (`keras.Model.quantize`) as its float value
-            return tf.reshape(float_kernel(dense), (rows, -1))
+        # (Cast, not `convert_to_tensor`: on TensorFlow the latter hands back the variable,
+        # which the loop would then read at every step.)
+        def kernel(dense, rows):
+            return ops.reshape(ops.cast(float_kernel(dense), dtype), (rows, -1))
 
         def bias(dense):
-            return None if dense.bias is None else tf.reshape(
-                tf.convert_to_tensor(dense.bias), (-1,))
+            return None if dense.bias is None else ops.reshape(ops.cast(dense.bias, dtype),
+                                                               (-1,))
 
         qkv = (self_attention.query_dense, self_attention.key_dense, self_attention.value_dense)
         qkv_bias = [bias(d) for d in qkv]
         weights = {
-            "qkv_kernel": tf.concat([kernel(d, self.hidden_dim) for d in qkv], axis=-1),
-            "qkv_bias": None if None in qkv_bias else tf.concat(qkv_bias, axis=0),
+            "qkv_kernel": ops.concatenate([kernel(d, self.hidden_dim) for d in qkv], axis=-1),
+            "qkv_bias": (None if any(b is None for b in qkv_bias)
+                         else ops.concatenate(qkv_bias, axis=0)),
             "self_out_kernel": kernel(self_attention.output_dense, width),
             "self_out_bias": bias(self_attention.output_dense),
             "cross_query_kernel": kernel(cross_attention.query_dense, self.hidden_dim),
             "cross_query_bias": bias(cross_attention.query_dense),
             "cross_out_kernel": kernel(cross_attention.output_dense, width),
             "cross_out_bias": bias(cross_attention.output_dense),
-            "ffn_inner_kernel": float_kernel(self.ffn_inner),
+            "ffn_inner_kernel": kernel(self.ffn_inner, self.hidden_dim),
             "ffn_inner_bias": bias(self.ffn_inner),
-            "ffn_outer_kernel": float_kernel(self.ffn_outer),
+            "ffn_outer_kernel": kernel(self.ffn_outer, self.intermediate_dim),
             "ffn_outer_bias": bias(self.ffn_outer),
         }
         for name in ("self_attention_norm", "cross_attention_norm", "ffn_norm"):
             norm = getattr(self, name)
-            weights[f"{name}_gamma"] = tf.convert_to_tensor(norm.gamma)
-            weights[f"{name}_beta"] = tf.convert_to_tensor(norm.beta)
+            weights[f"{name}_gamma"] = ops.cast(norm.gamma, norm.gamma.dtype)
+            weights[f"{name}_beta"] = ops.cast(norm.beta, norm.beta.dtype)
         return weights
 
-    def step_supported(self) -> bool:
-        """Whether `call_step` computes what `call_cached` does: float32, the sub-layers as
-        this class builds them (no mixed-precision weights; int8 ones from `keras.Model.quantize`
-        are read as their float values, `common.layers.quantized_weights`)."""
-        layers = (self, self.self_attention, self.cross_attention, self.ffn_inner,
-                  self.ffn_outer, self.self_attention_norm, self.cross_attention_norm,
-                  self.ffn_norm,
-                  # (an unbuilt attention has no projections yet, and nothing quantized)
-                  *(getattr(attention, f"{name}_dense") for attention in (
-                      self.self_attention, self.cross_attention) if attention.built
-                    for name in ("query", "key", "value", "output")))
-        return (all(layer.compute_dtype == "float32" and layer.variable_dtype == "float32"
-                    and getattr(layer, "quantization_mode", None) in (None, "int8")
-                    for layer in layers)
-                and self.ffn_inner.activation is keras.activations.relu
-                and all(not getattr(self, n).rms_scaling and getattr(self, n).center
-                        and getattr(self, n).scale
-                        for n in ("self_attention_norm", "cross_attention_norm", "ffn_norm")))
-
     def call_step(self, x, self_cache, cross_cache, index, visible, source_visible, weights):
-        """`call_cached` in fewer graph ops, for the decoding loop (the same tokens; the
-        logits equal to float rounding, tested): one step as `(B, D)` rows, the new token's
-        query, key and value as one product with `step_weights`, the key and value written
-        into the cache with one update, the masks made once per step by the caller. The
-        attention is taken over the cache in its `(B, S, H, K)` layout (products and sums
-        over `K`, softmax over `S` written out), without the transposes of a batched matrix
-        product or a softmax over a middle axis, which copy the cache at every step.
+        """One decoding step (no dropout), for the decoding loop: the same computation as
+        `call` at that position (tested against it), as few graph ops as it takes. One step
+        as `(B, D)` rows, the new token's query, key and value as one product with
+        `step_weights`, the key and value written into the cache with one update, the masks
+        made once per step by the caller. The attention is taken over the cache in its
+        `(B, S, H, K)` layout (products and sums over `K`, softmax over `S` written out),
+        without the transposes of a batched matrix product or a softmax over a middle axis,
+        which copy the cache at every step. The products run in the compute dtype; the
+        softmax and the norms in float32 (for a half-precision policy: as Keras computes its
+        layer norm, and the attention weights returned in float32).
 
         Args:
             x: `(B, D)` the new target position.
@@ -337,53 +296,51 @@ class TransformerDecoderLayer(_Block):
             weights: this layer's `step_weights()`.
 
         Returns:
-            `(x (B, D), new self_cache, cross_weights (B, H, S))`.
+            `(x (B, D), new self_cache, cross_weights (B, H, S) float32)`.
         """
-        import tensorflow as tf
-
         heads, key_dim = self.num_heads, self.key_dim
-        scale = tf.constant(1.0 / math.sqrt(key_dim), x.dtype)
-        epsilon = self.ffn_norm.epsilon
+        scale = 1.0 / math.sqrt(key_dim)
 
         def dense(h, name):
-            y = tf.matmul(h, weights[f"{name}_kernel"])
+            y = ops.matmul(h, weights[f"{name}_kernel"])
             b = weights[f"{name}_bias"]
             return y if b is None else y + b
 
         def residual(x, name, fn):
-            norm = (weights[f"{name}_gamma"], weights[f"{name}_beta"], epsilon)
-            h = layer_norm(x, *norm) if self.norm_first else x
+            norm = (weights[f"{name}_gamma"], weights[f"{name}_beta"],
+                    getattr(self, name).epsilon)
+            h = normalize(x, *norm) if self.norm_first else x
             x = x + fn(h)
-            return x if self.norm_first else layer_norm(x, *norm)
+            return x if self.norm_first else normalize(x, *norm)
 
         def attend(query, keys, values, allowed, name):
             """`MultiHeadAttention._attend` for one query `(B, H, K)` over `(B, S, H, K)`
             keys and values: -> `(output (B, D), weights (B, S, H); (B, H, S) for cross)`."""
-            logits = tf.reduce_sum(keys * (query * scale)[:, None], axis=-1)  # (B, S, H)
-            logits = tf.where(allowed, logits, tf.constant(-1e9, logits.dtype))
-            exp = tf.exp(logits - tf.reduce_max(logits, axis=1, keepdims=True))
-            probs = exp / tf.reduce_sum(exp, axis=1, keepdims=True)
+            logits = ops.sum(keys * (query * scale)[:, None], axis=-1)  # (B, S, H)
+            logits = ops.where(allowed, ops.cast(logits, "float32"), -1e9)
+            exp = ops.exp(logits - ops.max(logits, axis=1, keepdims=True))
+            probs = exp / ops.sum(exp, axis=1, keepdims=True)
             if name == "cross":  # a row of no real source token gets zero weights
-                probs = tf.where(allowed, probs, tf.zeros_like(probs))
+                probs = ops.where(allowed, probs, 0.0)
             # (The causal row always sees its own position: its masked weights are exactly 0.)
-            context = tf.reduce_sum(values * probs[..., None], axis=1)
-            probs = tf.transpose(probs, (0, 2, 1)) if name == "cross" else probs
-            return dense(tf.reshape(context, (-1, heads * key_dim)), f"{name}_out"), probs
+            context = ops.sum(values * ops.cast(probs, values.dtype)[..., None], axis=1)
+            probs = ops.transpose(probs, (0, 2, 1)) if name == "cross" else probs
+            return dense(ops.reshape(context, (-1, heads * key_dim)), f"{name}_out"), probs
 
         new_cache = []
 
         def self_attend(h):
-            qkv = tf.reshape(dense(h, "qkv"), (-1, 3, heads, key_dim))
+            qkv = ops.reshape(dense(h, "qkv"), (-1, 3, heads, key_dim))
             cache = ops.slice_update(self_cache, [0, 0, index, 0, 0], qkv[:, 1:, None])
             new_cache.append(cache)
-            keys, values = tf.unstack(cache, axis=1)
+            keys, values = ops.unstack(cache, 2, axis=1)
             return attend(qkv[:, 0], keys, values, visible, "self")[0]
 
         cross_weights = []
 
         def cross_attend(h):
-            query = tf.reshape(dense(h, "cross_query"), (-1, heads, key_dim))
-            keys, values = tf.unstack(cross_cache, axis=1)
+            query = ops.reshape(dense(h, "cross_query"), (-1, heads, key_dim))
+            keys, values = ops.unstack(cross_cache, 2, axis=1)
             out, probs = attend(query, keys, values, source_visible, "cross")
             cross_weights.append(probs)
             return out
@@ -391,20 +348,8 @@ class TransformerDecoderLayer(_Block):
         x = residual(x, "self_attention_norm", self_attend)
         x = residual(x, "cross_attention_norm", cross_attend)
         x = residual(x, "ffn_norm", lambda h: dense(
-            tf.nn.relu(dense(h, "ffn_inner")), "ffn_outer"))
+            ops.relu(dense(h, "ffn_inner")), "ffn_outer"))
         return x, new_cache[0], cross_weights[0]
-
-
-def layer_norm(x, gamma, beta, epsilon):
-    """`keras.ops.layer_normalization` over the last axis of float32 `x`, the same operations
-    in the same order (so the same values) without its reshapes of `gamma` and `beta` and its
-    `stop_gradient`: for the decoding step, where every op costs."""
-    import tensorflow as tf
-
-    mean = tf.reduce_mean(x, axis=-1, keepdims=True)
-    variance = tf.reduce_mean(tf.math.squared_difference(x, mean), axis=-1, keepdims=True)
-    inv = tf.math.rsqrt(variance + epsilon) * gamma
-    return x * inv + (beta - mean * inv)
 
 
 @keras.saving.register_keras_serializable(package="seq2seq")

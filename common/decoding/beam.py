@@ -87,10 +87,18 @@ def _tile(state: Any, beam_size: int | Any) -> Any:
     )
 
 
-def _reorder(state: Any, rows: Any) -> Any:
-    """Gathers the rows `(N,)` of every leaf of a state nest."""
+def _reorder(state: Any, rows: Any, before: Any) -> Any:
+    """Gathers the rows `(N,)` of every leaf of a state nest that the step changed.
+
+    A leaf the step hands back as it got it (`before`'s, the same object: the Transformer's
+    cross-attention cache, the source mask, the captioner's annotations) holds `K` equal
+    copies of each example's row since `_tile`, and rows only move among an example's own
+    beams: gathering it would copy it unchanged at every step.
+    """
+    kept = {id(leaf) for leaf in keras.tree.flatten(before)}
     return keras.tree.map_structure(
-        lambda x: ops.take(x, rows, axis=0) if len(x.shape) else x, state)
+        lambda x: x if id(x) in kept or not len(x.shape) else ops.take(x, rows, axis=0),
+        state)
 
 
 def _split(x: Any, k: int | Any) -> Any:
@@ -257,7 +265,7 @@ class BeamSearch(Strategy):
             return _Search(
                 index=index + 1,
                 tokens=tokens,
-                state=_reorder(new_state, rows),
+                state=_reorder(new_state, rows, s.state),
                 alive_scores=alive_scores,
                 alive_tokens=alive_tokens,
                 alive_attention=alive_attention,
@@ -274,16 +282,16 @@ class BeamSearch(Strategy):
 
         # The first step runs outside the loop: it tells the attention width A for the buffers.
         rows = batch_size * beams
-        state = _tile(state, beams)
+        tiled = _tile(state, beams)
         index = ops.convert_to_tensor(0, "int32")
-        logits, state, attention = step(ops.full((rows,), start_id, "int32"), state, index)
+        logits, state, attention = step(ops.full((rows,), start_id, "int32"), tiled, index)
         attention = as_attention(attention)
         width = dims(attention)[1]
         kept_rows = batch_size * keep
         empty = _Search(
             index=index,
             tokens=ops.full((rows,), start_id, "int32"),
-            state=state,
+            state=tiled,
             # Only beam 0 is live at first: the others are copies that must not be chosen twice.
             alive_scores=ops.tile(_first_beam_only(beams), [batch_size, 1]),
             alive_tokens=ops.full((rows, max_length), pad_id, "int32"),

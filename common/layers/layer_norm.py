@@ -25,10 +25,30 @@ import keras
 from keras import ops
 
 
-def layer_norm(x, gamma, beta, epsilon: float):
+def normalize(x, gamma, beta, epsilon: float):
     """`(x - mean) / sqrt(var + epsilon) * gamma + beta` over the last axis of `x (..., D)`,
     computed in float32 (or `x`'s dtype where wider, as Keras does) and returned in `x`'s
-    dtype; `gamma` and `beta` are `(D,)` tensors (not variables: read them first).
+    dtype; `gamma` and `beta` are `(D,)` tensors. Forward only (autodiff differentiates it
+    as written): the Transformer's decoding step (`seq2seq.transformer_layers`) calls it, and
+    `layer_norm` adds the closed-form gradient."""
+    return _normalized(x, gamma, beta, epsilon)[0]
+
+
+def _normalized(x, gamma, beta, epsilon: float):
+    """`normalize`'s output, with the row statistics its gradient reuses: `mean` and
+    `rstd = 1 / sqrt(var + epsilon)`, `(..., 1)` in the compute dtype."""
+    compute = keras.backend.result_type(x.dtype, "float32")
+    xf = ops.cast(x, compute)
+    mean = ops.mean(xf, axis=-1, keepdims=True)
+    centered = xf - mean
+    rstd = ops.rsqrt(ops.mean(ops.square(centered), axis=-1, keepdims=True) + epsilon)
+    y = centered * rstd * ops.cast(gamma, compute) + ops.cast(beta, compute)
+    return ops.cast(y, x.dtype), mean, rstd
+
+
+def layer_norm(x, gamma, beta, epsilon: float):
+    """`normalize` with its gradient in closed form; `gamma` and `beta` are `(D,)` tensors
+    (not variables: read them first).
 
     Gradient (`x̂` the normalized input, `r = 1 / sqrt(var + epsilon)`, `g` the upstream
     gradient, means over the last axis): `d gamma = sum_rows g x̂`, `d beta = sum_rows g`,
@@ -39,11 +59,7 @@ def layer_norm(x, gamma, beta, epsilon: float):
 
     @ops.custom_gradient
     def norm(x, gamma, beta):
-        xf = ops.cast(x, compute)
-        gamma_f, beta_f = ops.cast(gamma, compute), ops.cast(beta, compute)
-        mean = ops.mean(xf, axis=-1, keepdims=True)
-        centered = xf - mean
-        rstd = ops.rsqrt(ops.mean(ops.square(centered), axis=-1, keepdims=True) + epsilon)
+        y, mean, rstd = _normalized(x, gamma, beta, epsilon)
 
         def grad(*args, upstream=None):  # Keras's signature on every backend
             if upstream is None:
@@ -51,13 +67,13 @@ def layer_norm(x, gamma, beta, epsilon: float):
             g = ops.cast(upstream, compute)
             normed = (ops.cast(x, compute) - mean) * rstd
             rows = tuple(range(len(x.shape) - 1))
-            scaled = g * gamma_f
+            scaled = g * ops.cast(gamma, compute)
             dx = rstd * (scaled - ops.mean(scaled, axis=-1, keepdims=True)
                          - normed * ops.mean(scaled * normed, axis=-1, keepdims=True))
             return (ops.cast(dx, x.dtype), ops.cast(ops.sum(g * normed, axis=rows), gamma.dtype),
                     ops.cast(ops.sum(g, axis=rows), beta.dtype))
 
-        return ops.cast(centered * rstd * gamma_f + beta_f, x.dtype), grad
+        return y, grad
 
     return norm(x, gamma, beta)
 

@@ -1,7 +1,7 @@
 """Multi-head attention that returns per-head weights, takes a key padding mask, and caches.
 
-Dimensions: `B` batch, `T` target (query) steps, `S` source (key) steps, `S_max` cache length,
-`H` heads, `D` features, `K` `key_dim`.
+Dimensions: `B` batch, `T` target (query) steps, `S` source (key) steps, `H` heads,
+`D` features, `K` `key_dim`.
 """
 
 from __future__ import annotations
@@ -32,18 +32,15 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
       `(B, T, S)` `attention_mask` and the causal mask of `use_causal_mask`;
     - a query row whose keys are all masked gets zero weights (not uniform ones), so its
       output is the output projection's bias;
-    - it reads and writes a key/value cache laid out as keras-hub's `CachedMultiHeadAttention`,
-      `(B, 2, S_max, H, K)` with keys at `[:, 0]` and values at `[:, 1]` (so `value_dim` must
+    - it reads a key/value cache laid out as keras-hub's `CachedMultiHeadAttention`,
+      `(B, 2, S, H, K)` with keys at `[:, 0]` and values at `[:, 1]` (so `value_dim` must
       equal `key_dim`).
 
-    With `cache` and `cache_update_index`, the `T` new keys/values computed from `key`/`value`
-    are written into the cache at `cache_update_index` and attention is over the whole cache;
-    `use_causal_mask=True` then lets query `t` see cache positions `<= cache_update_index + t`,
-    which also hides positions not yet written (otherwise pass a mask that hides them). With
-    `cache` and no index the cache is used as it is, e.g. cross-attention over a source whose
-    keys and values were computed once with `compute_cache`. The cached call is for decoding:
-    it applies no dropout, and refuses `training=True` when `dropout > 0`. Implicit Keras
-    masks (`_keras_mask`) are not read: pass `mask` explicitly.
+    With `cache` the keys and values are the cache's, e.g. cross-attention over a source
+    whose keys and values were computed once with `compute_cache` (`value` and `key` are then
+    ignored). The cached call is for decoding: it applies no dropout, and refuses
+    `training=True` when `dropout > 0`. Implicit Keras masks (`_keras_mask`) are not read:
+    pass `mask` explicitly.
 
     A caller that does not need the weights says so with `return_weights=False`. Where no
     dropout applies to the weights (not training, or `dropout == 0`) and the backend is one of
@@ -68,14 +65,12 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
 
     Call arguments:
         query: `(B, T, D)` queries.
-        value: `(B, S, D)` values (with a cache: the `T` new steps, or ignored when the
-            cache is used as it is).
+        value: `(B, S, D)` values (ignored with a cache).
         key: `(B, S, D)` keys; defaults to `value`.
-        mask: `(B, S)` bool key padding mask (`(B, S_max)` with a cache), true for real keys.
+        mask: `(B, S)` bool key padding mask, true for real keys.
         attention_mask: `(B, T, S)` bool, true where query `t` may attend key `s`.
-        use_causal_mask: apply a causal mask (offset by `cache_update_index`).
-        cache: `(B, 2, S_max, H, K)` key/value cache, or None.
-        cache_update_index: int or scalar int tensor, where the new steps are written.
+        use_causal_mask: apply a causal mask.
+        cache: `(B, 2, S, H, K)` keys and values (`compute_cache`), or None.
         training: Keras training flag (dropout on the weights).
         weights_dropout: `weights -> weights`, the dropout of the attention weights when
             training (e.g. the caller's `keras.layers.Dropout` of rate `dropout`, called with
@@ -86,9 +81,8 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
 
     Returns:
         output: `(B, T, D)`.
-        weights: `(B, H, T, S)` (`(B, H, T, S_max)` with a cache), or None with
-            `return_weights=False`.
-        cache: the updated `(B, 2, S_max, H, K)` cache, only when `cache` is given.
+        weights: `(B, H, T, S)`, or None with `return_weights=False`.
+        cache: the `cache`, unchanged, only when `cache` is given.
 
     Example:
     >>> attention = MultiHeadAttention(num_heads=2, key_dim=4)
@@ -136,8 +130,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     def compute_cache(self, value, key=None):
         """Keys and values of a source, projected once: `(B, 2, S, H, K)`.
 
-        For cross-attention while decoding: pass the result as `cache` (with no
-        `cache_update_index`) at every step.
+        For cross-attention while decoding: the keys and values of every step (`cache`).
         """
         if not self.built:
             raise ValueError(
@@ -156,19 +149,14 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         attention_mask=None,
         use_causal_mask=False,
         cache=None,
-        cache_update_index=None,
         training=None,
         weights_dropout=None,
         return_weights=True,
     ):
         if cache is None:
-            if cache_update_index is not None:
-                raise ValueError(
-                    "cache_update_index is set but cache is None; pass the cache to update"
-                )
             allowed = self._combined_mask(
                 ops.shape(query)[1], ops.shape(value)[1], mask, attention_mask,
-                use_causal_mask, 0,
+                use_causal_mask,
             )
             dropping = bool(training) and self.dropout > 0
             if (not (return_weights or dropping) and len(query.shape) == 3
@@ -191,22 +179,9 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             )
         if not return_weights:
             raise ValueError("the cached call always returns the weights; omit return_weights")
-        key = value if key is None else key
-        key_cache, value_cache = cache[:, 0, ...], cache[:, 1, ...]
-        if cache_update_index is None:
-            key, value = key_cache, value_cache
-        else:
-            start = [0, cache_update_index, 0, 0]
-            key = ops.slice_update(key_cache, start, self.key_dense(key))
-            value = ops.slice_update(value_cache, start, self.value_dense(value))
-            cache = ops.stack((key, value), axis=1)
+        key, value = cache[:, 0, ...], cache[:, 1, ...]
         allowed = self._combined_mask(
-            ops.shape(query)[1],
-            ops.shape(key)[1],
-            mask,
-            attention_mask,
-            use_causal_mask,
-            0 if cache_update_index is None else cache_update_index,
+            ops.shape(query)[1], ops.shape(key)[1], mask, attention_mask, use_causal_mask
         )
         context, weights = self._attend(self.query_dense(query), key, value, allowed)
         return self.output_dense(context), weights, cache
@@ -345,13 +320,13 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         # `mask` is a key padding mask over S, not a mask of the (B, T, D) output.
         return None
 
-    def _combined_mask(self, query_length, key_length, mask, attention_mask, causal, offset):
+    def _combined_mask(self, query_length, key_length, mask, attention_mask, causal):
         """The `(B or 1, T, S)` bool mask of every constraint given, or None."""
         combined = None
         for part in (
             None if mask is None else expand_key_mask(mask, 3),
             None if attention_mask is None else ops.cast(attention_mask, "bool"),
-            causal_mask(query_length, key_length, offset) if causal else None,
+            causal_mask(query_length, key_length) if causal else None,
         ):
             if part is not None:
                 combined = part if combined is None else ops.logical_and(combined, part)

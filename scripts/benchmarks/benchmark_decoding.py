@@ -8,10 +8,8 @@ tokens long.
 - cached: `model.make_step()`: one token per step through the decoder, self-attention
   keys/values written in place into a fixed-size cache (`T_max` = `--steps`), cross-attention
   keys/values computed once per source; the encoder and the whole loop in one `tf.function`.
-  Its step is the few-op `TransformerTranslator.fast_step` (weights read and laid out once per
-  decode, outside the loop);
-- cached_reference: the same with `make_step(reference=True)`, each decoder layer's
-  `call_cached` through the Keras layers (the step before `fast_step`);
+  Its step is `TransformerTranslator.fast_step` (weights read and laid out once per decode,
+  outside the loop);
 - cached_xla: the same function compiled with XLA (`jit_compile=True`), one compiled program
   for the encoder and the whole decode loop;
 - uncached: a step function that runs the whole decoder over the `index + 1` tokens generated
@@ -55,7 +53,7 @@ from common.cli import (  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.outputs import check_output_file, reported_write  # noqa: E402
 
-PATHS = ("cached", "cached_reference", "cached_xla", "uncached")
+PATHS = ("cached", "cached_xla", "uncached")
 # --quick: a tiny model, for a smoke run (and the tests).
 QUICK = {"layers": 1, "hidden_dim": 16, "heads": 2, "intermediate_dim": 32, "vocab_size": 50,
          "batch_sizes": "2,4", "source_length": 6, "steps": 8, "rounds": 3}
@@ -177,10 +175,10 @@ def run(args: argparse.Namespace) -> int:
 
         return wrapped
 
-    def cached(source, reference=False):
+    def cached(source):
         state = model.initial_state(source, max_length=steps)
-        return strategy(without_end(model.make_step(reference=reference)), state,
-                        tf.shape(source)[0], start_id, end_id, steps).tokens
+        return strategy(without_end(model.make_step()), state, tf.shape(source)[0], start_id,
+                        end_id, steps).tokens
 
     def uncached(source):
         state = uncached_initial_state(model, source, steps)
@@ -188,8 +186,6 @@ def run(args: argparse.Namespace) -> int:
                         start_id, end_id, steps).tokens
 
     functions = {"cached": tf.function(cached, autograph=False),
-                 "cached_reference": tf.function(lambda source: cached(source, True),
-                                                 autograph=False),
                  "cached_xla": tf.function(cached, autograph=False, jit_compile=True),
                  "uncached": tf.function(uncached, autograph=False)}
     rows = []
@@ -217,8 +213,6 @@ def run(args: argparse.Namespace) -> int:
             **{f"{name}_tokens_per_s": batch * steps / seconds[name] for name in PATHS},
             "speedup_cached_xla": seconds["uncached"] / seconds["cached_xla"],
             "speedup_cached": seconds["uncached"] / seconds["cached"],
-            "speedup_cached_reference": seconds["uncached"] / seconds["cached_reference"],
-            "reference_over_cached": seconds["cached_reference"] / seconds["cached"],
             "ops_per_step": {name: loop_body_ops(functions[name], source)
                              for name in PATHS if name != "cached_xla"},
             "xla_over_graph": seconds["cached"] / seconds["cached_xla"],
@@ -233,16 +227,13 @@ def run(args: argparse.Namespace) -> int:
                    "parameters": int(model.count_params())}
     print(f"model {model_sizes}; beam size {args.beam_size}; {steps} tokens; source "
           f"{args.source_length}; medians of {args.rounds} alternating rounds")
-    print(f"{'batch':>5} {'cached s':>9} {'ref. s':>9} {'XLA s':>9} {'uncached s':>10} "
-          f"{'uncached/XLA':>12} {'uncached/ref.':>13} {'uncached/cached':>15} "
-          f"{'ops/step cached, ref.':>21} {'identical':>9}")
+    print(f"{'batch':>5} {'cached s':>9} {'XLA s':>9} {'uncached s':>10} "
+          f"{'uncached/XLA':>12} {'uncached/cached':>15} {'ops/step cached':>15} "
+          f"{'identical':>9}")
     for r in rows:
-        ops = r["ops_per_step"]
-        print(f"{r['batch_size']:>5} {r['cached_s']:>9.3f} {r['cached_reference_s']:>9.3f} "
-              f"{r['cached_xla_s']:>9.3f} {r['uncached_s']:>10.3f} "
-              f"{r['speedup_cached_xla']:>12.2f} {r['speedup_cached_reference']:>13.2f} "
-              f"{r['speedup_cached']:>15.2f} "
-              f"{str(ops['cached']) + ', ' + str(ops['cached_reference']):>21} "
+        print(f"{r['batch_size']:>5} {r['cached_s']:>9.3f} {r['cached_xla_s']:>9.3f} "
+              f"{r['uncached_s']:>10.3f} {r['speedup_cached_xla']:>12.2f} "
+              f"{r['speedup_cached']:>15.2f} {r['ops_per_step']['cached']:>15} "
               f"{r['identical_tokens']!s:>9}")
     if args.out:
         with reported_write(args.out, "--out"):

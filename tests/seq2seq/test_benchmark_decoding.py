@@ -23,17 +23,13 @@ def test_quick_run_agrees_and_its_ratios_are_of_its_medians(tmp_path, beam):
     assert [row["batch_size"] for row in report["results"]] == [2, 4]
     for row in report["results"]:
         assert row["identical_tokens"] and row["all_outputs_full_length"]
-        for path in ("cached", "cached_reference", "cached_xla", "uncached"):
+        for path in ("cached", "cached_xla", "uncached"):
             assert len(row["rounds_s"][path]) == 3
             assert row[f"{path}_s"] == statistics.median(row["rounds_s"][path])
         assert row["speedup_cached_xla"] == row["uncached_s"] / row["cached_xla_s"]
         assert row["speedup_cached"] == row["uncached_s"] / row["cached_s"]
-        assert row["speedup_cached_reference"] == row["uncached_s"] / row["cached_reference_s"]
-        assert row["reference_over_cached"] == row["cached_reference_s"] / row["cached_s"]
-        # The fast step's loop holds fewer operations than the reference step's.
         ops = row["ops_per_step"]
-        assert set(ops) == {"cached", "cached_reference", "uncached"}
-        assert 0 < ops["cached"] < ops["cached_reference"]
+        assert set(ops) == {"cached", "uncached"} and ops["cached"] > 0
 
 
 def test_loop_body_ops_counts_the_operations_of_the_while_body():

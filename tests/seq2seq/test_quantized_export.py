@@ -4,6 +4,8 @@ a smaller export, the decoding step's float values of the int8 weights, and one-
 """
 
 import json
+import os
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -125,22 +127,24 @@ def _transformer(tie: bool) -> TransformerTranslator:
 
 
 @pytest.mark.parametrize("tie", [True, False])
-def test_fast_step_reads_int8_weights_as_the_layers_compute_them(tie):
+def test_the_step_of_int8_weights_gives_the_quantized_full_pass(tie):
+    """The decoding step reads int8 weights as their float values, once per decode: at each
+    step of a given target prefix, its logits and attention are the quantized model's
+    teacher-forced full pass' (Keras's int8 layers) at that position."""
     model = _transformer(tie)
-    quantize_model(model, "int8")
-    assert model.step_supported()  # the few-op step, not the layers' calls
     source = np.array([[5, 9, 4, 11, 0, 0], [7, 7, 12, 3, 8, 6]], np.int32)
-    results = []
-    for reference in (False, True):
-        step = model.make_step(reference=reference)
-        state = model.initial_state(source, max_length=6)
-        tokens, logits = np.array([1, 1], np.int32), []
-        for index in range(5):
-            out, state, _ = step(tokens, state, index)
-            logits.append(np.asarray(out))
-            tokens = np.array([4 + index, 10 + index], np.int32)
-        results.append(np.stack(logits))
-    np.testing.assert_allclose(results[0], results[1], atol=2e-5)
+    target_in = np.array([[1, 4, 5, 6, 7], [1, 10, 11, 12, 13]], np.int32)
+    float_logits = np.asarray(model({"source": source, "target_in": target_in}))
+    quantize_model(model, "int8")
+    assert model.target_embedding.embeddings.dtype == "int8"
+    logits, weights = model({"source": source, "target_in": target_in}, return_attention=True)
+    logits, alpha = np.asarray(logits), np.asarray(weights[-1]).mean(1)
+    assert np.abs(logits - float_logits).max() > 1e-4  # the int8 grid moved the logits
+    step, state = model.make_step(), model.initial_state(source, max_length=6)
+    for t in range(target_in.shape[1]):
+        step_logits, state, step_alpha = step(target_in[:, t], state, t)
+        np.testing.assert_allclose(np.asarray(step_logits), logits[:, t], atol=2e-5)
+        np.testing.assert_allclose(np.asarray(step_alpha), alpha[:, t], atol=1e-6)
 
 
 def test_float_values_of_int8_weights_are_what_the_layers_apply():
@@ -210,11 +214,17 @@ def test_evaluate_takes_a_savedmodel_and_scores_it_as_its_run(dates_transformer,
     exported = evaluate(float_export, dataset="dates", limit=64, beam_size=1, progress=False)
     for name in ("bleu", "chrf", "exact_match", "sentences", "unfinished", "max_decode_length"):
         assert exported[name] == run[name], name
-    assert exported["checkpoint"] == run["checkpoint"]
+    assert exported["checkpoint"] == run["checkpoint"] and os.path.isabs(run["checkpoint"])
+    assert (run["format"], exported["format"], exported["quantization"]) == (
+        "run", "savedmodel", "float32")
     # From the command line, int8 as float32, with what the export fixed refused in one line.
     assert main(["evaluate", str(int8_export), "--dataset", "dates", "--limit", "64",
                  "--beam-size", "4", "--json", str(tmp_path / "int8.json")]) == 0
-    assert load_json(tmp_path / "int8.json")["sentences"] == 64
+    scored = load_json(tmp_path / "int8.json")
+    assert scored["sentences"] == 64
+    assert (scored["format"], scored["quantization"], scored["checkpoint"]) == (
+        "savedmodel", "int8", run["checkpoint"])
+    assert re.search(r"^quantization +int8$", capsys.readouterr().out, re.MULTILINE)
     capsys.readouterr()
     penalty = ExportedTranslator(int8_export).info["length_penalty"]
     assert main(["evaluate", str(int8_export), "--dataset", "dates", "--length-penalty",

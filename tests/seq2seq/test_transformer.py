@@ -71,24 +71,6 @@ def test_future_target_tokens_do_not_change_earlier_logits(built):
     assert not np.allclose(logits[:, 3:], other[:, 3:])
 
 
-@pytest.mark.parametrize(
-    "positions,norm_first,tie,fused",
-    [("sine", True, False, False), ("learned", False, True, False), ("sine", True, False, True)]
-)
-def test_cached_decoding_matches_full_pass(built, positions, norm_first, tie, fused):
-    model = built(positions=positions, norm_first=norm_first, tie_embeddings=tie,
-                  fused_projections=fused)
-    logits, weights = model({"source": SOURCE, "target_in": TARGET_IN}, return_attention=True)
-    state = model.initial_state(SOURCE, max_length=8)
-    assert [tuple(c.shape) for c in state["self_cache"]] == [(2, 2, 8, 2, 4)] * 2
-    assert [tuple(c.shape) for c in state["cross_cache"]] == [(2, 2, 6, 2, 4)] * 2
-    step = model.make_step(attention_layer=0, attention_head=1)
-    for t in range(TARGET_IN.shape[1]):
-        step_logits, state, alpha = step(tf.constant(TARGET_IN[:, t]), state, tf.constant(t))
-        np.testing.assert_allclose(step_logits, logits[:, t], atol=1e-5)
-        np.testing.assert_allclose(alpha, weights[0][:, 1, t], atol=1e-6)
-
-
 def test_step_attention_is_the_head_average_by_default(built):
     model = built()
     _, weights = model({"source": SOURCE, "target_in": TARGET_IN}, return_attention=True)
@@ -170,69 +152,122 @@ def _randomized(model, seed=0):
 
 # A third row of padding only: its cross-attention weights are all zero on both paths.
 PADDED_SOURCE = np.concatenate([SOURCE, np.zeros((1, 6), np.int32)], axis=0)
+PADDED_TARGET_IN = np.array([[1, 9, 10, 11, 12], [1, 12, 13, 14, 15], [1, 3, 4, 5, 6]],
+                            np.int32)
+
+
+def copy_model(**options) -> TransformerTranslator:
+    """A pointer-generator (`copy`) Transformer of `tiny`'s sizes."""
+    sizes = dict(num_layers=2, hidden_dim=8, num_heads=2, intermediate_dim=16, dropout=0.0,
+                 max_length=16, **options)
+    return TransformerTranslator(ModelConfig(transformer=TransformerConfig(**sizes), copy=True),
+                                 20, 30)
+
+
+def stepped(model, source, target_in, source_copy=None, max_length=8):
+    """`target_in (B, T)` fed to `fast_step` one column at a time (the weights of
+    `step_weights`, the state of `initial_state`): -> `(logits (B, T, V), [(B, H, T, S)] * N)`
+    as NumPy, the step's outputs at every position, in the layout of the full pass'."""
+    weights = model.step_weights()
+    options = {"source_copy": source_copy} if model.copy else {}
+    state = model.initial_state(source, max_length=max_length, **options)
+    logits, attention = [], []
+    for t in range(target_in.shape[1]):
+        out, state, weights_t = model.fast_step(target_in[:, t], state, t, weights)
+        assert out.dtype == "float32"
+        logits.append(np.asarray(out))
+        attention.append([np.asarray(w, np.float32) for w in weights_t])
+    return (np.stack(logits, 1),
+            [np.stack([a[i] for a in attention], 2) for i in range(model.num_layers)])
+
+
+def full_pass(model, source, target_in, source_copy=None):
+    """The teacher-forced pass: `(logits (B, T, V), [(B, H, T, S)] * N)` as float32 NumPy."""
+    inputs = {"source": source, "target_in": target_in}
+    if source_copy is not None:
+        inputs["source_copy"] = source_copy
+    logits, weights = model(inputs, return_attention=True)
+    return (np.asarray(tf.cast(logits, tf.float32)),
+            [np.asarray(tf.cast(w, tf.float32)) for w in weights])
 
 
 @pytest.mark.parametrize("options", [
     dict(positions="sine", norm_first=True),
     dict(positions="learned", norm_first=False, tie_embeddings=True),
-    dict(head_dim=6, num_heads=3),
-    dict(copy=True),
-])
-def test_fast_step_equals_the_reference_step(options):
-    """`fast_step` (fused query/key/value product, one cache update, weights read once) gives
-    the logits, attention and cache of `step_with_weights` (each layer's `call_cached`)."""
-    copy = options.pop("copy", False)
-    if copy:
-        config = ModelConfig(transformer=TransformerConfig(
-            num_layers=2, hidden_dim=8, num_heads=2, intermediate_dim=16, dropout=0.0,
-            max_length=16), copy=True)
-        model = TransformerTranslator(config, 20, 30)
-    else:
-        model = tiny(**options)
+    dict(positions="sine", norm_first=True, fused_projections=True),
+    dict(positions="learned", norm_first=True, head_dim=6, num_heads=3),
+    dict(positions="sine", norm_first=False, copy=True),
+], ids=["sine-pre", "learned-post-tied", "fused", "head-dim", "copy"])
+def test_cached_decoding_matches_full_pass(options):
+    """At each step `t` of decoding a given target prefix, the cached step's logits (with
+    `copy`, log-probabilities over the extended vocabulary) are the teacher-forced full pass'
+    at position `t`, and its cross-attention weights of every layer and head are the full
+    pass'; a source of padding only gets zero weights."""
+    options = dict(options)
+    model = copy_model() if options.pop("copy", False) else tiny(**options)
     model = _randomized(model)
-    assert model.step_supported()
-    fast, reference = model.make_step(), model.make_step(reference=True)
-    fast_state = reference_state = model.initial_state(PADDED_SOURCE, max_length=8)
-    tokens = np.array([[1, 9, 10, 11, 12], [1, 12, 13, 14, 15], [1, 3, 4, 5, 6]], np.int32)
-    if copy:
-        tokens[0, 2] = 30 + 1  # an extended id: a copy of source position 1
-    for t in range(tokens.shape[1]):
-        args = (tf.constant(tokens[:, t]), tf.constant(t))
-        fast_logits, fast_state, fast_alpha = fast(args[0], fast_state, args[1])
-        logits, reference_state, alpha = reference(args[0], reference_state, args[1])
-        assert float(np.abs(logits).max()) > 1.0  # not a trivially small output
-        np.testing.assert_allclose(fast_logits, logits, rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(fast_alpha, alpha, atol=1e-6)
-        assert np.all(np.asarray(fast_alpha)[2] == 0)
-        for new, old in zip(fast_state["self_cache"], reference_state["self_cache"]):
-            np.testing.assert_allclose(new, old, rtol=1e-5, atol=1e-5)
+    target_in, source_copy = PADDED_TARGET_IN.copy(), None
+    if model.copy:
+        target_in[0, 2] = 30 + 1  # an extended id: a copy of source position 1
+        source_copy = np.where(PADDED_SOURCE > 0, PADDED_SOURCE + 1, 0).astype(np.int32)
+        source_copy[0, 1] = 30 + 1
+    logits, weights = full_pass(model, PADDED_SOURCE, target_in, source_copy)
+    step_logits, step_weights = stepped(model, PADDED_SOURCE, target_in, source_copy)
+    assert float(np.abs(logits).max()) > 1.0  # not a trivially small output
+    np.testing.assert_allclose(step_logits, logits, rtol=1e-5, atol=1e-5)
+    for got, want in zip(step_weights, weights, strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-6)
+    assert np.all(step_weights[-1][2] == 0)
+
+
+def test_make_step_returns_the_chosen_layer_and_head(built):
+    """`make_step(attention_layer, attention_head)`'s weights are that layer's head of the
+    full pass (the average over heads by default: `test_step_attention_is_the_head_average_by_default`),
+    with a head given as an int or as a tensor."""
+    model = built(positions="learned")
+    _, weights = full_pass(model, SOURCE, TARGET_IN)
+    for head in (1, tf.constant(1)):
+        state = model.initial_state(SOURCE, max_length=8)
+        step = model.make_step(attention_layer=0, attention_head=head)
+        for t in range(TARGET_IN.shape[1]):
+            _, state, alpha = step(tf.constant(TARGET_IN[:, t]), state, tf.constant(t))
+            np.testing.assert_allclose(alpha, weights[0][:, 1, t], atol=1e-6)
 
 
 @pytest.mark.parametrize("method", ["greedy", "beam"])
-def test_fast_step_decodes_the_tokens_of_the_reference_step(method):
-    """Whole decodes in one `tf.function` (greedy, beam search): the same tokens and lengths
-    with the fast step as with the reference step, scores and attention to float rounding."""
+def test_decoded_scores_are_the_full_pass_log_probabilities(method):
+    """Whole decodes in one `tf.function` (greedy, beam search with 2 best): each
+    hypothesis' score is the sum of the full pass' log-probabilities of its tokens, its
+    attention the full pass' (head average of the last layer)."""
     from common.decoding import make_strategy
 
     model = _randomized(tiny(), seed=1)
     strategy = make_strategy(method, beam_size=3, n_best=2, length_penalty=0.6)
 
-    def decode(source, reference):
-        state = model.initial_state(source, max_length=10)
-        return strategy(model.make_step(reference=reference), state, tf.shape(source)[0], 1,
-                        2, 10)
+    @tf.function(autograph=False)
+    def decode(source):
+        state = model.initial_state(source, max_length=6)
+        return strategy(model.make_step(), state, tf.shape(source)[0], 1, 2, 6)
 
-    fast = tf.function(lambda s: decode(s, False), autograph=False)(PADDED_SOURCE)
-    reference = tf.function(lambda s: decode(s, True), autograph=False)(PADDED_SOURCE)
-    np.testing.assert_array_equal(fast.tokens, reference.tokens)
-    np.testing.assert_array_equal(fast.lengths, reference.lengths)
-    np.testing.assert_allclose(fast.scores, reference.scores, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(fast.attention, reference.attention, atol=1e-5)
+    decoded = decode(PADDED_SOURCE)
+    tokens, lengths, scores, attention = (np.asarray(t) for t in (
+        decoded.tokens, decoded.lengths, decoded.scores, decoded.attention))
+    for k in range(tokens.shape[1]):
+        target_in = np.concatenate([np.ones((3, 1), np.int32), tokens[:, k, :-1]], axis=1)
+        logits, weights = full_pass(model, PADDED_SOURCE, target_in)
+        log_probs = np.asarray(tf.nn.log_softmax(logits))
+        alpha = weights[-1].mean(1)
+        for row in range(3):
+            n = int(lengths[row, k])
+            picked = log_probs[row, np.arange(n), tokens[row, k, :n]]
+            assert scores[row, k] == pytest.approx(picked.sum(), abs=1e-4)
+            np.testing.assert_allclose(attention[row, k, :n], alpha[row, :n],
+                                       atol=1e-5)
 
 
-def test_fast_step_reads_the_weights_at_each_call_of_the_function():
+def test_the_step_reads_the_weights_at_each_call_of_the_function():
     """`make_step` inside the decoding `tf.function` reads the variables there: a weight
-    changed after tracing changes the next decode."""
+    changed after tracing changes the next decode, to the full pass' logits."""
     model = _randomized(tiny(), seed=2)
 
     @tf.function(autograph=False)
@@ -243,28 +278,58 @@ def test_fast_step_reads_the_weights_at_each_call_of_the_function():
     before = first_logits(SOURCE).numpy()
     model.decoder_norm.beta.assign(model.decoder_norm.beta + 1.0)
     after = first_logits(SOURCE).numpy()
-    reference = model.make_step(reference=True)(
-        tf.constant([1, 1]), model.initial_state(SOURCE, max_length=4), tf.constant(0))[0]
     assert not np.allclose(before, after)
-    np.testing.assert_allclose(after, reference, rtol=1e-5, atol=1e-5)
+    logits, _ = full_pass(model, SOURCE, np.ones((2, 1), np.int32))
+    np.testing.assert_allclose(after, logits[:, 0], rtol=1e-5, atol=1e-5)
 
 
-def test_mixed_precision_decodes_with_the_reference_step():
-    """The fast step is float32 only: under a mixed policy `make_step` keeps `call_cached`."""
+def test_the_step_reads_each_weight_once_per_decode():
+    """No variable is read in the decoding loop: `step_weights` reads them all before it
+    (the loop stays stateless, and the step costs no reads)."""
+    from common.decoding import make_strategy
+
+    model = tiny(positions="learned")
+    model.build()
+
+    @tf.function(autograph=False)
+    def decode(source):
+        state = model.initial_state(source, max_length=4)
+        return make_strategy("greedy")(model.make_step(), state, tf.shape(source)[0], 1, 2,
+                                       4).tokens
+
+    graph = decode.get_concrete_function(tf.constant(SOURCE)).graph.as_graph_def()
+    loops = [node for node in graph.node if "While" in node.op]
+    assert [node.op for node in loops] == ["StatelessWhile"]
+    body = {f.signature.name: f for f in graph.library.function}[
+        loops[0].attr["body"].func.name]
+    assert not [node for node in body.node_def if node.op == "ReadVariableOp"]
+
+
+@pytest.mark.parametrize("policy,tolerance", [("mixed_bfloat16", 0.03), ("mixed_float16", 0.005)])
+@pytest.mark.parametrize("options", [
+    dict(positions="sine", norm_first=True),
+    dict(positions="learned", norm_first=False, tie_embeddings=True),
+])
+def test_mixed_precision_step_matches_full_pass(policy, tolerance, options):
+    """Under a mixed policy (float32 variables, half-precision products) the step computes as
+    the layers do, its softmax and norms in float32: float32 logits, equal to the half-precision
+    full pass' to its rounding, and the same attention."""
     import keras
 
     previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("mixed_bfloat16")
+    keras.config.set_dtype_policy(policy)
     try:
-        model = tiny()
-        model({"source": SOURCE, "target_in": TARGET_IN})
+        model = _randomized(tiny(**options), seed=3)
+        logits, weights = full_pass(model, PADDED_SOURCE, PADDED_TARGET_IN)
+        step_logits, step_weights = stepped(model, PADDED_SOURCE, PADDED_TARGET_IN)
     finally:
         keras.config.set_dtype_policy(previous)
-    assert not model.step_supported()
-    state = model.initial_state(SOURCE, max_length=4)
-    args = (tf.constant([1, 1]), state, tf.constant(0))
-    np.testing.assert_array_equal(model.make_step()(*args)[0],
-                                  model.make_step(reference=True)(*args)[0])
+    assert model.compute_dtype == policy.split("_")[1]
+    scale = float(np.abs(logits).max())
+    assert scale > 1.0
+    np.testing.assert_allclose(step_logits, logits, atol=tolerance * scale)
+    for got, want in zip(step_weights, weights, strict=True):
+        np.testing.assert_allclose(got, want, atol=tolerance)
 
 
 def test_the_output_projection_runs_in_the_compute_dtype():

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from common.layers import LayerNormalization, layer_norm
+from common.layers.layer_norm import normalize
 from tests.jax.conftest import requires_jax, run_worker
 
 
@@ -152,6 +153,25 @@ def test_layer_norm_function_matches_keras_ops():
                                np.asarray(keras.ops.layer_normalization(x, gamma, beta,
                                                                         epsilon=1e-5)),
                                atol=2e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_normalize_is_layer_norm_forward_and_keras_layer(dtype):
+    """`normalize` (the decoding step's norm) is `layer_norm`'s forward pass, the same values,
+    and Keras's layer's output to rounding: computed in float32, returned in `x`'s dtype."""
+    x, gamma, beta, _ = case(5)
+    x = tf.cast(x, dtype)
+    y = normalize(x, gamma, beta, 1e-5)
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(np.asarray(tf.cast(y, tf.float32)),
+                                  np.asarray(tf.cast(layer_norm(x, gamma, beta, 1e-5),
+                                                     tf.float32)))
+    policy = "mixed_bfloat16" if dtype == "bfloat16" else "float32"
+    keras_y = built(gamma, beta, x.shape, dtype=policy)(x)
+    assert keras_y.dtype == dtype
+    np.testing.assert_allclose(np.asarray(tf.cast(y, tf.float32)),
+                               np.asarray(tf.cast(keras_y, tf.float32)),
+                               atol=2e-6 if dtype == "float32" else 2e-2)
 
 
 @requires_jax

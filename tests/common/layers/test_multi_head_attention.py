@@ -146,60 +146,7 @@ def test_without_weights_dropout_still_applies_when_training():
     assert weights is None
     assert not np.allclose(np.asarray(dropped), np.asarray(plain), atol=1e-3)
     with pytest.raises(ValueError, match="always returns the weights"):
-        layer(x[:, :1], x[:, :1], cache=np.zeros((B, 2, T, H, K), "float32"),
-              cache_update_index=0, return_weights=False)
-
-
-def test_cached_decoding_matches_full_pass():
-    x = _x(B, T, D)
-    layer = MultiHeadAttention(num_heads=H, key_dim=K)
-    full_output, full_weights = layer(x, x, mask=SELF_MASK, use_causal_mask=True)
-    cache = np.zeros((B, 2, T, H, K), "float32")
-    # A prefix of 2 steps at once, then one step at a time.
-    output, weights, cache = layer(
-        x[:, :2],
-        x[:, :2],
-        mask=SELF_MASK,
-        use_causal_mask=True,
-        cache=cache,
-        cache_update_index=0,
-    )
-    outputs, step_weights = [output], [weights]
-    for i in range(2, T):
-        output, weights, cache = layer(
-            x[:, i : i + 1],
-            x[:, i : i + 1],
-            mask=SELF_MASK,
-            use_causal_mask=True,
-            cache=cache,
-            cache_update_index=i,
-        )
-        outputs.append(output)
-        step_weights.append(weights)
-    np.testing.assert_allclose(np.concatenate(outputs, 1), full_output, atol=1e-5)
-    np.testing.assert_allclose(np.concatenate(step_weights, 2), full_weights, atol=1e-6)
-    # The final cache holds every step's keys and values.
-    np.testing.assert_allclose(np.asarray(cache), layer.compute_cache(x), atol=1e-5)
-
-
-def test_cached_step_in_tf_function_with_tensor_index():
-    x = _x(B, T, D)
-    layer = MultiHeadAttention(num_heads=H, key_dim=K)
-    full_output, _ = layer(x, x, use_causal_mask=True)
-
-    @tf.function
-    def decode(x):
-        cache = tf.zeros((B, 2, T, H, K))
-        outputs = tf.TensorArray(tf.float32, size=T)
-        for i in tf.range(T):
-            step = x[:, i : i + 1]
-            output, _, cache = layer(
-                step, step, use_causal_mask=True, cache=cache, cache_update_index=i
-            )
-            outputs = outputs.write(i, output[:, 0])
-        return tf.transpose(outputs.stack(), [1, 0, 2])
-
-    np.testing.assert_allclose(decode(tf.constant(x)), full_output, atol=1e-5)
+        layer(x, x, cache=layer.compute_cache(x), return_weights=False)
 
 
 def test_cross_attention_with_precomputed_cache_equals_uncached_call():
@@ -280,12 +227,6 @@ def test_outputs_carry_no_implicit_keras_mask():
         warnings.simplefilter("error")  # Flatten warns when it is passed a masked input
         keras.layers.Flatten()(weights)
         keras.layers.Flatten()(output)
-
-
-def test_cache_update_index_without_cache_is_an_error():
-    x = _x(B, T, D)
-    with pytest.raises(ValueError, match="cache_update_index"):
-        MultiHeadAttention(num_heads=H, key_dim=K)(x, x, cache_update_index=0)
 
 
 def test_compute_cache_after_build_without_a_call():
