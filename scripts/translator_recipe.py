@@ -9,8 +9,8 @@ Everything after `--` goes to `seq2seq train` as it stands (plus `--dataset tsv 
 trains into `OUT_DIR/NAME-seedS` (replacing what is there) and records the training's wall
 time; it then scores, on `DATA/SPLIT.tsv` with `seq2seq evaluate` (sacreBLEU on raw cased
 references), the run's best checkpoint by validation (when it keeps one), its last, and with
-`--average N` the mean of its last N checkpoints (`seq2seq average`, into `...-avgN`), each at
-every length penalty asked for (by default at the run's own, which its preset sets). One JSON
+`--average N` the mean of its last N checkpoints (`seq2seq average`, into `...-avgN`), or only
+the one `--checkpoint` names, each at every length penalty asked for (by default at the run's own, which its preset sets). One JSON
 line per (seed, checkpoint, penalty) goes to stdout and `OUT_DIR/results.jsonl`, with what the
 run's history says of its training: the mean loss of every epoch (`epoch_loss`), the last
 (`train_loss`) and the median examples per second over the epochs. Then one summary line per
@@ -22,8 +22,16 @@ lines `OUT_DIR/results.jsonl` already holds for NAME, SPLIT and the beam size (a
 line wins), after checking that every seed has every (checkpoint, penalty) and that they all
 trained with the same options.
 
-Choose a recipe on `valid` and report it on `test` once (`--split test`, with the checkpoint
-and penalty chosen); the preset is what a user should start from, not one tuned to the test
+A recipe is chosen on `valid` and scored on `test` once, and the script holds to it. A `--split
+test` run scores one candidate: the checkpoint (`--checkpoint best|last|average-N`) and one
+length penalty (`--length-penalties A`) are named, and `OUT_DIR/results.jsonl` must already
+hold valid lines of NAME at that checkpoint, penalty and beam size, trained with the same
+options; otherwise it is refused in one line (exit 2) before any training, saying to choose on
+valid first. It is refused too where results.jsonl holds a test line of NAME for one of the
+seeds already, unless `--overwrite` (its lines are then appended, and `--summarize` takes a
+seed's latest). Test lines say `"chosen_on": "valid"` and how many times that seed's test
+split has been scored for NAME (`test_scored`, 1 but after `--overwrite`). Other split names
+are not guarded. The preset is what a user should start from, not one tuned to the test
 split. Only the commands the package offers are run, so the figures are what a user gets.
 """
 
@@ -98,15 +106,20 @@ def _training(run_dir: Path) -> dict:
     return out
 
 
-def _checkpoints(run_dir: Path, average: int) -> list[tuple[str, Path, str | None]]:
-    """(label, directory, --checkpoint) of what is scored."""
+def _checkpoints(run_dir: Path, average: int,
+                 only: str | None = None) -> list[tuple[str, Path, str | None]]:
+    """(label, directory, --checkpoint) of what is scored: all, or the one labelled `only`."""
     from common.training.best import best_record
 
     chosen = []
-    if best_record(run_dir) is not None:
+    if best_record(run_dir) is not None and only in (None, "best"):
         chosen.append(("best", run_dir, "best"))
-    chosen.append(("last", run_dir, "last"))
-    if average:
+    if only in (None, "last"):
+        chosen.append(("last", run_dir, "last"))
+    if only is not None and not chosen and only == "best":
+        raise UserError(f"--checkpoint best: {run_dir} keeps no best checkpoint (its "
+                        "--best-metric is none); choose last or average-N")
+    if average and only in (None, f"average-{average}"):
         averaged = run_dir.with_name(f"{run_dir.name}-avg{average}")
         shutil.rmtree(averaged, ignore_errors=True)
         done = _seq2seq("average", str(run_dir), "--last", str(average), "--out",
@@ -117,6 +130,23 @@ def _checkpoints(run_dir: Path, average: int) -> list[tuple[str, Path, str | Non
     return chosen
 
 
+def _lines(results_file: Path, what: str) -> list[dict]:
+    """The JSON lines of `results_file` (none when it is missing); a `ValueError` names a line
+    that is not JSON (a run killed mid-write)."""
+    if not results_file.is_file():
+        return []
+    lines = []
+    for number, line in enumerate(results_file.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            lines.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{what}: {results_file}, line {number}: not JSON "
+                             f"({e.msg})") from None
+    return lines
+
+
 def _recorded(results_file: Path, args) -> dict[tuple[str, float], list[dict]]:
     """The seeds' lines in `results_file` for `args.name`, split and beam size (at
     `args.length_penalties` when given), grouped by (checkpoint, penalty), a seed's latest line
@@ -124,16 +154,10 @@ def _recorded(results_file: Path, args) -> dict[tuple[str, float], list[dict]]:
     if not results_file.is_file():
         raise ValueError(f"--summarize: no {results_file}")
     latest = {}
-    for number, line in enumerate(results_file.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"--summarize: {results_file}, line {number}: not JSON "
-                             f"({e.msg})") from None
+    for r in _lines(results_file, "--summarize"):
         if (r.get("kind") != "summary" and r.get("name") == args.name
                 and r.get("seed") in args.seeds and r.get("split") == args.split
+                and args.checkpoint in (None, r.get("checkpoint"))
                 and r.get("beam_size") == args.beam_size
                 and (not args.length_penalties or r.get("length_penalty")
                      in args.length_penalties)):
@@ -156,6 +180,41 @@ def _recorded(results_file: Path, args) -> dict[tuple[str, float], list[dict]]:
     return rows
 
 
+def check_test_run(results_file: Path, args, train_args: list[str]) -> dict[int, int]:
+    """What a `--split test` run must meet before it trains: one candidate named (the
+    checkpoint, one length penalty), chosen on valid (`results_file` holds valid lines of NAME
+    for it, trained with `train_args`), and no seed scored on test for NAME already unless
+    `--overwrite`. Returns, per seed, the times its test split was scored before."""
+    if args.checkpoint is None or len(args.length_penalties or []) != 1:
+        penalties = ",".join(map(str, args.length_penalties or [])) or "(the run's own)"
+        got = f"--checkpoint {args.checkpoint or '(all)'}, --length-penalties {penalties}"
+        raise UserError(f"--split test scores one candidate chosen on valid: name it with "
+                        f"--checkpoint and one --length-penalties value (got {got}); choose "
+                        "on valid first (--split valid)")
+    try:
+        lines = [r for r in _lines(results_file, "--out-dir") if r.get("name") == args.name
+                 and r.get("kind") != "summary"]
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    penalty = round(args.length_penalties[0], 2)
+    if not any(r.get("split") == "valid" and r.get("checkpoint") == args.checkpoint
+               and r.get("length_penalty") == penalty and r.get("beam_size") == args.beam_size
+               and r.get("train_args") == train_args for r in lines):
+        raise UserError(f"--split test: {results_file} has no valid line of {args.name} at "
+                        f"--checkpoint {args.checkpoint}, length penalty {penalty}, beam "
+                        f"{args.beam_size} with these training options; choose on valid first "
+                        "(--split valid, the same options)")
+    scored = {seed: sum(r.get("split") == "test" and r.get("seed") == seed for r in lines)
+              for seed in args.seeds}
+    again = [seed for seed, times in scored.items() if times]
+    if again and not args.overwrite:
+        raise UserError(f"--split test: {results_file} holds test lines of {args.name} for "
+                        f"seed {','.join(map(str, again))} already (the test split is scored "
+                        "once per result); --overwrite scores it again and says so "
+                        "(test_scored), or choose another NAME")
+    return scored
+
+
 def _summarize(results_file: Path, rows: dict[tuple[str, float], list[dict]], args,
                train_args: list[str]) -> None:
     """One summary line per (checkpoint, penalty), to stdout and `results_file`."""
@@ -165,7 +224,10 @@ def _summarize(results_file: Path, rows: dict[tuple[str, float], list[dict]], ar
         head = {"name": args.name, "checkpoint": label, "length_penalty": penalty,
                 "beam_size": args.beam_size, "split": args.split,
                 "seeds": [r["seed"] for r in results], "train_args": train_args}
-        summary = summarize(head, results, skip=("seed", "length_penalty", "beam_size"))
+        if args.split == "test":
+            head["chosen_on"] = "valid"
+        summary = summarize(head, results,
+                            skip=("seed", "length_penalty", "beam_size", "test_scored"))
         with reported_write(results_file, "--out-dir"):
             line = record(results_file, summary)
         print(line, flush=True)
@@ -195,6 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "the preset's)")
     p.add_argument("--average", type=non_negative_int, default=0, metavar="N",
                    help="also score the mean of the last N checkpoints (0: no)")
+    p.add_argument("--checkpoint", default=None, metavar="LABEL",
+                   help="score only this checkpoint: best, last or average-N (with --average "
+                        "N); required with --split test, with one --length-penalties value")
+    p.add_argument("--overwrite", action="store_true",
+                   help="with --split test: score seeds that results.jsonl holds test lines "
+                        "of NAME for again (the lines are appended and count it)")
     p.add_argument("--summarize", action="store_true",
                    help="train nothing: write the summary lines over --seeds from what "
                         "OUT_DIR/results.jsonl holds for NAME (seeds trained by separate "
@@ -232,8 +300,19 @@ def check_outputs(args: argparse.Namespace) -> Path:
     return results_file
 
 
+def check_choice_options(args: argparse.Namespace) -> None:
+    """`--checkpoint` names one the recipe scores; `--overwrite` is for a test run."""
+    labels = ["best", "last"] + ([f"average-{args.average}"] if args.average else [])
+    if args.checkpoint is not None and args.checkpoint not in labels:
+        raise UserError(f"--checkpoint {args.checkpoint!r}: expected one of "
+                        f"{', '.join(labels)} (average-N needs --average N)")
+    if args.overwrite and (args.split != "test" or args.summarize):
+        raise UserError("--overwrite goes with --split test: it scores the test split again")
+
+
 def run(args: argparse.Namespace) -> int:
     check_name(args.name)
+    check_choice_options(args)
     train_args = args.train_args
     results_file = Path(args.out_dir) / "results.jsonl"
     if args.summarize:
@@ -264,6 +343,7 @@ def run(args: argparse.Namespace) -> int:
     results_file = check_outputs(args)
     if args.average and "--keep-checkpoints" not in train_args:
         train_args += ["--keep-checkpoints", str(args.average)]
+    scored = check_test_run(results_file, args, train_args) if args.split == "test" else {}
 
     from common.metrics.seeds import record
 
@@ -280,10 +360,12 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return done.returncode
         training = _training(run_dir)
-        for label, target, checkpoint in _checkpoints(run_dir, args.average):
+        chosen = ({"chosen_on": "valid", "test_scored": scored[seed] + 1}
+                  if args.split == "test" else {})
+        for label, target, checkpoint in _checkpoints(run_dir, args.average, args.checkpoint):
             for penalty in args.length_penalties or [None]:
                 result = {"name": args.name, "seed": seed, "checkpoint": label,
-                          "beam_size": args.beam_size, "split": args.split,
+                          "beam_size": args.beam_size, "split": args.split, **chosen,
                           "train_s": train_s, **training,
                           **_evaluate(target, checkpoint, args, penalty),
                           "train_args": train_args}

@@ -1,19 +1,29 @@
-"""Train one variant of the captioner `demo` preset and score it on the `shapes` test split.
+"""Train one variant of the captioner `demo` preset and score it on a `shapes` split.
 
     python scripts/experiments/captioner_ablation.py word-query \\
         --override '{"decoder": {"query": "hidden+word"}}' --out-dir runs/ablation
     python scripts/experiments/captioner_ablation.py hard-to-go --threads 1 \\
         --override '{"decoder": {"attention": "hard", "reward": "to-go"}}'
+    python scripts/experiments/captioner_ablation.py word-query --split test \\
+        --override '{"decoder": {"query": "hidden+word"}}' --out-dir runs/ablation
 
 Each variant is the `demo` preset with nested overrides of any `CaptionerRunConfig` field
 (`encoder`, `decoder`, `training`, ...; the ones the command line does not offer, such as
 `encoder.context_convs`, included). It trains into `OUT_DIR/NAME` (replacing what is there),
-captions the first `--test-images` images of the test split with beam search, and prints one
-JSON line, also appended to `OUT_DIR/results.jsonl`: the training time, BLEU-1..4, object and
+captions the first `--images` images of the split with beam search, and prints one JSON line,
+also appended to `OUT_DIR/results.jsonl`: the split, the training time, BLEU-1..4, object and
 relation accuracy, attention correctness with its uniform baseline, and the mean peak of the
-attention maps at the scored words. The README's ablation table was made with it, two
-variants at a time with `--threads 1` each (on 2 cores, one thread per run loses little: the
-model's operations are small).
+attention maps at the scored words. The README's ablation table was made with it (on the test
+split, before the rule below), two variants at a time with `--threads 1` each (on 2 cores, one
+thread per run loses little: the model's operations are small).
+
+Variants are compared on `--split valid` (the default); the one kept is scored on `--split
+test` once. A test run is refused in one line (exit 2), before any training, unless
+results.jsonl holds a valid line of the variant (NAME, or NAME-seedS, with the same preset,
+overrides and beam size: it was chosen on valid), and where it holds a test line of one of its
+runs already (a line without a split, from before, counts as one) unless `--overwrite`. Test
+lines say `"chosen_on": "valid"` and how many times the run's test split has been scored
+(`test_scored`).
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -38,8 +49,8 @@ from common.errors import UserError
 from common.outputs import check_output_file, check_output_folder, reported_write
 
 
-def score(run_dir: Path, test_images: int, beam_size: int) -> dict:
-    """Beam-search captions of the first `test_images` test images, and their scores."""
+def score(run_dir: Path, images: int, beam_size: int, split: str = "valid") -> dict:
+    """Beam-search captions of the first `images` images of `split`, and their scores."""
     import numpy as np
 
     from captioner.datasets import load_split
@@ -54,13 +65,13 @@ def score(run_dir: Path, test_images: int, beam_size: int) -> dict:
     from common.metrics.caption_metrics import caption_scores
 
     run = CaptionerRun(run_dir)
-    records = list(load_split("shapes", "test", None, **run.config.data.options))[:test_images]
-    split = CaptionSplit(name="shapes", split="test", records=records)
-    by_id = generate(run, split, beam_size)  # resized to the encoder's input size
+    records = list(load_split("shapes", split, None, **run.config.data.options))[:images]
+    scored = CaptionSplit(name="shapes", split=split, records=records)
+    by_id = generate(run, scored, beam_size)  # resized to the encoder's input size
     captions = [by_id[r.image_id] for r in records]
     hypotheses = {r.image_id: c.text for r, c in zip(records, captions)}
-    results = dict(caption_scores(split.references(), hypotheses, metrics=("bleu",)))
-    results.update(shapes_scores(hypotheses, split))
+    results = dict(caption_scores(scored.references(), hypotheses, metrics=("bleu",)))
+    results.update(shapes_scores(hypotheses, scored))
     items = [(c.words, c.attention, r.objects, (r.height, r.width))
              for r, c in zip(records, captions)]
     correctness = corpus_attention_correctness(items, "shapes", run.grid_shape)
@@ -81,10 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", default="demo", help="the preset the overrides apply to")
     p.add_argument("--out-dir", default="runs/ablation",
                    help="where the runs and results.jsonl go")
-    p.add_argument("--test-images", type=positive_int, default=300,
-                   help="score on the first N images of the shapes test split")
+    p.add_argument("--split", choices=("valid", "test"), default="valid",
+                   help="the shapes split scored: compare variants on valid, score the one "
+                        "kept on test once")
+    p.add_argument("--images", "--test-images", dest="images", type=positive_int, default=300,
+                   help="score on the first N images of the split")
     p.add_argument("--beam-size", type=positive_int, default=3,
-                   help="beam size of the test captions")
+                   help="beam size of the scored captions")
+    p.add_argument("--overwrite", action="store_true",
+                   help="with --split test: score runs that results.jsonl holds test lines of "
+                        "again (the lines count it)")
     p.add_argument("--seeds", type=distinct_list(int), default=None, metavar="S1,S2,...",
                    help="train the variant once per seed (runs NAME-seedS) and add a summary "
                         "line with the mean, standard deviation, minimum and maximum")
@@ -105,6 +122,37 @@ def check_outputs(out_dir: str, names: list[str]) -> None:
         check_output_file(results, "--out-dir")
 
 
+def check_test_run(out_dir: str, args: argparse.Namespace, names: list[str],
+                   overrides: dict) -> dict[str, int]:
+    """A `--split test` run scores a variant chosen on valid, once: results.jsonl must hold a
+    valid line of it (same preset, overrides and beam size) and, unless `--overwrite`, no test
+    line of `names`. Returns, per name, the times its test split was scored before."""
+    path = Path(out_dir) / "results.jsonl"
+    lines = []
+    if path.is_file():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            try:
+                lines.append(json.loads(line) if line.strip() else {})
+            except json.JSONDecodeError as e:
+                raise UserError(f"--out-dir: {path}, line {number}: not JSON ({e.msg})") from None
+    lines = [r for r in lines if isinstance(r, dict) and r.get("kind") != "summary"]
+    variant = re.compile(rf"{re.escape(args.name)}(-seed\d+)?")
+    if not any(r.get("split") == "valid" and variant.fullmatch(str(r.get("name")))
+               and r.get("preset") == args.preset and r.get("overrides") == overrides
+               and r.get("beam_size") == args.beam_size for r in lines):
+        raise UserError(f"--split test: {path} has no valid line of {args.name} with this "
+                        "--preset, --override and --beam-size; choose on valid first "
+                        "(--split valid)")
+    scored = {name: sum(r.get("name") == name and r.get("split", "test") == "test"
+                        for r in lines) for name in names}
+    again = [name for name, times in scored.items() if times]
+    if again and not args.overwrite:
+        raise UserError(f"--split test: {path} holds test lines of {', '.join(again)} already "
+                        "(the test split is scored once per result); --overwrite scores it "
+                        "again and says so (test_scored), or choose another NAME")
+    return scored
+
+
 def check_name(name: str) -> None:
     """A variant's name is one folder under --out-dir: not empty, `.`, `..` or a path."""
     if name in ("", ".", "..") or "/" in name or os.sep in name or name == "results.jsonl":
@@ -123,6 +171,10 @@ def run(args: argparse.Namespace) -> int:
     names = ([args.name] if args.seeds is None
              else [f"{args.name}-seed{seed}" for seed in args.seeds])
     check_outputs(args.out_dir, names)
+    if args.overwrite and args.split != "test":
+        raise UserError("--overwrite goes with --split test: it scores the test split again")
+    args.test_scored = (check_test_run(args.out_dir, args, names, overrides)
+                        if args.split == "test" else {})
 
     import tensorflow as tf
 
@@ -165,16 +217,20 @@ def _train_and_score(args, name: str, config, overrides: dict) -> dict:
     start = time.perf_counter()
     train(config, run_dir, verbose=2)
     seconds = time.perf_counter() - start
-    return {"name": name, "overrides": overrides, "seed": config.training.get("seed"),
-            "train_s": round(seconds, 1), "test_images": args.test_images,
-            "beam_size": args.beam_size, **score(run_dir, args.test_images, args.beam_size)}
+    chosen = ({"chosen_on": "valid", "test_scored": args.test_scored[name] + 1}
+              if args.split == "test" else {})
+    return {"name": name, "preset": args.preset, "overrides": overrides,
+            "seed": config.training.get("seed"), "split": args.split, **chosen,
+            "train_s": round(seconds, 1), "images": args.images, "beam_size": args.beam_size,
+            **score(run_dir, args.images, args.beam_size, args.split)}
 
 
 def summarize(name: str, overrides: dict, seeds: list[int], results: list[dict]) -> dict:
     """Mean, sample standard deviation, minimum and maximum of every numeric score over seeds."""
     from common.metrics.seeds import summarize as over_seeds
 
-    return over_seeds({"name": name, "overrides": overrides, "seeds": seeds}, results)
+    head = {"name": name, "overrides": overrides, "seeds": seeds, "split": results[0]["split"]}
+    return over_seeds(head, results, skip=("seed", "test_scored"))
 
 
 def _record(out_dir: str, result: dict) -> None:

@@ -1,33 +1,50 @@
-"""Self-critical training over seeds: the `demo` run, then `demo-scst` from it, each scored twice.
+"""Self-critical training over seeds, chosen on `valid` and scored on `test` once.
 
-    python scripts/experiments/scst_seeds.py --seeds 1234,1235,1236 --out-dir runs/scst \\
-        --json docs/records/results/scst_seeds.json
-    python scripts/experiments/scst_seeds.py --split valid --name xe3 --out-dir runs/scst \\
-        --json runs/scst/xe3-valid.json -- --scst-xe-weight 0.3
+    python scripts/experiments/scst_seeds.py --seeds 1234,1235,1236 --out-dir runs/scst-seeds
+    python scripts/experiments/scst_seeds.py --seeds 1234,1235,1236 --out-dir runs/scst-seeds \\
+        --split test --json docs/records/results/scst_seeds.json
+    python scripts/experiments/scst_seeds.py --name xe3 --out-dir runs/scst-seeds -- \\
+        --scst-xe-weight 0.3
 
-Per seed S it uses the cross-entropy run `OUT_DIR/demo-S` when that run is finished, trains it
-there otherwise (`captioner train --dataset shapes --preset demo --seed S`; a killed or failed
-run is resumed, one still training is refused), trains the SCST stage from its best checkpoint
-into `OUT_DIR/NAME-S`, replacing what is there (`captioner train --dataset shapes --preset
+`--split valid` (the default) trains and scores one candidate: per seed S it uses the
+cross-entropy run `OUT_DIR/demo-S` when that run is finished, trains it there otherwise
+(`captioner train --dataset shapes --preset demo --seed S`; a killed or failed run is resumed,
+one still training is refused), trains the SCST stage from its best checkpoint into
+`OUT_DIR/NAME-S`, replacing what is there (`captioner train --dataset shapes --preset
 demo-scst --init-from OUT_DIR/demo-S --seed S`, plus what follows `--`; the whole command's
 wall time and CPU time recorded, with the load average around it: on a shared machine the wall
 time is the other processes' too), and scores both runs' best checkpoints with `captioner
-evaluate --json` on the split at beam 3, as `scripts/demo.sh` does, with and without
-`--no-repeat-ngram 3`: four variants, `start`, `start+no-repeat`, `scst` and `scst+no-repeat`. Training runs as a
-subprocess (its output in `OUT_DIR/NAME-S.log`, `OUT_DIR/demo-S.log`), evaluation in this
-process (`captioner.cli.main`).
+evaluate --json` on the validation split at beam 3, as `scripts/demo.sh` does, with and without
+`--no-repeat-ngram 3`: four variants, `start`, `start+no-repeat`, `scst` and `scst+no-repeat`.
+Training runs as a subprocess (its output in `OUT_DIR/NAME-S.log`, `OUT_DIR/demo-S.log`),
+evaluation in this process (`captioner.cli.main`). The record goes to `OUT_DIR/NAME-valid.json`.
+Candidates (other presets, other options after `--`) are other names, each scored on valid.
+
+`--split test` trains nothing and chooses nothing: it scores on the test split the very
+checkpoints that the valid record of NAME (`OUT_DIR/NAME-valid.json`, or `--chosen-on FILE`)
+scored, at its beam size and no-repeat N, for its seeds. What makes a candidate comes from
+that record: `--seeds`, `--presets`, `--beam-size`, `--no-repeat-ngram` or options after `--`
+that differ from it are refused in one line (exit 2), as is a record that is not a `--split
+valid` one and a checkpoint whose bytes changed since it was scored there (the runs were
+trained again: score them on valid again first). The four variants are reported side by
+side, not chosen among. The test record (`OUT_DIR/NAME-test.json`) says `"chosen_on":
+"valid"`, names the valid record (`chosen_record`) and counts the times NAME's test split was
+scored (`test_scored`): a test record already at `--json` is not replaced without
+`--overwrite`, which then counts 2. Neither a valid run nor any other replaces a test record.
 
 The JSON (`--json`) holds every figure of every variant per seed, the SCST stage's wall time
-and history, a summary of each figure over the seeds (mean, sample standard deviation, minimum,
-maximum: `common.metrics.seeds.summarize`), the targets of issue 38 and whether each seed met
-them, the commit (and whether the working tree differed from it) and the tokenizer the caption
-metrics used. Choose settings on `--split valid`; report `--split test` once.
+and history, the checkpoints scored (path and SHA-256), a summary of each figure over the seeds
+(mean, sample standard deviation, minimum, maximum: `common.metrics.seeds.summarize`), the
+targets of issue 38 and whether each seed met them, the commit (and whether the working tree
+differed from it) and the tokenizer the caption metrics used. `--num-images N` scores the first
+N images of the split (shapes makes them in a fixed order), for a quick check.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import io
 import json
 import math
@@ -77,20 +94,42 @@ def _train(args: list[str], log: Path) -> tuple[float, float]:
     return seconds, cpu
 
 
-def _evaluate(run_dir: Path, split: str, beam_size: int, no_repeat: int) -> dict[str, Any]:
-    """The JSON of `captioner evaluate RUN_DIR` on shapes (the run's best checkpoint)."""
+def _evaluate(run_dir: Path, split: str, beam_size: int, no_repeat: int,
+              num_images: int | None = None, checkpoint: str | None = None) -> dict[str, Any]:
+    """The JSON of `captioner evaluate RUN_DIR` on shapes: the run's best checkpoint, or
+    `checkpoint`; the split's first `num_images` images (the run's data options otherwise)."""
     from captioner.cli import main as captioner
 
+    argv = ["evaluate", str(run_dir), "--dataset", "shapes", "--split", split,
+            "--beam-size", str(beam_size), "--no-repeat-ngram", str(no_repeat)]
+    if checkpoint:
+        argv += ["--checkpoint", checkpoint]
+    if num_images:  # `--data-option` replaces the run's options: give them all
+        config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        options = {**config.get("data", {}).get("options", {}), "num_images": num_images}
+        for key, value in options.items():
+            argv += ["--data-option", f"{key}={json.dumps(value)}"]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "scores.json"
-        argv = ["evaluate", str(run_dir), "--dataset", "shapes", "--split", split,
-                "--beam-size", str(beam_size), "--no-repeat-ngram", str(no_repeat),
-                "--json", str(out)]
         with contextlib.redirect_stdout(io.StringIO()):  # its table: the JSON has it
-            status = captioner(argv)
+            status = captioner([*argv, "--json", str(out)])
         if status != 0:
             raise UserError(f"captioner {' '.join(argv)} failed (exit {status})")
         return json.loads(out.read_text(encoding="utf-8"))
+
+
+def checkpoint_digest(path: str | Path) -> str | None:
+    """SHA-256 over a checkpoint's files (`ckpt-N.index`, `ckpt-N.data-*`; or the file
+    itself), names and bytes; None when there are none."""
+    path = Path(path)
+    files = [path] if path.is_file() else sorted(
+        p for p in path.parent.glob(f"{path.name}.*") if p.is_file())
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.name.encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
 
 
 def _history(run_dir: Path) -> dict[str, Any]:
@@ -206,27 +245,50 @@ def summarize(seeds: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
+# What makes a candidate: a `--split test` run takes them from the valid record it scores.
+DEFAULTS = {"seeds": [1234, 1235, 1236], "presets": "demo,demo-scst", "beam_size": 3,
+            "no_repeat_ngram": 3}
+CANDIDATE = {"seeds": "--seeds", "presets": "--presets", "beam_size": "--beam-size",
+             "no_repeat_ngram": "--no-repeat-ngram", "scst_args": "the options after --"}
+# What a test record copies from the valid record's runs: how they were trained.
+TRAINING = ("start_run", "start", "start_train_s", "scst_run", "scst_train_s", "scst_cpu_s",
+            "load_average", "scst", "scst_training", "scst_history", "checkpoints")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog=PROG, description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter,
                usage=f"{PROG} [options] [-- SCST TRAIN OPTIONS]")
-    p.add_argument("--seeds", type=distinct_list(int), default=[1234, 1235, 1236],
-                   metavar="S1,S2,...", help="one demo run and one SCST stage per seed")
+    p.add_argument("--seeds", type=distinct_list(int), default=None, metavar="S1,S2,...",
+                   help="one demo run and one SCST stage per seed (default: 1234,1235,1236; "
+                        "on test: the valid record's)")
     p.add_argument("--out-dir", default="runs/scst-seeds",
                    help="where the runs are (OUT_DIR/demo-S, reused when finished) and go")
     p.add_argument("--name", default="demo-scst",
-                   help="the SCST runs' name: OUT_DIR/NAME-S (replaced)")
+                   help="the SCST runs' name: OUT_DIR/NAME-S (replaced on valid)")
+    p.add_argument("--split", choices=("valid", "test"), default="valid",
+                   help="valid: train and score a candidate; test: score the runs of NAME's "
+                        "valid record, trained and chosen there, once")
     p.add_argument("--json", default=None, metavar="FILE",
-                   help="the record (default: OUT_DIR/NAME.json)")
-    p.add_argument("--split", choices=("valid", "test"), default="test",
-                   help="the shapes split scored (choose settings on valid)")
-    p.add_argument("--beam-size", type=positive_int, default=3,
-                   help="beam size of the scored captions, as scripts/demo.sh")
-    p.add_argument("--no-repeat-ngram", type=positive_int, default=3, metavar="N",
-                   help="the N of the +no-repeat variants")
-    p.add_argument("--presets", default="demo,demo-scst", metavar="START,STAGE",
-                   help="the presets of the start run and of the SCST stage "
-                        "(demo,demo-scst-facts: the reward with the scene's facts; the "
-                        "script's test: tiny,tiny)")
+                   help="the record (default: OUT_DIR/NAME-SPLIT.json)")
+    p.add_argument("--chosen-on", default=None, metavar="FILE",
+                   help="with --split test: the valid record whose checkpoints are scored "
+                        "(default: OUT_DIR/NAME-valid.json)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="with --split test: replace a test record already at --json (it "
+                        "then counts the test split scored twice)")
+    p.add_argument("--beam-size", type=positive_int, default=None,
+                   help="beam size of the scored captions, as scripts/demo.sh (default: 3; "
+                        "on test: the valid record's)")
+    p.add_argument("--no-repeat-ngram", type=positive_int, default=None, metavar="N",
+                   help="the N of the +no-repeat variants (default: 3; on test: the valid "
+                        "record's)")
+    p.add_argument("--presets", default=None, metavar="START,STAGE",
+                   help="the presets of the start run and of the SCST stage (default: "
+                        "demo,demo-scst; demo,demo-scst-facts: the reward with the scene's "
+                        "facts; the script's test: tiny,tiny; on test: the valid record's)")
+    p.add_argument("--num-images", type=positive_int, default=None, metavar="N",
+                   help="score the split's first N images (default: the run's dataset "
+                        "options, 500 images for the presets demo and demo-scst)")
     # Training and scoring run in `captioner`'s own code: no TensorFlow before the checks.
     p.set_defaults(_run=run, _uses_tensorflow=False, scst_args=[], argv=[])
     return p
@@ -239,23 +301,123 @@ def check_name(name: str) -> None:
                         "--out-dir (no '/', not 'demo', which names the start runs)")
 
 
+def _read_record(path: Path) -> dict[str, Any] | None:
+    """The JSON object at `path`, or None when it is not one."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def check_record_file(path: Path, args: argparse.Namespace,
+                      inputs: tuple[Path, ...] = ()) -> int:
+    """Refuses a `--json` that would replace a test record (unless `--overwrite` on test) or
+    anything but an earlier record; returns the times NAME's test split was scored before.
+    (The default, under an --out-dir still to be made, has nothing to check.)"""
+    if args.json is None and not path.parent.is_dir():
+        return 0
+    check_output_file(path, "--json", inputs=inputs, result_keys=("kind", "runs", "summary"))
+    old = _read_record(path) if path.is_file() else None
+    if not old or old.get("split") != "test":
+        return 0
+    if args.split != "test":
+        raise UserError(f"--json {path}: holds test scores; a valid run does not replace "
+                        "them: choose another --json")
+    if not args.overwrite:
+        raise UserError(f"--json {path}: NAME {old.get('name')!r} was scored on test already "
+                        "(the test split is scored once per result); --overwrite scores it "
+                        "again and says so (test_scored), or choose another --json")
+    return int(old.get("test_scored") or 1)
+
+
+def chosen_record(args: argparse.Namespace, out_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """The valid record a test run scores, checked: a `--split valid` record of NAME whose
+    checkpoints are still the ones it scored; the candidate's options are taken from it."""
+    path = Path(args.chosen_on) if args.chosen_on else out_dir / f"{args.name}-valid.json"
+    if not path.is_file():
+        raise UserError(f"--split test scores what was chosen on valid: no {path}; run this "
+                        "with --split valid first (or name its record with --chosen-on)")
+    record = _read_record(path)
+    if not record or record.get("kind") != "scst_seeds" or record.get("split") != "valid":
+        got = record.get("split") if record else None
+        raise UserError(f"--chosen-on {path}: not a --split valid record of {PROG} (split "
+                        f"{got!r}); choose on valid first")
+    if record.get("name") != args.name:
+        raise UserError(f"--chosen-on {path}: the record of NAME {record.get('name')!r}, not "
+                        f"--name {args.name!r}")
+    for key, option in CANDIDATE.items():
+        given, chosen = getattr(args, key), record.get(key)
+        if key == "presets" and given is not None:
+            given = given.split(",")
+        if given not in (None, []) and given != chosen:
+            raise UserError(f"--split test: {option} {given!r} is not what {path} chose on "
+                            f"valid ({chosen!r}); a test run scores that choice, not another "
+                            "candidate: choose on valid first")
+    for seed in record.get("runs", []):
+        for role, checkpoint in (seed.get("checkpoints") or {}).items():
+            if checkpoint_digest(checkpoint["path"]) != checkpoint["sha256"]:
+                raise UserError(f"{checkpoint['path']}: not the {role} checkpoint of seed "
+                                f"{seed['seed']} that {path} scored on valid (changed or gone "
+                                "since); score it on valid again first")
+        if not seed.get("checkpoints"):
+            raise UserError(f"--chosen-on {path}: names no checkpoints (an older record); "
+                            "score on valid again first")
+    return path, record
+
+
 def run(args: argparse.Namespace) -> int:
     check_name(args.name)
-    presets = args.presets.split(",")
-    if len(presets) != 2 or not all(presets):
-        raise UserError(f"--presets {args.presets!r}: expected XE,SCST")
+    if args.split == "valid" and (args.chosen_on or args.overwrite):
+        raise UserError("--chosen-on and --overwrite go with --split test; a valid run "
+                        "writes its own record")
     if any(a.split("=")[0] in SET_HERE for a in args.scst_args):
         raise UserError(f"the script sets {', '.join(SET_HERE)} of the SCST stage itself; "
                         "leave them out of the options after --")
     out_dir = check_output_folder(args.out_dir, "--out-dir")
-    record_file = Path(args.json) if args.json else out_dir / f"{args.name}.json"
-    check_output_file(record_file, "--json", result_keys=("kind", "runs", "summary"))
+    record_file = Path(args.json) if args.json else out_dir / f"{args.name}-{args.split}.json"
+    if args.split == "test":
+        chosen_file, chosen = chosen_record(args, out_dir)
+        scored_before = check_record_file(record_file, args, inputs=(chosen_file,))
+        runs = [_score_seed(args, chosen, {k: s[k] for k in ("seed", *TRAINING) if k in s})
+                for s in chosen["runs"]]
+        head = {"chosen_on": "valid", "chosen_record": str(chosen_file),
+                "test_scored": scored_before + 1,
+                **{k: chosen[k] for k in ("beam_size", "no_repeat_ngram", "presets",
+                                          "scst_args")}}
+    else:
+        head = _train_candidate(args, out_dir, record_file)
+        runs = head.pop("runs")
+    tokenizers = {v.get("tokenizer") for s in runs for v in s["variants"].values()}
+    record = {"kind": "scst_seeds", "name": args.name, "split": args.split, **head,
+              "num_images": args.num_images, "seeds": [s["seed"] for s in runs], **_commit(),
+              "tokenizer": sorted(map(str, tokenizers)), "targets": TARGETS, "runs": runs,
+              "summary": summarize(runs),
+              "command": " ".join(["python", f"scripts/experiments/{PROG}", *args.argv])}
+    with reported_write(record_file, "--json"):
+        record_file.parent.mkdir(parents=True, exist_ok=True)
+        record_file.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(f"{PROG}: wrote {record_file}", flush=True)
+    return 0
+
+
+def _train_candidate(args: argparse.Namespace, out_dir: Path,
+                     record_file: Path) -> dict[str, Any]:
+    """`--split valid`: per seed the start run (reused, resumed or trained) and the SCST stage
+    (trained), both scored; the record's settings and its `runs`."""
+    for key, value in DEFAULTS.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    presets = args.presets.split(",")
+    if len(presets) != 2 or not all(presets):
+        raise UserError(f"--presets {args.presets!r}: expected XE,SCST")
+    check_record_file(record_file, args)
     plans = {}
     for seed in args.seeds:
         plans[seed] = start_run(out_dir / f"demo-{seed}", seed)
         check_scst_dir(out_dir / f"{args.name}-{seed}")
 
-    seeds, tokenizers = [], set()
+    runs = []
     for seed in args.seeds:
         start_dir, scst_dir = out_dir / f"demo-{seed}", out_dir / f"{args.name}-{seed}"
         start_args = ["--dataset", "shapes", "--preset", presets[0], "--seed", str(seed),
@@ -274,41 +436,47 @@ def run(args: argparse.Namespace) -> int:
         load = os.getloadavg()[0]
         scst_train_s, scst_cpu_s = _train(scst_args, out_dir / f"{args.name}-{seed}.log")
         load = (load + os.getloadavg()[0]) / 2
-        variants = {}
-        for name, run_dir in (("start", start_dir), ("scst", scst_dir)):
-            for suffix, no_repeat in (("", 0), ("+no-repeat", args.no_repeat_ngram)):
-                scores = _evaluate(run_dir, args.split, args.beam_size, no_repeat)
-                tokenizers.add(scores.get("tokenizer"))
-                variants[name + suffix] = scores
-        start_cider = variants["start"]["CIDEr"]
-        for scores in variants.values():  # (None from a start of CIDEr 0)
-            scores["cider_ratio"] = scores["CIDEr"] / start_cider if start_cider else None
         scst_config = json.loads((scst_dir / "config.json").read_text(encoding="utf-8"))
-        seeds.append({"seed": seed, "start_run": str(start_dir), "start": plans[seed],
-                      "start_train_s": start_train_s, "scst_run": str(scst_dir),
-                      "scst_train_s": scst_train_s, "scst_cpu_s": scst_cpu_s,
-                      "load_average": load, "scst": scst_config["scst"],
-                      "scst_training": {k: scst_config["training"].get(k) for k in (
-                          "epochs", "steps_per_epoch", "batch_size", "learning_rate")},
-                      "scst_history": _history(scst_dir), "variants": variants,
-                      "targets_met": targets_met(variants)})
-        figures = {name: {k: _rounded(v.get(k)) for k in (
-            "CIDEr", "object_accuracy", "relation_accuracy", "relations_stated",
-            "objects_named_twice", "attention_correctness")} for name, v in variants.items()}
-        print(f"{PROG}: seed {seed}: SCST {scst_train_s:.0f} s; {json.dumps(figures)}",
-              flush=True)
+        runs.append(_score_seed(args, None, {
+            "seed": seed, "start_run": str(start_dir), "start": plans[seed],
+            "start_train_s": start_train_s, "scst_run": str(scst_dir),
+            "scst_train_s": scst_train_s, "scst_cpu_s": scst_cpu_s, "load_average": load,
+            "scst": scst_config["scst"],
+            "scst_training": {k: scst_config["training"].get(k) for k in (
+                "epochs", "steps_per_epoch", "batch_size", "learning_rate")},
+            "scst_history": _history(scst_dir)}))
+    return {"beam_size": args.beam_size, "no_repeat_ngram": args.no_repeat_ngram,
+            "presets": presets, "scst_args": args.scst_args, "runs": runs}
 
-    record = {"kind": "scst_seeds", "split": args.split, "beam_size": args.beam_size,
-              "no_repeat_ngram": args.no_repeat_ngram, "presets": presets,
-              "scst_args": args.scst_args, "seeds": [s["seed"] for s in seeds],
-              **_commit(), "tokenizer": sorted(map(str, tokenizers)),
-              "targets": TARGETS, "runs": seeds, "summary": summarize(seeds),
-              "command": " ".join(["python", f"scripts/experiments/{PROG}", *args.argv])}
-    with reported_write(record_file, "--json"):
-        record_file.parent.mkdir(parents=True, exist_ok=True)
-        record_file.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    print(f"{PROG}: wrote {record_file}", flush=True)
-    return 0
+
+def _score_seed(args: argparse.Namespace, chosen: dict[str, Any] | None,
+                seed: dict[str, Any]) -> dict[str, Any]:
+    """`seed` with its four variants scored on `args.split`, their CIDEr over the start's,
+    the targets met and (on valid) the checkpoints scored. On test (`chosen`: the valid
+    record) the checkpoints are the ones the valid record names, at its beam size and N."""
+    beam_size, no_repeat = ((chosen["beam_size"], chosen["no_repeat_ngram"]) if chosen
+                            else (args.beam_size, args.no_repeat_ngram))
+    variants = {}
+    for name in ("start", "scst"):
+        run_dir = Path(seed[f"{name}_run"])
+        checkpoint = seed["checkpoints"][name]["path"] if chosen else None
+        for suffix, n in (("", 0), ("+no-repeat", no_repeat)):
+            variants[name + suffix] = _evaluate(run_dir, args.split, beam_size, n,
+                                                args.num_images, checkpoint)
+    if not chosen:
+        seed["checkpoints"] = {name: {"path": variants[name]["checkpoint"],
+                                      "sha256": checkpoint_digest(variants[name]["checkpoint"])}
+                               for name in ("start", "scst")}
+    start_cider = variants["start"]["CIDEr"]
+    for scores in variants.values():  # (None from a start of CIDEr 0)
+        scores["cider_ratio"] = scores["CIDEr"] / start_cider if start_cider else None
+    figures = {name: {k: _rounded(v.get(k)) for k in (
+        "CIDEr", "object_accuracy", "relation_accuracy", "relations_stated",
+        "objects_named_twice", "attention_correctness")} for name, v in variants.items()}
+    took = f"SCST {seed['scst_train_s']:.0f} s; " if seed.get("scst_train_s") else ""
+    print(f"{PROG}: seed {seed['seed']} on {args.split}: {took}{json.dumps(figures)}",
+          flush=True)
+    return {**seed, "variants": variants, "targets_met": targets_met(variants)}
 
 
 def _rounded(value: Any) -> Any:

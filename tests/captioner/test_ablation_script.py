@@ -19,19 +19,26 @@ def _run(*args):
                           timeout=600, env=ENV)
 
 
-def test_a_variant_is_trained_with_its_overrides_and_scored(tmp_path):
-    done = _run("word", "--preset", "tiny", "--out-dir", str(tmp_path), "--test-images", "6",
-                "--override", '{"decoder": {"query": "hidden+word"}, "training": {"epochs": 1}}')
+def test_a_variant_is_trained_with_its_overrides_scored_on_valid_then_on_test_once(tmp_path):
+    variant = ["word", "--preset", "tiny", "--out-dir", str(tmp_path), "--images", "6",
+               "--override", '{"decoder": {"query": "hidden+word"}, "training": {"epochs": 1}}']
+    done = _run(*variant)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     config = json.loads((tmp_path / "word" / "config.json").read_text())
     assert config["decoder"]["query"] == "hidden+word"
-    assert result["test_images"] == 6
+    assert (result["split"], result["images"], result["preset"]) == ("valid", 6, "tiny")
+    assert "chosen_on" not in result
     for key in ("BLEU-4", "object_accuracy", "attention_correctness",
                 "attention_uniform_baseline"):
         assert 0.0 <= result[key] <= 100.0, (key, result)
+
+    done = _run(*variant, "--split", "test")
+    assert done.returncode == 0, done.stderr[-2000:]
+    test = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (test["split"], test["chosen_on"], test["test_scored"]) == ("test", "valid", 1)
     saved = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
-    assert saved == [result]
+    assert saved == [result, test]
 
 
 def test_bad_overrides_are_one_line_errors(tmp_path):

@@ -1,5 +1,6 @@
-"""scripts/experiments/scst_seeds.py: a start run per seed (reused when finished), the SCST stage
-from it, four evaluations each, and a summary over the seeds; its one-line refusals."""
+"""scripts/experiments/scst_seeds.py: on valid, a start run per seed (reused when finished),
+the SCST stage from it, four evaluations each and a summary over the seeds; on test, the
+checkpoints the valid record scored, scored once; its one-line refusals."""
 
 import importlib.util
 import json
@@ -82,22 +83,24 @@ def test_a_finished_start_run_is_reused_a_killed_one_resumed_and_none_trained(sc
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(bool(os.environ.get("CI")), reason="about 5 minutes (four evaluations of "
-                    "the full split): run by hand until the script can score fewer images")
-def test_a_seed_on_tiny_presets_trains_both_stages_and_records_every_variant(script, tmp_path,
-                                                                             capsys):
+def test_a_seed_is_chosen_on_valid_then_its_checkpoints_scored_on_test_once(script, tmp_path,
+                                                                           capsys, monkeypatch):
+    # The script's own work is what is tested, not Java's: without it the caption metrics
+    # use the simple tokenizer and skip METEOR, and each evaluation starts no JVM.
+    monkeypatch.setattr("common.metrics.caption_metrics.java_available", lambda: False)
     out = tmp_path / "out"
-    record_file = tmp_path / "record.json"
-    assert script.main(["--seeds", "2", "--out-dir", str(out), "--json", str(record_file),
-                        "--split", "valid", "--presets", "tiny,tiny", "--",
-                        "--scst-samples", "2", "--scst-xe-weight", "0.5"]) == 0
-    record = json.loads(record_file.read_text())
-    assert [r["start"] for r in record["runs"]] == ["train"]
-    assert record["runs"][0]["start_train_s"] > 0
+    assert script.main(["--seeds", "2", "--out-dir", str(out), "--presets", "tiny,tiny",
+                        "--num-images", "4", "--", "--scst-samples", "2",
+                        "--scst-xe-weight", "0.5"]) == 0
+    valid = json.loads((out / "demo-scst-valid.json").read_text())
+    assert valid["split"] == "valid" and valid["name"] == "demo-scst"
+    assert "chosen_on" not in valid and valid["num_images"] == 4
+    assert [r["start"] for r in valid["runs"]] == ["train"]
+    assert valid["runs"][0]["start_train_s"] > 0
     assert json.loads((out / "demo-2" / "config.json").read_text())["training"]["seed"] == 2
-    assert record["tokenizer"] and record["commit"] and record["split"] == "valid"
-    assert record["scst_args"] == ["--scst-samples", "2", "--scst-xe-weight", "0.5"]
-    for run in record["runs"]:
+    assert valid["tokenizer"] == ["simple"] and valid["commit"]
+    assert valid["scst_args"] == ["--scst-samples", "2", "--scst-xe-weight", "0.5"]
+    for run in valid["runs"]:
         assert run["scst"] == {"enabled": True, "samples": 2, "baseline": "greedy",
                                "xe_weight": 0.5, "fact_weight": 0.0}
         assert run["scst_train_s"] > 0 and len(run["scst_history"]["reward"]) == 1
@@ -106,9 +109,11 @@ def test_a_seed_on_tiny_presets_trains_both_stages_and_records_every_variant(scr
         assert list(variants) == list(script.VARIANTS)
         for name, scores in variants.items():
             assert scores["split"] == "valid" and scores["beam_size"] == 3
+            assert scores["images"] == 4
             assert scores["no_repeat_ngram"] == (3 if name.endswith("+no-repeat") else 0)
-            assert Path(scores["checkpoint"]).parts[-3] == Path(
-                run["start_run" if name.startswith("start") else "scst_run"]).name
+            role = "start" if name.startswith("start") else "scst"
+            assert Path(scores["checkpoint"]).parts[-3] == Path(run[f"{role}_run"]).name
+            assert scores["checkpoint"] == run["checkpoints"][role]["path"]
             for key in ("CIDEr", "object_accuracy", "objects_named_twice",
                         "attention_correctness_references"):
                 assert key in scores, (name, key)
@@ -116,9 +121,41 @@ def test_a_seed_on_tiny_presets_trains_both_stages_and_records_every_variant(scr
         for scores in variants.values():  # a tiny run may score CIDEr 0: no ratio then
             assert scores["cider_ratio"] == (
                 pytest.approx(scores["CIDEr"] / start_cider) if start_cider else None)
-    ciders = [r["variants"]["scst"]["CIDEr"] for r in record["runs"]]
-    assert record["summary"]["scst"]["CIDEr"]["mean"] == pytest.approx(np.mean(ciders))
-    assert "seed 2: SCST" in capsys.readouterr().out
+    ciders = [r["variants"]["scst"]["CIDEr"] for r in valid["runs"]]
+    assert valid["summary"]["scst"]["CIDEr"]["mean"] == pytest.approx(np.mean(ciders))
+    assert "seed 2 on valid: SCST" in capsys.readouterr().out
+
+    # On test: the same checkpoints, scored once, nothing trained or replaced.
+    runs_before = _snapshot(out)
+    assert script.main(["--out-dir", str(out), "--split", "test", "--seeds", "2",
+                        "--num-images", "4"]) == 0
+    test_file = out / "demo-scst-test.json"
+    test = json.loads(test_file.read_text())
+    assert (test["split"], test["chosen_on"], test["test_scored"]) == ("test", "valid", 1)
+    assert test["chosen_record"] == str(out / "demo-scst-valid.json")
+    assert (test["presets"], test["scst_args"]) == (valid["presets"], valid["scst_args"])
+    (run,) = test["runs"]
+    for key in script.TRAINING:
+        assert run[key] == valid["runs"][0][key], key
+    for name, scores in run["variants"].items():
+        assert scores["split"] == "test" and scores["images"] == 4
+        role = "start" if name.startswith("start") else "scst"
+        assert scores["checkpoint"] == valid["runs"][0]["checkpoints"][role]["path"]
+    assert "seed 2 on test: SCST" in capsys.readouterr().out
+    assert {k: v for k, v in _snapshot(out).items() if k != test_file.name} == runs_before
+
+    # A second look at test, or another candidate on test, is refused before any work.
+    written = test_file.read_bytes()
+    argv = ["--out-dir", str(out), "--split", "test"]
+    assert "--overwrite scores it again" in _one_line_error(script, capsys, argv)
+    assert "chose on valid ([2])" in _one_line_error(script, capsys, [*argv, "--seeds", "3"])
+    assert "is not what" in _one_line_error(script, capsys, [*argv, "--", "--scst-samples", "3"])
+    assert test_file.read_bytes() == written
+
+
+def _snapshot(root):
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
 
 
 def _one_line_error(script, capsys, argv):
@@ -136,6 +173,25 @@ def _run_dir(path, seed, state="finished", pid=None):
         {"state": state, "pid": pid, "host": socket.gethostname()}))
 
 
+def _write_json(path, value):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value))
+    return path
+
+
+def _valid_record(script, out, checkpoint):
+    """A valid record of demo-scst in `out` whose checkpoints are the file `checkpoint`."""
+    checkpoint.write_text("weights")
+    digest = {"path": str(checkpoint.with_suffix("")),
+              "sha256": script.checkpoint_digest(checkpoint.with_suffix(""))}
+    record = {"kind": "scst_seeds", "name": "demo-scst", "split": "valid", "seeds": [1],
+              "presets": ["demo", "demo-scst"], "beam_size": 3, "no_repeat_ngram": 3,
+              "scst_args": [], "summary": {},
+              "runs": [{"seed": 1, "checkpoints": {"start": digest, "scst": digest}}]}
+    _write_json(out / "demo-scst-valid.json", record)
+    return record
+
+
 @pytest.mark.parametrize("case, message", [
     ("name", "--name 'demo': expected a plain name"),
     ("json", "--json"),
@@ -147,6 +203,16 @@ def _run_dir(path, seed, state="finished", pid=None):
     ("set-here", "the script sets --out, --seed"),
     ("presets", "--presets 'tiny': expected XE,SCST"),
     ("seeds", "expected distinct values >= 0, got '1,1'"),
+    ("test-without-valid", "no {out}/demo-scst-valid.json; run this with --split valid first"),
+    ("test-on-a-test-record", "not a --split valid record of scst_seeds.py (split 'test')"),
+    ("test-of-another-name", "the record of NAME 'facts', not --name 'demo-scst'"),
+    ("test-of-another-candidate", "--presets ['demo', 'demo-scst-facts'] is not what"),
+    ("test-of-a-changed-checkpoint", "that {out}/demo-scst-valid.json scored on valid "
+                                     "(changed or gone since)"),
+    ("test-twice", "scored on test already"),
+    ("test-over-its-valid-record", "is an input of this command"),
+    ("valid-over-a-test-record", "holds test scores; a valid run does not replace them"),
+    ("overwrite-on-valid", "--chosen-on and --overwrite go with --split test"),
 ])
 def test_bad_input_is_refused_in_one_line_before_any_training(script, capsys, tmp_path, case,
                                                               message):
@@ -176,6 +242,30 @@ def test_bad_input_is_refused_in_one_line_before_any_training(script, capsys, tm
         argv += ["--presets", "tiny"]
     elif case == "seeds":
         argv = ["--seeds", "1,1", "--out-dir", str(out)]
+    elif case.startswith("test"):
+        argv = ["--out-dir", str(out), "--split", "test"]
+        if case != "test-without-valid":
+            record = _valid_record(script, out, tmp_path / "ckpt-3.index")
+        if case == "test-on-a-test-record":
+            _write_json(out / "demo-scst-valid.json", {**record, "split": "test"})
+        elif case == "test-of-another-name":
+            argv += ["--chosen-on", str(_write_json(out / "facts.json",
+                                                    {**record, "name": "facts"}))]
+        elif case == "test-of-another-candidate":
+            argv += ["--presets", "demo,demo-scst-facts"]
+        elif case == "test-of-a-changed-checkpoint":
+            (tmp_path / "ckpt-3.index").write_text("trained again")
+        elif case == "test-twice":
+            _write_json(out / "demo-scst-test.json", {**record, "split": "test"})
+        elif case == "test-over-its-valid-record":
+            argv += ["--json", str(out / "demo-scst-valid.json")]
+    elif case == "valid-over-a-test-record":
+        _write_json(tmp_path / "test.json", {"kind": "scst_seeds", "split": "test",
+                                             "runs": [], "summary": {}})
+        argv += ["--json", str(tmp_path / "test.json")]
+    elif case == "overwrite-on-valid":
+        argv += ["--overwrite"]
+    message = message.format(out=out)
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     assert message in _one_line_error(script, capsys, argv)
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before

@@ -59,7 +59,7 @@ def data(tmp_path):
         pytest.skip("needs ../shared/data/spa-eng")
     folder = tmp_path / "data"
     folder.mkdir()
-    for split, rows in (("train", 400), ("valid", 24)):
+    for split, rows in (("train", 400), ("valid", 24), ("test", 24)):
         lines = (SPA_ENG / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[:rows]
         (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
@@ -136,6 +136,25 @@ def test_a_recipe_is_trained_per_seed_scored_and_summarized(tmp_path, data, monk
             else:
                 assert new[field] == value
     assert len((out / "results.jsonl").read_text().splitlines()) == len(lines) + len(summaries)
+
+    # The candidate chosen on valid, scored on test: one checkpoint at one penalty, once.
+    recipe = ["r", "--data", str(data), "--seeds", "1", "--average", "2", "--beam-size", "2",
+              "--out-dir", str(out), "--split", "test", "--checkpoint", "average-2",
+              "--length-penalties", "1.5", "--", "--arch", "transformer", "--preset", "tiny",
+              "--epochs", "2", "--best-metric", "none"]
+    done = _run_in_process(monkeypatch, capsys, *recipe)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (test, summary) = [json.loads(line) for line in done.stdout.splitlines()
+                       if line.startswith("{")]
+    assert (test["split"], test["checkpoint"], test["length_penalty"]) == (
+        "test", "average-2", 1.5)
+    assert (test["chosen_on"], test["test_scored"], test["seed"]) == ("valid", 1, 1)
+    assert summary["chosen_on"] == "valid" and "test_scored" not in summary
+    recorded = (out / "results.jsonl").read_text()
+    again = _run_in_process(monkeypatch, capsys, *recipe)
+    assert again.returncode == 2 and "holds test lines of r for seed 1 already" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+    assert (out / "results.jsonl").read_text() == recorded
 
 
 @pytest.mark.slow
