@@ -40,6 +40,43 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+# Trained runs several packages' tests read (tests/captioner, tests/seq2seq and the Python API's
+# examples): session fixtures, so a worker trains each once.
+
+@pytest.fixture(scope="session")
+def trained_captioner(tmp_path_factory) -> Path:
+    """A `--preset tiny` run with enough steps (200, at a high learning rate, on 200 images)
+    that its captions differ between images; its attention query is the demo's (`hidden+word`),
+    so the export and serving tests cover it. No validation: the best checkpoint of its one
+    epoch would be its last."""
+    from captioner.cli import main
+
+    run = tmp_path_factory.mktemp("captioner") / "run"
+    assert main(["train", "--preset", "tiny", "--out", str(run), "--seed", "3",
+                 "--steps-per-epoch", "200", "--learning-rate", "0.01",
+                 "--data-option", "num_images=200", "--attention-query", "hidden+word",
+                 "--validation-examples", "0"]) == 0
+    return run
+
+
+
+@pytest.fixture(scope="session")
+def dates_transformer(tmp_path_factory) -> Path:
+    """A dates Transformer trained until it is sure (`dates-demo` at width 32, one epoch of
+    600 steps: every one of the first 64 held-out dates exact), so that beams end where the
+    model is sure, translations differ between sentences, and int8 arithmetic, which rounds
+    differently on each instruction set, rarely meets a near tie (the CTranslate2 and int8
+    export tests). About 25 s on 2 cores."""
+    from seq2seq.cli import main
+
+    out = tmp_path_factory.mktemp("dates-transformer") / "dates"
+    assert main(["train", "--dataset", "dates", "--arch", "transformer", "--preset", "dates-demo",
+                 "--epochs", "1", "--steps-per-epoch", "600", "--hidden-dim", "32",
+                 "--intermediate-dim", "64", "--seed", "1", "--out", str(out),
+                 "--verbose", "0"]) == 0
+    return out
+
+
 def pytest_addoption(parser):
     parser.addoption("--record-durations", metavar="FILE", default=None,
                      help="append one JSON line per test phase (node id, phase, outcome, "

@@ -10,20 +10,6 @@ from captioner.datasets import load_split
 
 
 @pytest.fixture(scope="session")
-def trained_captioner(tmp_path_factory) -> Path:
-    """A `--preset tiny` run with enough steps (200, at a high learning rate, on 200 images)
-    that its captions differ between images; its attention query is the demo's (`hidden+word`),
-    so the export and serving tests cover it. No validation: the best checkpoint of its one
-    epoch would be its last."""
-    run = tmp_path_factory.mktemp("captioner") / "run"
-    assert main(["train", "--preset", "tiny", "--out", str(run), "--seed", "3",
-                 "--steps-per-epoch", "200", "--learning-rate", "0.01",
-                 "--data-option", "num_images=200", "--attention-query", "hidden+word",
-                 "--validation-examples", "0"]) == 0
-    return run
-
-
-@pytest.fixture(scope="session")
 def exported_captioner(trained_captioner) -> Path:
     """`captioner export` of `trained_captioner`: beam sizes 1 and 2, default 2."""
     out = trained_captioner.parent / "export"
