@@ -51,11 +51,17 @@ def _caption_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _check_caption(args: argparse.Namespace) -> None:
-    """What `caption` can refuse before TensorFlow is imported: the model's path, the figures."""
+    """What `caption` can refuse before TensorFlow is imported: the model's path, the figures,
+    `--beam-size` and `--n-best` (against an export's `export_info.json`)."""
     from captioner.visualize import check_figure_paths
+    from common.export.beam_sizes import check_decoding_options
+    from common.export.savedmodel import is_saved_model, read_info
 
     check_figure_paths(args.overlay, args.gif, args.html, args.images, len(args.images))
     check_model_path(FAMILY, args.run_dir, "captioner", args.checkpoint)
+    info = read_info(args.run_dir) if is_saved_model(args.run_dir) else None
+    default = (info or {}).get("default_beam_size", BEAM_SIZE)
+    check_decoding_options(args.beam_size or int(default), args.n_best, info)
 
 
 def _caption(args: argparse.Namespace) -> int:
@@ -69,7 +75,7 @@ def _caption(args: argparse.Namespace) -> int:
         options["no_repeat_ngram"] = args.no_repeat_ngram
     done, failed = run.caption_files(args.images, args.batch_size, **options)
     for _path, why in failed:
-        print(f"{PROG}: error: {' '.join(why.split())}", file=sys.stderr)
+        print(f"{PROG} caption: error: {' '.join(why.split())}", file=sys.stderr)
     # Each result says its attention kind, so that `render` draws a hard run's picks as
     # `caption --overlay` does.
     kind = attention_kind(run)

@@ -188,8 +188,20 @@ def error(prog: str, message: str) -> int:
     return EXIT_USAGE
 
 
+def command_prog(parser: argparse.ArgumentParser, args: argparse.Namespace | None) -> str:
+    """What a message of the command line starts with: `PROG COMMAND` once a sub-command is
+    chosen (as argparse's own errors of a sub-command say: `captioner render: error: ...`),
+    `PROG` before."""
+    command = getattr(args, "_command", None)
+    return f"{parser.prog} {command}" if command else parser.prog
+
+
 def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
-    """Parse `argv`, run the chosen sub-command, and turn user errors into exit status 2."""
+    """Parse `argv`, run the chosen sub-command, and turn user errors into exit status 2.
+
+    Every error is one line on stderr, `PROG COMMAND: error: ...` once a sub-command is chosen,
+    whether argparse or the sub-command finds it (`PROG: error: ...` before one is: no command,
+    an unknown one)."""
     # TensorFlow's C++ start-up chatter (oneDNN notices, "failed call to cuInit" on machines
     # without a GPU) is not for users; real failures still surface as Python exceptions.
     # Set before the sub-command imports TensorFlow; an explicit setting is kept.
@@ -198,16 +210,14 @@ def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) 
         args, unknown = parser.parse_known_args(argv)
     except SystemExit as exc:  # --help, or a one-line usage error (see `Parser`)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    prog = command_prog(parser, args)
     if unknown:  # pointed at the sub-command's own --help, which lists its options
-        command = getattr(args, "_command", None)
-        where = f"{parser.prog} {command}" if command else parser.prog
-        return error(parser.prog, f"unrecognized arguments: {' '.join(unknown)} (see {where} "
-                     "--help)")
+        return error(prog, f"unrecognized arguments: {' '.join(unknown)} (see {prog} --help)")
     if os.environ.get("KERAS_BACKEND") == "jax" and not getattr(args, "_runs_on_jax", False):
         # The models of every other command are built and run by TensorFlow (exports,
         # tf.data, checkpoints); a JAX-trained run is read there from its weights file.
         what = getattr(args, "_command", None) or parser.prog
-        return error(parser.prog, f"{what} runs on the TensorFlow backend; got "
+        return error(prog, f"{what} runs on the TensorFlow backend; got "
                      "KERAS_BACKEND=jax (which only `train --prepared` and `prepare` use): "
                      "run it without KERAS_BACKEND")
     try:
@@ -218,10 +228,9 @@ def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) 
             _import_tensorflow_quietly()
         status = args._run(args)
     except UserError as exc:
-        return error(parser.prog, str(exc))
+        return error(prog, str(exc))
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM in training (`runner.Terminated`)
-        print(f"{parser.prog}: interrupted" + (f" ({exc})" if str(exc) else ""),
-              file=sys.stderr)
+        print(f"{prog}: interrupted" + (f" ({exc})" if str(exc) else ""), file=sys.stderr)
         return 128 + getattr(exc, "signum", signal.SIGINT)
     except BrokenPipeError:  # `... | head -1` stopped reading: not an error of this command
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -453,10 +462,13 @@ def add_checkpoint_argument(p: argparse.ArgumentParser, saved_model: bool = Fals
 
 def add_no_repeat_ngram_argument(p: argparse.ArgumentParser, output: str) -> None:
     """`--no-repeat-ngram N`: the n-gram size no decoded `output` repeats (`common.decoding`;
-    0, the default, is off)."""
+    0, the default, is off), and when it hurts."""
     p.add_argument("--no-repeat-ngram", type=non_negative_int, default=0, metavar="N",
                    help=f"never repeat an N-gram (N tokens in a row) within one {output} (1: "
-                        "no token twice; 0: off)")
+                        "no token twice; 0: off). For outputs that should not repeat "
+                        "themselves (a caption naming an object twice); it hurts those that "
+                        "must: dates (2 turns 1999-03-03, which says '- 03' twice, into "
+                        "1999-06-03), numbers, code")
 
 
 def check_model_path(family: Any, path: str, what: str, checkpoint: str | None = None) -> None:
@@ -585,7 +597,7 @@ def serve_savedmodel(args: argparse.Namespace, kind: str, what: str, **options) 
 def choose(registry: Registry, help: str, metavar: str = "NAME") -> dict[str, Any]:
     """`add_argument` keywords for a name of `registry`, whose names `help` lists where it
     says `{names}`. The name is checked where it is used (the registry's one-line error,
-    `PROG: error: Unknown ...`), as a config file's names are; `--help` lists the
+    `PROG COMMAND: error: Unknown ...`), as a config file's names are; `--help` lists the
     registry's names, so the two cannot disagree. The registry stays readable as
     `action.type.registry`."""
 

@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> dict:
     flops = examples = tokens = 0.0
     steps = 0
     for record in steady:
-        for batch in trainer.epoch_batches(record["epoch"]):
+        for batch in trainer.epoch_batches(record["epoch"] - 1):  # records count from 1
             flops += step_flops(config, batch, vocab)
             examples += trainer.prepared.real_rows(batch)  # not a last batch's padding rows
             tokens += float((batch["target_out"] > 0).sum())

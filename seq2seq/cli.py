@@ -4,6 +4,7 @@ translate here, the rest from `common.cli.family_subcommands`."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -85,8 +86,10 @@ def _check_translate(args: argparse.Namespace) -> None:
     _check_figure_options(args)
     if is_ctranslate2(args.run_dir):  # its own config.json is CTranslate2's, not a run's
         _check_exported(args, "a CTranslate2 export")
+        _check_beam(args)
         return
     check_model_path(FAMILY, args.run_dir, "translator", args.checkpoint)
+    _check_beam(args)
     if is_saved_model(args.run_dir):
         if args.length_penalty is not None:
             raise UserError("--length-penalty: a SavedModel decodes with the length penalty it "
@@ -94,6 +97,20 @@ def _check_translate(args: argparse.Namespace) -> None:
         if args.attention_layer != -1 or args.attention_head is not None:
             raise UserError("--attention-layer/--attention-head: a SavedModel returns the "
                             "attention chosen at export time; give them to `seq2seq export`")
+
+
+def _check_beam(args: argparse.Namespace) -> None:
+    """`--beam-size` and `--n-best` against what the model takes, before it loads (an export's
+    beam sizes are in its `export_info.json`): seconds sooner than its loading would tell."""
+    from common.export import ctranslate2, savedmodel
+    from common.export.beam_sizes import check_decoding_options
+
+    info = None
+    if ctranslate2.is_ctranslate2(args.run_dir):
+        info = ctranslate2.read_info(args.run_dir)
+    elif savedmodel.is_saved_model(args.run_dir):
+        info = savedmodel.read_info(args.run_dir)
+    check_decoding_options(args.beam_size, getattr(args, "n_best", None), info)
 
 
 def _check_exported(args: argparse.Namespace, what: str) -> None:
@@ -265,14 +282,22 @@ def _export(shared: Subcommand) -> Subcommand:
 
 
 def _evaluate(shared: Subcommand) -> Subcommand:
-    """`evaluate OUT_DIR`: a CTranslate2 export scored as its run (`seq2seq.evaluate`)."""
+    """`evaluate OUT_DIR`: a CTranslate2 export scored as its run (`seq2seq.evaluate`); an
+    export's `--beam-size` checked before it loads."""
     from common.export import ctranslate2 as ct2
 
     def check(args: argparse.Namespace) -> None:
         ct2.engine()
         _check_exported(args, "a CTranslate2 export")
 
-    return _extended(shared, lambda args: ct2.is_ctranslate2(args.run_dir), check, shared.run)
+    extended = _extended(shared, lambda args: ct2.is_ctranslate2(args.run_dir), check,
+                         shared.run)
+
+    def checked(args: argparse.Namespace) -> None:
+        extended.check(args)
+        _check_beam(args)
+
+    return dataclasses.replace(extended, check=checked)
 
 
 def _serve(shared: Subcommand) -> Subcommand:

@@ -286,7 +286,8 @@ def export_translator(
              if vocabs.subwords else {})
     info = {
         "run_dir": None if run_dir is None else str(Path(run_dir).resolve()),
-        "checkpoint": getattr(translator, "checkpoint", None),
+        "checkpoint": (None if getattr(translator, "checkpoint", None) is None
+                       else os.path.abspath(translator.checkpoint)),  # read from anywhere
         "run_config": to_dict(config),
         "lowercase": config.data.lowercase, "max_source_tokens": translator.max_source_tokens,
         "max_decode_length": max_decode_length,

@@ -287,7 +287,8 @@ class CTranslate2Translator:
         check_no_repeat_ngram(no_repeat_ngram)
         token_lists = self.tokenize(texts) if texts else []
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)
-        for chunk in chunks(good, batch_size, progress):
+        for chunk in chunks(good, batch_size, progress,
+                            [len(tokens) for tokens in token_lists]):
             outputs = self.outputs([token_lists[i] for i in chunk], beam_size, max_length,
                                    n_best, no_repeat_ngram, length_penalty)
             for row, i in enumerate(chunk):

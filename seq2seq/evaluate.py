@@ -60,6 +60,35 @@ def score_translations(hypotheses: list[str], references: list[str],
     return dict(translation_scores(hypotheses, references, lowercase=lowercase))
 
 
+#: Where an export's relative `checkpoint` is from (exports made before they recorded it
+#: absolute wrote it as the `export` command was given it).
+EXPORT_DIRECTORY = "the directory `seq2seq export` ran in"
+
+
+def scored_model(run_dir: str | Path, translator: Any) -> dict[str, Any]:
+    """What `evaluate` scores, for its printout and JSON: `format` (`run`, `savedmodel` or
+    `ctranslate2`), `quantization` (the weights' type: an export's, as its `export_info.json`
+    says; a run's are float32) and `checkpoint`, the path of the weights, absolute (None for
+    an export that does not say). An export made before exports recorded it absolute gives it
+    as recorded, with `checkpoint_relative_to` saying from where (`EXPORT_DIRECTORY`).
+    """
+    import os
+
+    from common.export.ctranslate2 import is_ctranslate2
+
+    checkpoint = translator.checkpoint
+    info = getattr(translator, "info", None)
+    if info is None:  # a run directory: its checkpoint's path, from here
+        return {"format": "run", "quantization": "float32",
+                "checkpoint": None if checkpoint is None else os.path.abspath(checkpoint)}
+    described = {"format": "ctranslate2" if is_ctranslate2(run_dir) else "savedmodel",
+                 "quantization": info.get("quantization", "float32"),
+                 "checkpoint": checkpoint}
+    if checkpoint is not None and not os.path.isabs(checkpoint):
+        described["checkpoint_relative_to"] = EXPORT_DIRECTORY
+    return described
+
+
 def evaluate(
     run_dir: str | Path,
     data: str | None = None,
@@ -106,8 +135,9 @@ def evaluate(
     Returns:
         A dict: `bleu`, `chrf`, `exact_match`, signatures, `lowercase` (case-insensitive
         scores, for a run that lowercases), `sentences`, `unfinished`, `copied_unknown`,
-        `references` (the mode), `lines_with_several_references`,
-        `checkpoint` (the path of the weights scored), `beam_size`, `length_penalty` (None
+        `references` (the mode), `lines_with_several_references`, what was scored
+        (`scored_model`: `format`, `quantization`, `checkpoint`), `beam_size`,
+        `length_penalty` (None
         for greedy decoding, which has none), `no_repeat_ngram`, `max_decode_length`,
         `decode_seconds`.
     """
@@ -163,7 +193,7 @@ def evaluate(
         "failed": sum(r.error is not None for r in results),
         "unfinished": sum(not r.finished for r in results if r.error is None),
         "copied_unknown": sum(len(r.copied) for r in results),
-        "checkpoint": translator.checkpoint,
+        **scored_model(run_dir, translator),
         "beam_size": beam_size,
         # Greedy decoding (beam 1) has no length penalty: None says none applied.
         "length_penalty": length_penalty if beam_size > 1 else None,

@@ -183,7 +183,8 @@ class TranslatorModule(DecodingModule):
         # What `seq2seq evaluate EXPORT` reads the references with (the run's data settings);
         # JSON text, which `tf.Module` keeps as it is (a dict it would wrap for tracking).
         module.run_config_json = json.dumps(to_dict(config))
-        module.checkpoint = getattr(translator, "checkpoint", None)
+        checkpoint = getattr(translator, "checkpoint", None)  # absolute: read from anywhere
+        module.checkpoint = None if checkpoint is None else os.path.abspath(checkpoint)
         return module
 
     @classmethod
@@ -312,7 +313,8 @@ class ExportedTranslator(ExportedModel):
 
     @property
     def checkpoint(self) -> str | None:
-        """The weights exported (the run's checkpoint path; None for an older export)."""
+        """The weights exported: the checkpoint's absolute path (relative to where the export
+        was made in an export made before; None in an older one)."""
         return self.info.get("checkpoint")
 
     @functools.cached_property
@@ -382,7 +384,8 @@ class ExportedTranslator(ExportedModel):
         beam_size, max_length = self._options(beam_size, max_length, n_best, no_repeat_ngram)
         token_lists = self._tokenize(list(texts))
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)
-        for chunk in chunks(good, batch_size, progress):
+        for chunk in chunks(good, batch_size, progress,
+                            [len(tokens) for tokens in token_lists]):
             outputs = self._run([normalize(texts[i]) for i in chunk], beam_size, max_length,
                                 n_best, no_repeat_ngram)
             for row, i in enumerate(chunk):

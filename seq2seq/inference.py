@@ -101,14 +101,24 @@ class Translation:
         return out
 
 
-def chunks(indices: list[int], batch_size: int, progress: bool = False) -> Iterator[list[int]]:
-    """`indices` in chunks of `batch_size`, with a progress bar over them (tqdm, on stderr)
-    when `progress`, advanced as each chunk is done."""
+def chunks(indices: list[int], batch_size: int, progress: bool = False,
+           lengths: Sequence[int] | None = None) -> Iterator[list[int]]:
+    """`indices` in chunks of `batch_size`, with progress on stderr when `progress`, advanced
+    as each chunk is done: tqdm's bar on a terminal, a plain line each tenth of the sentences
+    elsewhere (a log file; `common.progress`).
+
+    With `lengths` (`lengths[i]`: index `i`'s source length in tokens) the indices go longest
+    first, ties in their order: a batch decodes until its longest output ends, and sentences
+    of one length end at about one step, so none waits long for another (CTranslate2 and
+    OpenNMT sort their batches so too). The caller places each result by its index.
+    """
+    if lengths is not None:
+        indices = sorted(indices, key=lambda i: -lengths[i])
     bar = None
     if progress:
-        from tqdm import tqdm
+        from common.progress import progress_bar
 
-        bar = tqdm(total=len(indices), desc="decoding", unit="sent")
+        bar = progress_bar(len(indices), "decoding", "sentences")
     try:
         for start in range(0, len(indices), batch_size):
             chunk = indices[start : start + batch_size]
@@ -191,20 +201,9 @@ def decode_batch(
 
 def initial_state(model: Any, source: Any, source_copy: Any, max_length: Any,
                   max_length_limit: int | None = None) -> Any:
-    """The translator's decoding state for `source (B, S)` and `max_length` steps.
-
-    The Transformer's self-attention cache holds `max_length` steps and its size must be a
-    Python int: for a `max_length` tensor (an export) it is built for `max_length_limit`
-    steps and cut to `max_length`, the same cache.
-    """
-    options = {"source_copy": source_copy} if getattr(model, "copy", False) else {}
-    if not hasattr(model, "max_length"):  # no cache: the recurrent translators
-        return model.initial_state(source, **options)
-    if isinstance(max_length, int):
-        return model.initial_state(source, max_length=max_length, **options)
-    state = model.initial_state(source, max_length=max_length_limit, **options)
-    return dict(state, self_cache=tuple(cache[:, :, :max_length]
-                                        for cache in state["self_cache"]))
+    """The translator's decoding state for `source (B, S)` and `max_length` steps
+    (`seq2seq.translator_base.Translator.decoding_state`)."""
+    return model.decoding_state(source, max_length, source_copy, max_length_limit)
 
 
 def translation_from_outputs(text: str, outputs: dict[str, np.ndarray], row: int,
@@ -323,9 +322,8 @@ class Translator:
         """
         if length_penalty is None:
             length_penalty = self.config.model.length_penalty
-        if attention_head is not None:  # its range, in one line (no weights read)
-            self.model.make_step(attention_layer=attention_layer, attention_head=attention_head,
-                                 reference=True)
+        if attention_head is not None:  # its range, in one line
+            self.model.make_step(attention_layer=attention_layer, attention_head=attention_head)
         key = (attention_layer, attention_head is not None, copy_unknown, float(length_penalty))
         if key not in self._modules:
             from seq2seq.export import TranslatorModule
@@ -391,7 +389,8 @@ class Translator:
         lowercase = self.config.data.lowercase
         token_lists = self.vocabularies.tokenize(list(texts), lowercase) if texts else []
         results, good = screen_lines(texts, token_lists, self.max_source_tokens)
-        for chunk in chunks(good, batch_size, progress):
+        lengths = [len(tokens) for tokens in token_lists]
+        for chunk in chunks(good, batch_size, progress, lengths):
             outs = self.translate_tokens([token_lists[i] for i in chunk], **options)
             for i, out in zip(chunk, outs):
                 out.source = texts[i]

@@ -63,7 +63,7 @@ def test_resuming_an_averaged_run_is_refused_before_anything_is_written(run_dir,
     capsys.readouterr()
     assert main(["train", "--out", str(out), "--resume", "--verbose", "0"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"seq2seq: error: {out}: an averaged run holds no optimizer to resume: use "
+    assert err == (f"seq2seq train: error: {out}: an averaged run holds no optimizer to resume: use "
                    f"--init-from {out} with a new --out"), err
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before  # not even config.json rewritten

@@ -36,6 +36,46 @@ def test_unknown_subcommand_exits_2_without_traceback(prog):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("prog, command", [("captioner", "render"), ("seq2seq", "translate")])
+def test_every_error_of_a_subcommand_has_one_prefix_whoever_finds_it(prog, command, tmp_path,
+                                                                     capsys):
+    """argparse's own (a bad value), the command line's (an unknown option) and the
+    sub-command's (a `UserError`) all say `PROG COMMAND: error: ...`; before a sub-command is
+    chosen, `PROG: error: ...`."""
+    import importlib
+
+    main = importlib.import_module(f"{prog}.cli").main
+    missing = str(tmp_path / "missing")
+    cases = {
+        "captioner": [["render", "r.json", "--index", "one"], ["render", "r.json", "--bogus"],
+                      ["render", missing, "--out", str(tmp_path / "o.png")]],
+        "seq2seq": [["translate", missing, "--beam-size", "one"],
+                    ["translate", missing, "--bogus"], ["translate", missing, "a"]],
+    }[prog]
+    needles = ["'one'", "unrecognized arguments: --bogus", missing]
+    for argv, needle in zip(cases, needles, strict=True):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith(f"{prog} {command}: error: "), err
+        assert needle in err
+    assert main(["frobnicate"]) == 2
+    assert capsys.readouterr().err.startswith(f"{prog}: error: argument COMMAND: invalid choice")
+
+
+@pytest.mark.parametrize("prog, command", [("seq2seq", "translate"), ("seq2seq", "evaluate"),
+                                           ("captioner", "caption"), ("captioner", "evaluate")])
+def test_the_no_repeat_ngram_help_says_when_it_hurts(prog, command, capsys):
+    import importlib
+
+    assert importlib.import_module(f"{prog}.cli").main([command, "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    start = text.index("--no-repeat-ngram N never")  # its entry, not the usage line
+    said = text[start:text.index("--", start + 20)]
+    for needle in ("it hurts those that must: dates", "1999-03-03", "numbers, code",
+                   "(default: 0)"):
+        assert needle in said, said
+
+
 def test_translate_takes_options_before_its_texts(tmp_path):
     # The issue's line: `--beam-size 4` between MODEL and TEXT used to be refused with
     # "unrecognized arguments: 12 May 2020"; now the line is read and the missing run named.
@@ -91,6 +131,13 @@ def models(tmp_path):
     (tmp_path / "seq2seq-run" / "config.json").write_text('{"family": "seq2seq"}')
     (tmp_path / "export").mkdir()
     (tmp_path / "export" / "saved_model.pb").write_bytes(b"")
+    (tmp_path / "export" / "assets.extra").mkdir()
+    (tmp_path / "export" / "assets.extra" / "export_info.json").write_text(
+        '{"beam_sizes": [1, 2, 3, 4, 5], "default_beam_size": 3}')
+    (tmp_path / "ct2").mkdir()  # a CTranslate2 export
+    (tmp_path / "ct2" / "model.bin").write_bytes(b"")
+    (tmp_path / "ct2" / "export_info.json").write_text(
+        '{"format": "ctranslate2", "beam_sizes": [1, 2, 4], "default_beam_size": 1}')
     (tmp_path / "grey.png").write_bytes(b"not read")
     return tmp_path
 
@@ -123,6 +170,23 @@ def models(tmp_path):
      "--attention-layer/--attention-head: a SavedModel returns the attention chosen"),
     ("seq2seq", ["translate", "{tmp}/export", "Nov 3, 1999", "--plot", "{tmp}/o.jpg"],
      "expected a file name ending in .png"),
+    # An export's beam sizes are in its export_info.json: refused before it loads (24 s), with
+    # the option that would do.
+    ("seq2seq", ["translate", "{tmp}/export", "Nov 3, 1999", "--beam-size", "7"],
+     "--beam-size 7: this export has beam sizes 1, 2, 3, 4, 5 (chosen at export time"),
+    ("seq2seq", ["translate", "{tmp}/export", "Nov 3, 1999", "--n-best", "3"],
+     "--n-best 3 needs a beam of at least 3 (got 1): add --beam-size 3 (this export has beam "
+     "sizes 1, 2, 3, 4, 5)"),
+    ("seq2seq", ["translate", "{tmp}/ct2", "Nov 3, 1999", "--n-best", "3", "--beam-size", "2"],
+     "--n-best 3 needs a beam of at least 3 (got 2): add --beam-size 4 (this export has beam "
+     "sizes 1, 2, 4)"),
+    ("seq2seq", ["evaluate", "{tmp}/export", "--dataset", "dates", "--beam-size", "6"],
+     "--beam-size 6: this export has beam sizes 1, 2, 3, 4, 5"),
+    ("captioner", ["caption", "{tmp}/export", "x.png", "--n-best", "4"],  # its default: 3
+     "--n-best 4 needs a beam of at least 4 (got 3): add --beam-size 4"),
+    ("captioner", ["caption", "{tmp}/export", "x.png", "--n-best", "9", "--beam-size", "5"],
+     "--n-best 9 needs a beam of at least 9; this export has beam sizes 1, 2, 3, 4, 5: ask for "
+     "--n-best 5 or fewer, or export the run again with `--beam-sizes` up to 9"),
 ])
 def test_errors_that_need_no_model_come_before_tensorflow(models, prog, argv, needle):
     # `captioner caption runs/nope x.png` took 10.9 s to say there is no such run directory:
@@ -130,7 +194,8 @@ def test_errors_that_need_no_model_come_before_tensorflow(models, prog, argv, ne
     result = run_main(prog, *[a.format(tmp=models) for a in argv])
     err = result.stderr.strip()
     assert result.returncode == 2, err
-    assert len(err.splitlines()) == 1 and err.startswith(f"{prog}: error: "), err
+    # Prefixed by the sub-command, as argparse's own errors of a sub-command are.
+    assert len(err.splitlines()) == 1 and err.startswith(f"{prog} {argv[0]}: error: "), err
     assert needle.format(tmp=models) in err
     assert result.stdout.splitlines() == ["imported: []"]
 

@@ -58,8 +58,14 @@ def _refused(done: subprocess.CompletedProcess, script: str, *named: str,
     return lines[0]
 
 
+# Scripts with sub-commands: their errors say `SCRIPT SUB: error:`, as argparse's own do.
+WITH_SUBCOMMANDS = ("copy_names.py",)
+
+
 def _refuses_without_writing(tmp_path: Path, script: str, args: list[str], *named: str,
                              prefix: str | None = None, **run_options) -> str:
+    if prefix is None and script in WITH_SUBCOMMANDS:
+        prefix = f"{script} {args[0]}"
     before = _snapshot(tmp_path)
     line = _refused(_run(script, *args, cwd=tmp_path, **run_options), script, *named,
                     prefix=prefix)
@@ -203,6 +209,32 @@ def test_ablation_refuses_negative_threads(tmp_path):
                              "--threads")
 
 
+def _ablation_line(split="valid", name="v", **more):
+    return {"name": name, "preset": "demo", "overrides": {}, "seed": None, "split": split,
+            "beam_size": 3, "BLEU-4": 10.0, **more}
+
+
+# A test run scores a variant chosen on valid, once: refused before TensorFlow is imported.
+@pytest.mark.parametrize("args, lines, named", [
+    (["--split", "test"], [], "has no valid line of v with this --preset, --override"),
+    (["--split", "test"], [_ablation_line(overrides={"decoder": {"attention": "hard"}})],
+     "choose on valid first"),
+    (["--split", "test", "--beam-size", "1"], [_ablation_line()], "choose on valid first"),
+    (["--split", "test"], [_ablation_line(), _ablation_line("test")],
+     "holds test lines of v already"),
+    (["--split", "test", "--seeds", "1,2"],
+     [_ablation_line(name="v-seed1"), {"name": "v-seed2", "overrides": {}}],  # (before splits)
+     "holds test lines of v-seed2 already"),
+    (["--overwrite"], [], "--overwrite goes with --split test"),
+])
+def test_ablation_scores_test_once_for_a_variant_chosen_on_valid(tmp_path, args, lines, named):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "results.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    _refuses_without_writing(tmp_path, "captioner_ablation.py",
+                             ["v", "--out-dir", "out", *args], named)
+
+
 # -- translator_recipe.py -------------------------------------------------------------------
 
 
@@ -255,6 +287,51 @@ def test_recipe_refuses_a_name_that_is_a_path(tmp_path, pairs):
     _refuses_without_writing(tmp_path, "translator_recipe.py",
                              ["../r", "--data", "data", "--seeds", "1", "--out-dir", "out", "--",
                               "--epochs", "0"], "NAME '../r'")
+
+
+def _recipe_line(split, seed=1, checkpoint="last", penalty=1.0, **more):
+    return {"name": "r", "seed": seed, "checkpoint": checkpoint, "length_penalty": penalty,
+            "beam_size": 4, "split": split, "bleu": 10.0, "train_args": ["--epochs", "0"],
+            **more}
+
+
+# A test run scores one candidate chosen on valid, once: refused before any training.
+@pytest.mark.parametrize("args, lines, named", [
+    ([], [_recipe_line("valid")], "--split test scores one candidate chosen on valid"),
+    (["--checkpoint", "last", "--length-penalties", "0.6,1.0"], [_recipe_line("valid")],
+     "name it with --checkpoint and one --length-penalties value"),
+    (["--checkpoint", "last", "--length-penalties", "1.0"], [],
+     "has no valid line of r at --checkpoint last, length penalty 1.0"),
+    (["--checkpoint", "last", "--length-penalties", "0.6"], [_recipe_line("valid")],
+     "choose on valid first"),
+    (["--checkpoint", "best", "--length-penalties", "1.0"], [_recipe_line("valid")],
+     "--checkpoint best, length penalty 1.0"),
+    (["--checkpoint", "last", "--length-penalties", "1.0", "--beam-size", "2"],
+     [_recipe_line("valid")], "beam 2 with these training options"),
+    (["--checkpoint", "last", "--length-penalties", "1.0"],
+     [_recipe_line("valid", train_args=["--epochs", "1"])], "with these training options"),
+    (["--checkpoint", "last", "--length-penalties", "1.0"],
+     [_recipe_line("valid"), _recipe_line("test", checkpoint="best")],
+     "holds test lines of r for seed 1 already"),
+    (["--checkpoint", "average-2", "--length-penalties", "1.0"], [_recipe_line("valid")],
+     "--checkpoint 'average-2': expected one of best, last"),
+])
+def test_recipe_scores_test_once_for_one_candidate_chosen_on_valid(tmp_path, pairs, args, lines,
+                                                                  named):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "results.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    _refuses_without_writing(tmp_path, "translator_recipe.py",
+                             ["r", "--data", "data", "--seeds", "1", "--out-dir", "out",
+                              "--split", "test", *args, "--", "--epochs", "0"], named)
+
+
+def test_recipe_overwrites_only_test_scores(tmp_path, pairs):
+    (pairs / "valid.tsv").write_text(TEST, encoding="utf-8")
+    _refuses_without_writing(tmp_path, "translator_recipe.py",
+                             ["r", "--data", "data", "--seeds", "1", "--out-dir", "out",
+                              "--overwrite", "--", "--epochs", "0"],
+                             "--overwrite goes with --split test")
 
 
 # -- make_readme_figures.py -----------------------------------------------------------------

@@ -5,8 +5,9 @@ one beam search taking the beam size and `n_best` as tensors for the others; `di
 one at run time with a `tf.cond` (`decode(1)` and `decode(size)`). `max_length` is a tensor,
 the output width. `dispatch_n_best` adds the `n_best` input, the hypotheses the search keeps.
 `check_export_options` validates the choices at export time, `graph_checks` the inputs of each
-call, `request_options` a client's choices against an export's `export_info.json`, and
-`check_n_best` an n-best request against the beam size (in-process runs use it too).
+call, `request_options` a client's choices against an export's `export_info.json`,
+`check_n_best` an n-best request against the beam size (in-process runs use it too), and
+`check_decoding_options` a command line's `--beam-size` and `--n-best` before any model loads.
 """
 
 from __future__ import annotations
@@ -122,3 +123,38 @@ def request_options(info: Mapping[str, Any], beam_size: int | None,
     if not 1 <= max_length <= limit:
         raise UserError(f"max decode length {max_length}: expected 1..{limit} for this model")
     return beam_size, max_length
+
+
+def check_decoding_options(beam_size: int, n_best: int | None,
+                           info: Mapping[str, Any] | None = None) -> None:
+    """A command line's `--beam-size` and `--n-best`, checked before its model loads (an
+    export takes seconds to load; its `export_info.json` says what it takes): a one-line
+    `UserError` naming the option that would do.
+
+    Args:
+        beam_size: the beam the command decodes with (its `--beam-size`, or the default).
+        n_best: `--n-best` (None: not asked).
+        info: an export's `export_info.json` (its `beam_sizes`); None for a run directory,
+            which decodes with any beam size.
+
+    Example:
+    >>> check_decoding_options(1, 3, {"beam_sizes": [1, 2, 3, 4, 5]})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    common.errors.UserError: --n-best 3 needs a beam of at least 3 (got 1): add --beam-size 3 ...
+    """
+    sizes = sorted(int(b) for b in (info or {}).get("beam_sizes", ()))
+    listed = f"this export has beam sizes {', '.join(map(str, sizes))}"
+    if sizes and beam_size not in sizes:
+        raise UserError(f"--beam-size {beam_size}: {listed} (chosen at export time: `export "
+                        "--beam-sizes`)")
+    if not n_best or n_best <= beam_size:
+        return
+    wide = [size for size in sizes if size >= n_best] if sizes else [n_best]
+    if wide:
+        raise UserError(f"--n-best {n_best} needs a beam of at least {n_best} (got "
+                        f"{beam_size}): add --beam-size {wide[0]}"
+                        + (f" ({listed})" if sizes else ""))
+    raise UserError(f"--n-best {n_best} needs a beam of at least {n_best}; {listed}: ask for "
+                    f"--n-best {sizes[-1]} or fewer, or export the run again with `--beam-sizes` "
+                    f"up to {n_best}")

@@ -6,9 +6,13 @@ validation that beats the best so far into `RUN_DIR/best/` (a model-only checkpo
 `write_model_checkpoint`) and records it in `RUN_DIR/best/best.json`:
 
     {"metric": "bleu", "mode": "max", "value": 31.2, "epoch": 4, "step": 5000,
-     "checkpoint": "best/ckpt-5000"}
+     "checkpoint": "best/ckpt-5000", "version": 2}
 
-(the checkpoint relative to the run directory, so that a moved run keeps its best). The JAX
+(the checkpoint relative to the run directory, so that a moved run keeps its best; the epoch
+numbered from 1, as the training log prints it: `Epoch 4/8: val_bleu 31.2 (best)`). A record
+without `version`, written before epochs were numbered from 1, counted them from 0:
+`best_record` reads it as if it were of version 2 (its epoch plus one), so an older run
+resumes, stops early and reports its best as a new one does. The JAX
 trainer, which has no TensorFlow, gives `write` and keeps `best/model.weights.h5` instead
 (`"checkpoint": "best/model.weights.h5"`), by the same rules.
 
@@ -31,12 +35,21 @@ from common.training.run_dir import RunDir, write_failure
 BEST_DIR = RunDir.best
 BEST_FILE = "best.json"
 MODES = ("max", "min")
+#: 2: `epoch` counts from 1, as the log prints it (a record without `version` counts from 0).
+VERSION = 2
 
 
 def best_record(run_dir: str | os.PathLike) -> dict[str, Any] | None:
-    """The run's `best.json`, or None when it has no best checkpoint yet."""
+    """The run's `best.json` (epochs from 1, whatever version wrote it), or None when it has no
+    best checkpoint yet."""
     path = Path(run_dir) / BEST_DIR / BEST_FILE
-    return load_json(path) if path.is_file() else None
+    if not path.is_file():
+        return None
+    record = load_json(path)
+    epoch = record.get("epoch") if isinstance(record, dict) else None
+    if isinstance(record, dict) and "version" not in record and isinstance(epoch, int):
+        record = {**record, "epoch": epoch + 1, "version": VERSION}  # counted from 0
+    return record
 
 
 def best_checkpoint(run_dir: str | os.PathLike) -> str | None:
@@ -96,7 +109,8 @@ class BestCheckpoint:
         return value > best if self.mode == "max" else value < best
 
     def update(self, model: Any, metrics: dict[str, float], epoch: int, step: int) -> bool:
-        """Record an epoch's validation; save the weights when they are the new best.
+        """Record the validation of epoch `epoch` (the loop's position, from 0; recorded from
+        1); save the weights when they are the new best.
 
         Returns:
             Whether they were the new best.
@@ -112,8 +126,9 @@ class BestCheckpoint:
         if not self.better(value):
             return False
         name = self.file if self.write is not None else f"ckpt-{step}"
-        record = {"metric": self.metric, "mode": self.mode, "value": value, "epoch": epoch,
-                  "step": step, "checkpoint": f"{BEST_DIR}/{name}"}
+        record = {"metric": self.metric, "mode": self.mode, "value": value,
+                  "epoch": epoch + 1, "step": step, "checkpoint": f"{BEST_DIR}/{name}",
+                  "version": VERSION}
         if self.chief:
             old = self.record["checkpoint"] if self.record else None
             if self.write is not None:  # no TensorFlow (the JAX trainer)
@@ -138,10 +153,11 @@ class BestCheckpoint:
         return True
 
     def should_stop(self, epoch: int) -> bool:
-        """Whether `patience` validations since the best one (at `epoch`, done) did not beat it."""
+        """Whether `patience` validations since the best one did not beat it, epoch `epoch`
+        (from 0, done) the last."""
         if not self.patience or self.record is None:
             return False
-        return epoch - self.record["epoch"] >= self.patience
+        return epoch + 1 - self.record["epoch"] >= self.patience
 
 
 class BestPolicy:
@@ -189,9 +205,10 @@ class BestPolicy:
 
     def update(self, model: Any, metrics: dict[str, float], epoch: int,
                step: int) -> dict[str, Any]:
-        """Record epoch `epoch`'s validation `metrics` (saving the weights of a new best);
-        returns what the epoch's record says of it: `{"best_epoch": ...}`, or `{}` when no
-        best checkpoint is kept."""
+        """Record epoch `epoch`'s validation `metrics` (the loop's position, from 0), saving
+        the weights of a new best; returns what the epoch's record says of it:
+        `{"best_epoch": ...}` (from 1, as `best.json`), or `{}` when no best checkpoint is
+        kept."""
         if self.checkpoint is None and self.training.best_metric == "auto" and metrics:
             self._track(next(iter(metrics)))
         if self.checkpoint is None:
@@ -201,13 +218,15 @@ class BestPolicy:
         return {"best_epoch": record["epoch"] if record else None}
 
     def stops_after(self, epoch: int) -> bool:
-        """Whether early stopping ends the run after `epoch` (done; -1 before the first)."""
+        """Whether early stopping ends the run after `epoch` (from 0, done; -1 before the
+        first)."""
         return (self.checkpoint is not None and epoch >= 0
                 and self.checkpoint.should_stop(epoch))
 
     def stop_message(self, epoch: int) -> str:
-        """The line a trainer prints when it stops after `epoch` (`stops_after`)."""
+        """The line a trainer prints when it stops after `epoch` (from 0; `stops_after`),
+        its epochs numbered from 1 as the log and `best.json` number them."""
         record = self.checkpoint.record
         return (f"Early stopping after epoch {epoch + 1}: no better {self.checkpoint.metric} "
                 f"for {self.training.early_stopping} validations (best {record['value']:.4g} "
-                f"at epoch {record['epoch'] + 1})")
+                f"at epoch {record['epoch']})")

@@ -16,6 +16,14 @@ batches of an epoch, the checkpoint format, and how to start (build, restore, wa
 What one backend has and the other lacks is refused before a run starts, in one line naming
 the backend that has it (`common.training.capabilities`).
 
+Epochs are numbered from 0 inside (the position, `batches(epoch, skip)`, the `validate(epoch)`
+callable, a dataset's `seed + epoch`) and from 1 wherever a user reads them: the progress lines
+(`Epoch 4/8 ...`), the `epoch` and `best_epoch` of `history.jsonl`'s records and of `fit`'s,
+`best.json` (`common.training.best`), `status.json` and the messages. `status.json` gives the
+epoch of its newest step (`epoch`, 0 before the first) and the epochs done (`epochs_done`).
+Records written before that numbering (an `epoch` 0 among them) are read renumbered
+(`RunDir.read_history`) and rewritten so on resume (`RunDir.truncate_history`).
+
 Order of the writes at an epoch's end (both backends, see the README's "Robustness"): the
 weights are checked finite; the validation runs; the epoch's record is appended to
 `history.jsonl`; then the checkpoint is written. A run killed between any two resumes from
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -35,7 +44,12 @@ import numpy as np
 from common.errors import UserError
 from common.training.best import BestPolicy
 from common.training.config import TrainingConfig
-from common.training.progress import EpochProgress, RunningMeans, say_epoch_already_ran
+from common.training.progress import (
+    EpochProgress,
+    RunningMeans,
+    say_compiling,
+    say_epoch_already_ran,
+)
 from common.training.run_dir import RunDir
 
 Validate = Callable[[int], Mapping[str, Any] | None]
@@ -145,6 +159,8 @@ class TrainingLoop:
         self.config = backend.config
         self.best: BestPolicy | None = None
         self._pass_steps: int | None = None
+        self._first_step = 1  # the number of the first step `fit` trains
+        self._started = 0.0  # when it was queued
 
     def fit(self, resume: bool = False, verbose: int = 1) -> list[dict[str, Any]]:
         """Train up to `config.epochs` epochs; returns one record per epoch run.
@@ -168,9 +184,9 @@ class TrainingLoop:
             backend.truncate_logs(position["step"])
         if position["epoch"] >= config.epochs or self.best.stops_after(position["epoch"] - 1):
             if verbose:
-                print(f"Nothing to train: the run is at epoch {position['epoch']} of "
-                      f"{config.epochs}" + (" and stopped early" if position["epoch"] <
-                                            config.epochs else ""), flush=True)
+                print(f"Nothing to train: the run has done {position['epoch']} of its "
+                      f"{config.epochs} epochs" + (" and stopped early" if position["epoch"] <
+                                                   config.epochs else ""), flush=True)
             self._finish()
             return []
         self._write_status("training")
@@ -178,6 +194,7 @@ class TrainingLoop:
         try:
             with backend.summaries():
                 skip = position["step_in_epoch"]
+                self._first_step = position["step"] + 1
                 for epoch in range(position["epoch"], config.epochs):
                     records.append(self._run_epoch(epoch, skip, verbose))
                     skip = 0
@@ -213,12 +230,15 @@ class TrainingLoop:
         def settle(number: int, queued: Mapping[str, Any]) -> None:
             """Read step `number`'s metrics (waiting for it), check and log them."""
             metrics = {k: float(v) for k, v in queued.items()}
+            if number == self._first_step and verbose:
+                progress.first_step(time.perf_counter() - self._started)
             if not math.isfinite(metrics["loss"]):
                 self._diverged(f"the loss was {metrics['loss']}", epoch, number, number - 1)
             progress.update(metrics)
             window.add(metrics)
             if number % config.log_every == 0:
-                self._log({"kind": "step", "epoch": epoch, "step": number, **window.result(),
+                self._log({"kind": "step", "epoch": epoch + 1, "step": number,
+                           **window.result(),
                            "learning_rate": backend.learning_rate(number)})
                 window.reset()
 
@@ -229,7 +249,12 @@ class TrainingLoop:
         # instead, not a second one.
         pending: tuple[int, Mapping[str, Any]] | None = None
         save_due = False
-        if steps is None or skip < steps:
+        runs_steps = steps is None or skip < steps
+        if runs_steps and step + 1 == self._first_step:  # it compiles the training step
+            if verbose:
+                say_compiling(epoch, config.epochs)
+            self._started = time.perf_counter()
+        if runs_steps:
             for batch in _limited(backend.batches(epoch, skip), steps, skip):
                 if save_due:
                     self.save()
@@ -249,11 +274,11 @@ class TrainingLoop:
         if pending is not None:
             settle(*pending)
         if step_in_epoch == 0:
-            raise UserError(f"epoch {epoch} gave no batches; expected at least one")
+            raise UserError(f"epoch {epoch + 1} gave no batches; expected at least one")
         if steps is None and skip == 0:
             self._pass_steps = step_in_epoch
         progress.finish()
-        record = {"kind": "epoch", "epoch": epoch, "step": step, **progress.means.result(),
+        record = {"kind": "epoch", "epoch": epoch + 1, "step": step, **progress.means.result(),
                   "examples_per_s": progress.examples_per_second, "time_s": progress.elapsed}
         # Validation comes before the epoch-end checkpoint: a run stopped while it validates
         # resumes before the epoch's end and validates again, rather than after it with the
@@ -274,32 +299,45 @@ class TrainingLoop:
         self._log(record)
         backend.set_position(step, epoch + 1, 0)
         self.save()
-        shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items()
-                          if k.startswith("val_") and isinstance(v, float))
-        if verbose and shown:  # the progress bar has shown the loss
-            print(f"Epoch {epoch + 1}/{config.epochs}: {shown}", flush=True)
+        if verbose:  # the progress bar has shown the loss
+            self._say_validation(record, epoch)
         return record
+
+    def _say_validation(self, record: dict[str, Any], epoch: int) -> None:
+        """`Epoch 4/8: val_loss 1.92, val_bleu 31.2 (best)`: the epoch's validation, the metric
+        the best checkpoint follows marked when this epoch holds the best so far."""
+        tracked = self.best.checkpoint if self.best is not None else None
+        best = (f"val_{tracked.metric}" if tracked is not None
+                and record.get("best_epoch") == epoch + 1 else None)
+        shown = ", ".join(f"{k} {v:.4g}" + (" (best)" if k == best else "")
+                          for k, v in record.items()
+                          if k.startswith("val_") and isinstance(v, float))
+        if shown:
+            print(f"Epoch {epoch + 1}/{self.config.epochs}: {shown}", flush=True)
 
     def save(self) -> None:
         """Write a checkpoint at the backend's position; weights gone non-finite are never
         saved (`TrainingDiverged`, the model put back to the newest checkpoint)."""
         if not self.backend.weights_finite():
             position = self.backend.get_position()
-            self._diverged("a weight became NaN or infinite", position["epoch"],
+            # The epoch of the newest step (at an epoch's end the position is the next's).
+            epoch = position["epoch"] - (position["step_in_epoch"] == 0)
+            self._diverged("a weight became NaN or infinite", max(epoch, 0),
                            position["step"], None)
         path = self.backend.save_checkpoint()
         if path is not None:
             self._write_status("training", checkpoint=path)
 
     def _diverged(self, what: str, epoch: int, step: int, bad_weights_step: int | None) -> None:
-        """Put the model back to the newest good checkpoint and raise `TrainingDiverged`.
+        """Put the model back to the newest good checkpoint and raise `TrainingDiverged`
+        (`epoch` from 0, said from 1).
 
         `bad_weights_step`: the step after which the weights gave the non-finite loss; a
         checkpoint of that step holds the very weights that diverged, so it is deleted first.
         """
         restored = self.backend.rollback(bad_weights_step)
         raise TrainingDiverged(
-            f"training diverged: {what} at step {step} (epoch {epoch}); stopped without "
+            f"training diverged: {what} at step {step} (epoch {epoch + 1}); stopped without "
             f"saving. Last good checkpoint: {restored or 'none yet'}; expected a finite "
             "loss, try a lower learning_rate or set clip_norm")
 
@@ -311,7 +349,13 @@ class TrainingLoop:
     def _write_status(self, state: str, **fields: Any) -> None:
         backend = self.backend
         if backend.chief:
-            backend.run_dir.write_status(state, **backend.get_position(),
+            position = backend.get_position()
+            done = position["epoch"]  # the position counts the epochs done
+            # The epoch of the newest step, from 1 as the log prints it (0 before any step).
+            epoch = done + 1 if position["step_in_epoch"] else done
+            backend.run_dir.write_status(state, step=position["step"], epoch=epoch,
+                                         epochs_done=done,
+                                         step_in_epoch=position["step_in_epoch"],
                                          epochs=self.config.epochs, **backend.status_fields(),
                                          **fields)
 

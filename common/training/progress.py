@@ -7,6 +7,10 @@ of its units, not the mean of step means.
 The live bar is for a terminal: written to a file or a pipe (`train ... > demo.log`) its
 redraws would fill the log with cursor escapes, so there each epoch gets one plain line
 instead, as with `--verbose 2`.
+
+A run's first step traces and compiles the training step (a self-critical captioner's
+sampling, greedy decoding and reward with it: a minute or more on a loaded CPU); a line says
+so before it (`say_compiling`), and, in a log, one when it is done (`EpochProgress.first_step`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,13 @@ def say_epoch_already_ran(epoch: int, skip: int, steps: int | None) -> None:
     if steps is not None and skip >= steps:
         print(f"Epoch {epoch + 1} already ran {skip} steps, steps_per_epoch is now {steps}: it "
               "ends without training (its record has no loss)", flush=True)
+
+
+def say_compiling(epoch: int, epochs: int) -> None:
+    """The line before a run's first step (of epoch `epoch`, from 0), which compiles the
+    training step: what the run does while nothing else shows."""
+    print(f"Epoch {epoch + 1}/{epochs}: compiling the training step (the first step waits "
+          "for it)", flush=True)
 
 
 class RunningMeans:
@@ -106,6 +117,13 @@ class EpochProgress:
             values = [("loss", self.means.result()["loss"]),
                       ("examples/s", self.examples_per_second)]
             self._bar.update(self.step, values=values)
+
+    def first_step(self, seconds: float) -> None:
+        """In a log (one line per epoch), say that the run's first step, compiling included,
+        took `seconds`: the epoch's line may be minutes away. (A live bar shows it.)"""
+        if self._line:
+            print(f"Epoch {self.epoch + 1}/{self.epochs}: first step done in {seconds:.0f}s "
+                  "(compiling included)", flush=True)
 
     def finish(self) -> None:
         """Close the bar (a bar that reached its known target has closed itself), or print

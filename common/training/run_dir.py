@@ -8,9 +8,16 @@ RUN_DIR/checkpoints/   tf.train.CheckpointManager checkpoints
 RUN_DIR/best/          the best checkpoint by validation and best.json (`common.training.best`)
 RUN_DIR/logs/          TensorBoard event files
 RUN_DIR/history.jsonl  one JSON object per line: {"kind": "step" | "epoch", "epoch", "step", ...}
-RUN_DIR/status.json    {"state": "training" | "finished" | "failed", "epoch", "step", ...,
-                        "pid", "host", "updated"}
+RUN_DIR/status.json    {"state": "training" | "finished" | "failed", "step", "epoch",
+                        "epochs_done", ..., "pid", "host", "updated"}
 ```
+
+Epochs are numbered from 1 in these files, as the training log prints them (`Epoch 4/8`): a
+record's `epoch` and `best_epoch`, `status.json`'s `epoch` (that of its newest step; 0 before
+the first) beside `epochs_done`. A `history.jsonl` written before that numbering counted from 0
+(its first record is of epoch 0, which the numbering from 1 never writes): `read_history` reads
+it renumbered, and `truncate_history`, which every resume calls, rewrites it so, so that a
+resumed older run's file is numbered one way.
 
 A directory "holds a run" when it has any of the trainer's entries (a non-empty
 `checkpoints/`, `best/` or `logs/`, `history.jsonl`, `status.json`). Starting a new run there without
@@ -130,6 +137,26 @@ def _process_gone(pid: Any, host: Any) -> bool:
     except OSError:  # PermissionError: it runs, as another user
         return False
     return False
+
+
+def _epochs_from_one(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`records` of `history.jsonl` with their epochs numbered from 1: those of a file written
+    when they were numbered from 0 (an `epoch` 0 among them: a run's first record is of its
+    first epoch) get one more `epoch` and `best_epoch`; others are returned as they are."""
+    if not any(_is_count(r.get("epoch")) and r["epoch"] == 0 for r in records):
+        return records
+    renumbered = []
+    for record in records:
+        record = dict(record)
+        for key in ("epoch", "best_epoch"):
+            if _is_count(record.get(key)):
+                record[key] += 1
+        renumbered.append(record)
+    return renumbered
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _sha256(path: Path) -> str:
@@ -392,7 +419,8 @@ class RunDir:
             raise write_failure(self.history, exc) from None
 
     def read_history(self) -> list[dict[str, Any]]:
-        """All records of `history.jsonl` (an unreadable last line, from a crash, is skipped)."""
+        """All records of `history.jsonl` (an unreadable last line, from a crash, is skipped),
+        epochs numbered from 1 (a file that counted them from 0 is read renumbered)."""
         if not self.history.exists():
             return []
         records = []
@@ -404,13 +432,14 @@ class RunDir:
                     continue
                 if isinstance(record, dict):  # anything else is not one of its records
                     records.append(record)
-        return records
+        return _epochs_from_one(records)
 
     def truncate_history(self, step: int) -> None:
         """Keep only the records up to global `step`: the steps after it will be run again.
 
         The file is rewritten (atomically) only when that changes it: when it has records
-        past `step`, or lines that are not records (the half line of a kill).
+        past `step`, lines that are not records (the half line of a kill), or epochs
+        numbered from 0 (a run written before they were numbered from 1: `read_history`).
 
         Raises:
             RunDirError: it cannot be rewritten (the old file is kept).

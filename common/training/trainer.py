@@ -24,8 +24,9 @@ checkpoints, resume, logging and a progress bar.
 It is also called once with a default `tf.distribute.InputContext()` (one replica) for a batch
 on which the model's variables are built (`Trainer.build`), before the first step or a restore.
 
-Epochs are numbered from 0 in the API, `history.jsonl` and `validate(model, epoch)`; the
-progress bar shows them from 1. `fit` returns one record per epoch it ran: the count-weighted
+Epochs are numbered from 0 in the API (`make_dataset(epoch, ...)`, `validate(model, epoch)`,
+the checkpoint's position) and from 1 wherever a user reads them: the progress lines,
+`history.jsonl`, `best.json`, `status.json` (`common.training.loop`). `fit` returns one record per epoch it ran: the count-weighted
 means of the step metrics (`loss` and the model's extra terms), `val_*` entries from
 `validate`, `examples_per_s` and `time_s`; the same record is the epoch's line in
 `history.jsonl`. On resume the record of the interrupted epoch covers the steps run after the

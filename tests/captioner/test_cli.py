@@ -15,7 +15,7 @@ def _one_line_error(capsys, argv):
     status = main(argv)
     err = capsys.readouterr().err.strip()
     assert status == 2, err
-    assert len(err.splitlines()) == 1 and err.startswith("captioner: error:"), err
+    assert len(err.splitlines()) == 1 and err.startswith(f"captioner {argv[0]}: error:"), err
     return err
 
 

@@ -41,7 +41,7 @@ def test_render_of_json_it_cannot_draw_is_one_line(capsys, tmp_path, content, ne
         results.write_text(content)
     out = tmp_path / "o.png"
     err = _one_line_error(capsys, ["render", str(results), "--out", str(out)])
-    assert f"captioner: error: {results}" in err and needle in err
+    assert f"captioner render: error: {results}" in err and needle in err
     assert not out.exists()
 
 

@@ -41,6 +41,7 @@ def test_the_command_line_refuses_it_in_one_line(capsys, tmp_path, options):
              "32", "--data-option", "num_images=4", "--verbose", "0"]
     assert main(["train", *options, *small, "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("captioner: error: --cache-features")
+    assert len(err.splitlines()) == 1
+    assert err.startswith("captioner train: error: --cache-features")
     assert "random network" in err
     assert not (tmp_path / "run").exists()  # refused before anything is written

@@ -50,12 +50,12 @@ def _result(run_writes: dict, name: str) -> tuple[dict, str]:
 
 @pytest.mark.parametrize("at", KILLED_AT)
 def test_a_run_killed_at_an_epochs_end_records_every_epoch_once(run_writes, at):
-    """Killed between epoch 0's record and its checkpoint, the run resumes before that epoch,
-    drops its line and records it again; killed after both, it resumes after it."""
+    """Killed between the first epoch's record and its checkpoint, the run resumes before
+    that epoch, drops its line and records it again; killed after both, it resumes after it."""
     result, _ = _result(run_writes, f"kill:{at}")
     assert result["killed"]
     epochs = result["epochs"]
-    assert [(r["epoch"], r["step"]) for r in epochs] == [(0, 2), (1, 4)], epochs
+    assert [(r["epoch"], r["step"]) for r in epochs] == [(1, 2), (2, 4)], epochs
     assert all("val_loss" in r for r in epochs)
     assert result["steps"] == [1, 2, 3, 4]  # none lost, none twice
     assert result["checkpoints"] == ["ckpt-4", "ckpt-2"]

@@ -166,7 +166,7 @@ def test_each_checkpoint_is_written_once_and_a_kill_while_validating_loses_no_re
     # per epoch end from the resumed one: no mid-epoch write at a pass's end.
     assert written == [(steps, 1, 0), (2 * steps, 2, 0)], written
     epochs = [(r["epoch"], r["step"]) for r in result["epochs"]]
-    assert epochs == [(0, steps), (1, 2 * steps)], epochs
+    assert epochs == [(1, steps), (2, 2 * steps)], epochs  # records count epochs from 1
     assert all("val_loss" in r and r["loss"] > 0 for r in result["epochs"])
 
 

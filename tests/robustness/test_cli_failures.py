@@ -30,7 +30,7 @@ def test_a_diverging_translator_stops_with_exit_2_and_keeps_the_good_checkpoint(
                            "--learning-rate", "1e30", "--checkpoint-every", "1"])
     assert status == 2
     error = one_line_error(capsys)
-    assert error.startswith("seq2seq: error: training diverged: the loss was nan")
+    assert error.startswith("seq2seq train: error: training diverged: the loss was nan")
     assert "Last good checkpoint: " + str(run / "checkpoints" / "ckpt-3") in error
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
         "checkpoint", "ckpt-3.data-00000-of-00001", "ckpt-3.index"]

@@ -16,7 +16,7 @@ from seq2seq.cli import main as seq2seq_main
 
 
 def one_line_error(capsys) -> str:
-    """The one `PROG: error: ...` line, the last of stderr (progress bars and warnings aside)."""
+    """The one `PROG COMMAND: error: ...` line, the last of stderr (progress bars and warnings aside)."""
     err = capsys.readouterr().err
     assert "Traceback" not in err
     lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip()]

@@ -60,7 +60,7 @@ def saved_checkpoint(run_dir, min_step_in_epoch=0):
 def test_translator_killed_mid_epoch_resumes_to_the_same_end(tmp_path):
     at_kill, restart, run_dir, straight_dir = kill_and_resume(
         tmp_path, "seq2seq", SEQ2SEQ, lambda run: saved_checkpoint(run, 10))
-    assert at_kill["epoch"] == 0
+    assert at_kill["epoch"] == 1 and at_kill["epochs_done"] == 0  # in the first epoch
     steps, straight_steps = history(run_dir, "step"), history(straight_dir, "step")
     assert restart % 5 == 0 and at_kill["step"] <= restart < 80
     assert at_kill["reached"] - 5 <= restart <= at_kill["reached"]  # <= one interval lost
@@ -77,5 +77,5 @@ def test_captioner_killed_mid_epoch_resumes_to_the_same_end(tmp_path):
     assert restart in (15, 30)  # an epoch is the checkpoint interval here
     assert read_status(run_dir)["step"] == 45
     got, want = history(run_dir, "epoch")[-1], history(straight_dir, "epoch")[-1]
-    assert got["epoch"] == want["epoch"] == 2
+    assert got["epoch"] == want["epoch"] == 3  # the third, as the log numbers it
     assert got["loss"] == pytest.approx(want["loss"], rel=1e-4)

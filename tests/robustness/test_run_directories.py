@@ -67,7 +67,7 @@ def test_a_run_stopped_by_a_signal_says_failed(tmp_path, signum, error):
     code, _, err = finish(proc, timeout=120)
     assert code == 128 + signum, err
     assert "Traceback" not in err
-    assert err.strip().splitlines()[-1].startswith("seq2seq: interrupted")
+    assert err.strip().splitlines()[-1].startswith("seq2seq train: interrupted")
     status = RunDir(run_dir).read_status()
     assert status["state"] == "failed" and status["error"] == error
     assert status["pid"] == proc.pid

@@ -29,10 +29,17 @@ class _Bar:
         self.closed = True
 
 
-def test_the_bar_counts_sentences_as_chunks_finish_and_closes_when_stopped(monkeypatch):
-    import types
+def test_with_lengths_the_longest_go_first_ties_in_order():
+    lengths = [3, 9, 1, 9, 4, 3]
+    got = list(chunks([0, 1, 2, 3, 4, 5], 4, lengths=lengths))
+    assert got == [[1, 3, 4, 0], [5, 2]]
+    assert list(chunks([0, 2, 5], 2, lengths=lengths)) == [[0, 5], [2]]  # only those given
 
-    monkeypatch.setitem(__import__("sys").modules, "tqdm", types.SimpleNamespace(tqdm=_Bar))
+
+def test_the_bar_counts_sentences_as_chunks_finish_and_closes_when_stopped(monkeypatch):
+    from common import progress
+
+    monkeypatch.setattr(progress, "progress_bar", lambda total, *_, **__: _Bar(total))
     _Bar.made.clear()
     for _ in chunks(list(range(7)), 3, progress=True):
         assert not _Bar.made[0].closed

@@ -249,6 +249,7 @@ def test_translate_and_evaluate_take_the_directory(exported, translator, engine,
     for key in ("bleu", "chrf", "exact_match"):
         assert scores[key] == pytest.approx(expected[key]), key
     assert scores["checkpoint"] == translator.checkpoint and scores["sentences"] == 64
+    assert (scores["format"], scores["quantization"]) == ("ctranslate2", "float32")
 
 
 def _free_port() -> int:
@@ -383,7 +384,7 @@ def test_options_an_export_chose_are_refused(exported, tmp_path, capsys):
     _refused(capsys, ["evaluate", str(exported), "--dataset", "dates", "--attention-head", "0"],
              "a CTranslate2 export returns the attention chosen at export time")
     _refused(capsys, ["translate", str(exported), "x", "--beam-size", "3"],
-             "this export has beam sizes [1, 2, 4]")
+             "--beam-size 3: this export has beam sizes 1, 2, 4")
     foreign = tmp_path / "foreign"
     shutil.copytree(exported, foreign)
     (foreign / ct2.INFO_FILE).unlink()

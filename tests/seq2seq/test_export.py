@@ -227,7 +227,7 @@ def test_translate_cli_same_text_from_run_and_export(run_dir, export_dir, capsys
     assert main(["translate", str(export_dir), *SENTENCES[:3]]) == 0
     assert capsys.readouterr().out == from_run
     assert main(["translate", str(export_dir), "x", "--beam-size", "5"]) == 2
-    assert "beam sizes [1, 2]" in capsys.readouterr().err
+    assert "--beam-size 5: this export has beam sizes 1, 2" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -251,10 +251,14 @@ def test_translate_cli_n_best_lists_the_beam(translator, run_dir, export_dir, ca
     for ours, theirs in zip(printed["run"], printed["export"]):
         assert ours[:2] + ours[4:] == theirs[:2] + theirs[4:]
         assert float(ours[2]) == pytest.approx(float(theirs[2]), abs=2e-4)
-    for model in (run_dir, export_dir):
+    # Told before the model loads, with what would do: a wider beam for the run, fewer
+    # hypotheses or another export for an export of beam sizes 1 and 2.
+    for model, fix in ((run_dir, " (got 2): add --beam-size 3"),
+                       (export_dir, "; this export has beam sizes 1, 2: ask for --n-best 2")):
         assert main(["translate", str(model), "x", "--beam-size", "2", "--n-best", "3"]) == 2
         err = capsys.readouterr().err.strip()
-        assert len(err.splitlines()) == 1 and "n-best 3 is more than the beam size 2" in err
+        assert len(err.splitlines()) == 1, err
+        assert f"--n-best 3 needs a beam of at least 3{fix}" in err, err
 
 
 def _other_savedmodel(path, kind):

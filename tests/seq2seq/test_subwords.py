@@ -105,7 +105,7 @@ def test_resume_reloads_the_model_and_evaluate_and_translate_work(shared_run, tm
                  "--out", str(run)]) == 0
     assert (run / "vocab.model").stat().st_mtime_ns == before  # loaded, not trained again
     epochs = [json.loads(line) for line in (run / "history.jsonl").open()]
-    assert [r["epoch"] for r in epochs if r["kind"] == "epoch"] == [0, 1]
+    assert [r["epoch"] for r in epochs if r["kind"] == "epoch"] == [1, 2]
     capsys.readouterr()
     scores = tmp_path / "scores.json"
     assert main(["evaluate", str(run), "--dataset", "dates", "--limit", "20", "--json",

@@ -34,14 +34,15 @@ def _weights(checkpoint):
 
 
 def test_best_weights_are_those_of_the_best_epoch_and_early_stopping_ends_the_run(run_dir):
-    scores = [1.0, 3.0, 2.0, 2.0, 2.0, 5.0]  # best at epoch 1, then 3 epochs without better
+    scores = [1.0, 3.0, 2.0, 2.0, 2.0, 5.0]  # best at epoch 2, then 3 epochs without better
     trainer, history = _train(run_dir, scores, epochs=6, early_stopping=3)
 
-    assert [r["epoch"] for r in history] == [0, 1, 2, 3, 4]  # epoch 5 (score 5) never runs
-    assert [r["best_epoch"] for r in history] == [0, 1, 1, 1, 1]
+    # Epochs numbered from 1, as the log prints them; epoch 6 (score 5) never runs.
+    assert [r["epoch"] for r in history] == [1, 2, 3, 4, 5]
+    assert [r["best_epoch"] for r in history] == [1, 2, 2, 2, 2]
     record = best_record(run_dir)
-    assert (record["value"], record["epoch"], record["step"]) == (3.0, 1, history[1]["step"])
-    # The rotation's checkpoint of the end of epoch 1 holds the same weights.
+    assert (record["value"], record["epoch"], record["step"]) == (3.0, 2, history[1]["step"])
+    # The rotation's checkpoint of the end of epoch 2 holds the same weights.
     end_of_epoch_1 = str(run_dir / "checkpoints" / f"ckpt-{history[1]['step']}")
     for best, rotated in zip(_weights(best_checkpoint(run_dir)), _weights(end_of_epoch_1),
                              strict=True):
@@ -54,14 +55,61 @@ def test_best_weights_are_those_of_the_best_epoch_and_early_stopping_ends_the_ru
 
 def test_best_and_patience_survive_a_resume(run_dir):
     scores = [1.0, 3.0, 2.0, 2.0, 2.0, 5.0]
-    _train(run_dir, scores, epochs=3, early_stopping=3)  # epochs 0-2: best at 1
-    assert best_record(run_dir)["epoch"] == 1
+    _train(run_dir, scores, epochs=3, early_stopping=3)  # epochs 1-3: best at 2
+    assert best_record(run_dir)["epoch"] == 2
     _, history = _train(run_dir, scores, epochs=6, resume=True, early_stopping=3)
-    assert [r["epoch"] for r in history] == [3, 4]
-    assert best_record(run_dir)["epoch"] == 1
+    assert [r["epoch"] for r in history] == [4, 5]
+    assert best_record(run_dir)["epoch"] == 2
     # Stopped early: resuming again has nothing to do.
     _, again = _train(run_dir, scores, epochs=6, resume=True, early_stopping=3)
     assert again == []
+
+
+def test_a_run_written_when_epochs_counted_from_0_resumes_and_stops_as_a_new_one(run_dir):
+    """best.json without "version" and a history.jsonl whose first record is of epoch 0
+    (written before epochs were numbered from 1) are read from 1, and the resume rewrites the
+    history so: one numbering in the file, the early stop at the same epoch."""
+    import json
+
+    from common.training import RunDir
+
+    scores = [1.0, 3.0, 2.0, 2.0, 2.0, 5.0]
+    _train(run_dir, scores, epochs=3, early_stopping=3)  # epochs 1-3: best at 2
+    best_file = run_dir / "best" / "best.json"
+    old = json.loads(best_file.read_text())
+    assert old.pop("version") == 2 and old["epoch"] == 2
+    best_file.write_text(json.dumps({**old, "epoch": 1}))  # as the old trainer wrote it
+    lines = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    (run_dir / "history.jsonl").write_text("".join(
+        json.dumps({**r, "epoch": r["epoch"] - 1,
+                    **({"best_epoch": r["best_epoch"] - 1} if "best_epoch" in r else {})})
+        + "\n" for r in lines))
+
+    assert best_record(run_dir)["epoch"] == 2  # read as numbered from 1
+    assert [r["epoch"] for r in RunDir(run_dir).read_history() if r["kind"] == "epoch"] == [
+        1, 2, 3]
+    _, history = _train(run_dir, scores, epochs=6, resume=True, early_stopping=3)
+    assert [r["epoch"] for r in history] == [4, 5]  # stopped 3 epochs after the best, as new
+    assert best_record(run_dir)["epoch"] == 2
+    rewritten = [json.loads(line)
+                 for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in rewritten if r["kind"] == "epoch"] == [1, 2, 3, 4, 5]
+    assert [r["best_epoch"] for r in rewritten if r["kind"] == "epoch"] == [1, 2, 2, 2, 2]
+
+
+def test_the_epoch_line_marks_the_best_and_the_stop_names_epochs_as_the_log_does(run_dir,
+                                                                               capsys):
+    config = TrainingConfig(epochs=5, batch_size=16, keep_checkpoints=10,
+                            best_metric="score", early_stopping=2)
+    Trainer(run_dir, config, TinyRegressor).fit(
+        dataset_maker(16), validate=_scripted([1.0, 3.0, 2.0, 2.0, 9.0]), verbose=2)
+    said = [line for line in capsys.readouterr().out.splitlines() if ": val_" in line
+            or line.startswith("Early")]
+    assert said == ["Epoch 1/5: val_score 1 (best)", "Epoch 2/5: val_score 3 (best)",
+                    "Epoch 3/5: val_score 2", "Epoch 4/5: val_score 2",
+                    "Early stopping after epoch 4: no better score for 2 validations (best 3 "
+                    "at epoch 2)"]
+    assert best_record(run_dir)["epoch"] == 2
 
 
 def test_auto_keeps_the_best_by_the_first_number_the_validation_reports(tmp_path):
@@ -73,7 +121,7 @@ def test_auto_keeps_the_best_by_the_first_number_the_validation_reports(tmp_path
     Trainer(tmp_path / "a", config, TinyRegressor).fit(dataset_maker(16), validate=validate,
                                                         verbose=0)
     assert (best_record(tmp_path / "a")["metric"], best_record(tmp_path / "a")["epoch"]) == (
-        "bleu", 1)
+        "bleu", 2)
     # Without a validation, or with best_metric None, nothing is kept.
     Trainer(tmp_path / "b", config, TinyRegressor).fit(dataset_maker(16), verbose=0)
     none = TrainingConfig(epochs=3, batch_size=16, best_metric=None)
@@ -85,7 +133,7 @@ def test_auto_keeps_the_best_by_the_first_number_the_validation_reports(tmp_path
 
 def test_min_mode_keeps_the_smallest_and_nan_is_never_best(run_dir):
     _train(run_dir, [5.0, 2.0, math.nan, 4.0], epochs=4, best_mode="min")
-    assert (best_record(run_dir)["value"], best_record(run_dir)["epoch"]) == (2.0, 1)
+    assert (best_record(run_dir)["value"], best_record(run_dir)["epoch"]) == (2.0, 2)
 
 
 def test_a_metric_the_validation_does_not_report_is_a_user_error(run_dir):

@@ -113,7 +113,7 @@ def test_records_checkpoints_and_best_are_those_computed_by_hand(tmp_path, pipel
     config = TrainingConfig(epochs=2, checkpoint_every=2, log_every=1, best_metric="score",
                             best_mode="min")
     backend = ToyBackend(tmp_path, config, [1.0, 2.0, 3.0], pipelined)
-    # The validation scores |w - 7|: after epoch 0 w = 6 (|.| 1), after epoch 1 w = 12 (5).
+    # The validation scores |w - 7|: after epoch 1 w = 6 (|.| 1), after epoch 2 w = 12 (5).
     loop = TrainingLoop(backend, validate=lambda epoch: {"score": abs(backend.w - 7)})
     out = loop.fit(verbose=0)
     weights = [1.0, 3.0, 6.0, 7.0, 9.0, 12.0]
@@ -125,7 +125,8 @@ def test_records_checkpoints_and_best_are_those_computed_by_hand(tmp_path, pipel
             for r in out] == epochs
     assert [r["loss"] for r in epochs] == [10 / 3, 28 / 3]
     assert [r["val_score"] for r in epochs] == [1.0, 5.0]
-    assert [r["best_epoch"] for r in epochs] == [0, 0]
+    assert [r["epoch"] for r in epochs] == [1, 2]  # numbered as the log prints them
+    assert [r["best_epoch"] for r in epochs] == [1, 1]
     # Mid-epoch checkpoints at steps 2 and 4 (due every 2), epoch ends at 3 and 6; none twice.
     assert sorted(backend.checkpoints) == [2, 3, 4, 6]
     assert backend.checkpoints[3]["position"] == {"step": 3, "epoch": 1, "step_in_epoch": 0}
@@ -141,7 +142,7 @@ def test_a_non_finite_loss_deletes_the_checkpoint_of_its_weights_and_restores_th
     # before its checkpoint, so no later step's is read first).
     backend = ToyBackend(tmp_path, config, [1.0, 1.0, math.inf, 1.0], pipelined)
     loop = TrainingLoop(backend)
-    with pytest.raises(TrainingDiverged, match=r"the loss was inf at step 3 \(epoch 0\)"):
+    with pytest.raises(TrainingDiverged, match=r"the loss was inf at step 3 \(epoch 1\)"):
         loop.fit(verbose=0)
     # The checkpoint of step 2 holds the weights step 3 diverged from: deleted; back at step 1.
     assert sorted(backend.checkpoints) == [1]

@@ -52,19 +52,19 @@ def kill_once(monkeypatch, cls, name, when, after):
     monkeypatch.setattr(cls, name, dying)
 
 
-def epoch_0_record(run, record):
-    return record["kind"] == "epoch" and record["epoch"] == 0
+def first_epoch_record(run, record):
+    return record["kind"] == "epoch" and record["epoch"] == 1  # numbered from 1
 
 
-def epoch_0_checkpoint(keeper, step=None):
-    return int(keeper.checkpoint.step.numpy()) == 4  # the end of epoch 0 (4 steps)
+def first_epoch_checkpoint(keeper, step=None):
+    return int(keeper.checkpoint.step.numpy()) == 4  # the end of epoch 1 (4 steps)
 
 
 @pytest.mark.parametrize("cls, name, when, after", [
-    (RunDir, "append_history", epoch_0_record, False),
-    (RunDir, "append_history", epoch_0_record, True),
-    (CheckpointKeeper, "save", epoch_0_checkpoint, False),
-    (CheckpointKeeper, "save", epoch_0_checkpoint, True),
+    (RunDir, "append_history", first_epoch_record, False),
+    (RunDir, "append_history", first_epoch_record, True),
+    (CheckpointKeeper, "save", first_epoch_checkpoint, False),
+    (CheckpointKeeper, "save", first_epoch_checkpoint, True),
 ], ids=["before-the-record", "after-the-record", "before-the-checkpoint",
         "after-the-checkpoint"])
 def test_a_run_killed_at_an_epochs_end_records_every_epoch_once(tmp_path, monkeypatch, cls,
@@ -80,7 +80,7 @@ def test_a_run_killed_at_an_epochs_end_records_every_epoch_once(tmp_path, monkey
     records = RunDir(run).read_history()
     epochs = [r for r in records if r["kind"] == "epoch"]
     assert [(r["epoch"], r["step"], r["val_score"]) for r in epochs] == [
-        (0, 4, 10.0), (1, 8, 11.0), (2, 12, 12.0)]
+        (1, 4, 10.0), (2, 8, 11.0), (3, 12, 12.0)]
     for got, want in zip(epochs, straight):  # the epoch redone is recorded as it ran
         assert got["loss"] == pytest.approx(want["loss"], rel=1e-6)
         assert got["best_epoch"] == want["best_epoch"] == got["epoch"]
@@ -88,16 +88,16 @@ def test_a_run_killed_at_an_epochs_end_records_every_epoch_once(tmp_path, monkey
     assert steps == [2, 4, 6, 8, 10, 12]  # none lost, none twice
     assert latest_checkpoint(run / "checkpoints").endswith("ckpt-12")  # numbered by step
     best = json.loads((run / "best" / "best.json").read_text())
-    assert (best["epoch"], best["step"]) == (2, 12)
+    assert (best["epoch"], best["step"]) == (3, 12)
     assert RunDir(run).read_status()["state"] == "finished"
 
 
 def test_an_early_stopped_run_killed_at_its_last_epochs_end_keeps_that_epochs_record(
         tmp_path, monkeypatch):
-    """Early stopping ends the run at epoch 1's end; killed there, the resumed run has
+    """Early stopping ends the run at epoch 2's end; killed there, the resumed run has
     nothing left to train, so a record not written before the checkpoint was never written."""
     def flat(model, epoch):
-        return {"score": 1.0}  # no validation beats epoch 0's
+        return {"score": 1.0}  # no validation beats epoch 1's
 
     run = tmp_path / "run"
     with monkeypatch.context() as patch:
@@ -107,8 +107,8 @@ def test_an_early_stopped_run_killed_at_its_last_epochs_end_keeps_that_epochs_re
             fit(run, validate=flat, early_stopping=1)
     assert fit(run, resume=True, validate=flat, early_stopping=1) == []
     epochs = [r for r in RunDir(run).read_history() if r["kind"] == "epoch"]
-    assert [(r["epoch"], r["step"], r["val_score"]) for r in epochs] == [(0, 4, 1.0),
-                                                                        (1, 8, 1.0)]
+    assert [(r["epoch"], r["step"], r["val_score"]) for r in epochs] == [(1, 4, 1.0),
+                                                                        (2, 8, 1.0)]
 
 
 def no_space(*args, **kwargs):
@@ -147,7 +147,7 @@ def test_a_full_disk_at_a_tensorboard_write_is_one_run_dir_error(tmp_path, monke
     monkeypatch.undo()
     fit(run, resume=True, epochs=2, validate=score)
     epochs = [r for r in RunDir(run).read_history() if r["kind"] == "epoch"]
-    assert [(r["epoch"], r["step"]) for r in epochs] == [(0, 4), (1, 8)]
+    assert [(r["epoch"], r["step"]) for r in epochs] == [(1, 4), (2, 8)]
 
 
 def test_a_full_disk_when_the_tensorboard_writer_closes_is_one_run_dir_error(tmp_path,
@@ -221,15 +221,15 @@ class HalfWrites:
 def test_an_append_that_finds_the_disk_full_leaves_the_history_as_it_was(tmp_path,
                                                                          monkeypatch):
     run = RunDir(tmp_path / "run")
-    run.append_history({"kind": "step", "epoch": 0, "step": 1, "loss": 1.0})
+    run.append_history({"kind": "step", "epoch": 1, "step": 1, "loss": 1.0})
     before = run.history.read_bytes()
     monkeypatch.setattr("common.training.run_dir.open",
                         lambda *args, **kwargs: HalfWrites(open(*args, **kwargs)), raising=False)
     with pytest.raises(RunDirError, match=f"cannot write {run.history}: {NO_SPACE};"):
-        run.append_history({"kind": "epoch", "epoch": 0, "step": 2, "loss": 0.5})
+        run.append_history({"kind": "epoch", "epoch": 1, "step": 2, "loss": 0.5})
     assert run.history.read_bytes() == before  # no half line for the next one to run into
     monkeypatch.undo()
-    run.append_history({"kind": "epoch", "epoch": 0, "step": 2, "loss": 0.5})
+    run.append_history({"kind": "epoch", "epoch": 1, "step": 2, "loss": 0.5})
     assert [r["step"] for r in run.read_history()] == [1, 2]
 
 

@@ -42,7 +42,7 @@ def fit(run_dir, resume=False, dropout=0.0, make_dataset=None, validate=None, **
 
 def test_loss_decreases(run_dir):
     _, history = fit(run_dir, epochs=6)
-    assert [r["epoch"] for r in history] == list(range(6))
+    assert [r["epoch"] for r in history] == list(range(1, 7))  # numbered as the log does
     assert history[-1]["loss"] < 0.3 * history[0]["loss"]
     assert all(np.isfinite(r["abs_error"]) for r in history)
 
@@ -86,7 +86,7 @@ def test_resume_after_an_epoch_matches_uninterrupted_run(tmp_path):
     assert json.loads((tmp_path / "b" / "status.json").read_text())["state"] == "finished"
     resumed, resumed_history = fit(tmp_path / "b", resume=True, epochs=2, dropout=0.3)
 
-    assert [r["epoch"] for r in resumed_history] == [1]
+    assert [r["epoch"] for r in resumed_history] == [2]
     for got, want in zip(weights(resumed.model), weights(straight.model)):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
     for got, want in zip(optimizer_state(resumed.optimizer), optimizer_state(straight.optimizer)):
@@ -117,8 +117,9 @@ def test_resume_mid_epoch_after_a_crash_matches_uninterrupted_run(tmp_path):
         fit(run, epochs=2, make_dataset=crash_in_epoch_1_at_batch_3(dataset_maker(8)))
     status = json.loads((run / "status.json").read_text())
     assert status["state"] == "failed" and "InvalidArgumentError" in status["error"]
-    # Checkpoint every 2 steps: the last one before the crash is at step 6 = epoch 1, 2 steps in.
-    assert (status["step"], status["epoch"]) == (7, 1)
+    # Checkpoint every 2 steps: the last one before the crash is at step 6 = epoch 2 (the
+    # log's numbering), 2 steps in; the status says the step it failed at, in epoch 2.
+    assert (status["step"], status["epoch"], status["epochs_done"]) == (7, 2, 1)
     resumed, _ = fit(run, resume=True, epochs=2)
     for got, want in zip(weights(resumed.model), weights(straight.model)):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
@@ -171,8 +172,8 @@ def test_a_resume_past_a_lowered_steps_per_epoch_ends_that_epoch_and_says_so(tmp
     history = trainer.fit(dataset_maker(8), resume=True, verbose=2)
     said = capsys.readouterr().out
     assert "Epoch 2 already ran 2 steps, steps_per_epoch is now 2: it ends without training" in said
-    # Epoch 1 ends at the checkpoint's step 6 with no loss; epoch 2 trains its 2 steps.
-    assert [(r["epoch"], r["step"], "loss" in r) for r in history] == [(1, 6, False), (2, 8, True)]
+    # Epoch 2 ends at the checkpoint's step 6 with no loss; epoch 3 trains its 2 steps.
+    assert [(r["epoch"], r["step"], "loss" in r) for r in history] == [(2, 6, False), (3, 8, True)]
 
 
 @pytest.mark.parametrize("reset_optimizer", [False, True])
@@ -212,7 +213,8 @@ def test_status_history_and_tensorboard(run_dir):
     trainer, history = fit(run_dir, epochs=2, log_every=3, checkpoint_every=0)
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "finished"
-    assert (status["epoch"], status["step"], status["epochs"]) == (2, 8, 2)
+    assert (status["epoch"], status["epochs_done"], status["step"], status["epochs"]) == (
+        2, 2, 8, 2)
     lines = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     assert [(r["kind"], r["step"]) for r in lines] == [
         ("step", 3), ("epoch", 4), ("step", 6), ("epoch", 8)
@@ -427,8 +429,8 @@ def test_resume_trains_at_the_learning_rate_given_then(run_dir):
     lines = (run_dir / "history.jsonl").read_text().splitlines()
     rates = [(r["epoch"], r["learning_rate"]) for r in map(json.loads, lines)
              if r["kind"] == "step"]
-    assert [rate for epoch, rate in rates if epoch == 0] == pytest.approx([0.05] * 2)
-    assert [rate for epoch, rate in rates if epoch == 1] == pytest.approx([0.001] * 2)
+    assert [rate for epoch, rate in rates if epoch == 1] == pytest.approx([0.05] * 2)
+    assert [rate for epoch, rate in rates if epoch == 2] == pytest.approx([0.001] * 2)
 
 
 class Stopped(Exception):
@@ -447,11 +449,11 @@ def test_a_run_stopped_while_it_validates_validates_that_epoch_when_resumed(run_
     with pytest.raises(Stopped):
         fit(run_dir, epochs=2, validate=validate)
     resumed = fit(run_dir, resume=True, epochs=2, validate=validate)[1]
-    assert calls == [0, 0, 1]  # epoch 0 validated again, not skipped
+    assert calls == [0, 0, 1]  # the first epoch (0 to `validate`) validated again
     records = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     epochs = [r for r in records if r["kind"] == "epoch"]
-    assert [(r["epoch"], r["val_score"]) for r in epochs] == [(0, 10.0), (1, 11.0)]
-    assert [r["epoch"] for r in resumed] == [0, 1]
+    assert [(r["epoch"], r["val_score"]) for r in epochs] == [(1, 10.0), (2, 11.0)]
+    assert [r["epoch"] for r in resumed] == [1, 2]
 
 
 def test_early_stopping_without_validation_is_refused(run_dir):
@@ -485,7 +487,7 @@ def test_history_lines_that_are_not_records_are_skipped(run_dir):
     with open(run_dir / "history.jsonl", "a", encoding="utf-8") as f:
         f.write("[1, 2]\n")
     _, history = fit(run_dir, resume=True, epochs=2)
-    assert [r["epoch"] for r in history] == [1]
+    assert [r["epoch"] for r in history] == [2]
 
 
 def test_a_resume_with_nothing_to_train_keeps_the_status_checkpoint(run_dir):
