@@ -712,15 +712,26 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
         runner = Runner(family, args.out)
         on_jax = os.environ.get("KERAS_BACKEND") == "jax"
         if args.prepared or on_jax:
-            if not (args.prepared and on_jax):
-                raise UserError("training on JAX reads a prepared folder: run `"
-                                f"{prog} prepare ... --out DIR`, then `KERAS_BACKEND=jax {prog} "
-                                "train --prepared DIR ...`")
-            if args.preset or args.config or args.init_from:
-                raise UserError("--prepared: the prepared folder holds the config; --preset, "
-                                "--config and --init-from apply to `prepare`/TensorFlow runs")
-            records = runner.train_jax(args.prepared, args, resume=args.resume,
-                                       verbose=args.verbose, model_parallel=args.model_parallel)
+            if args.prepared and not on_jax:
+                raise UserError("--prepared trains on Keras's JAX backend: run `KERAS_BACKEND=jax "
+                                f"{prog} train --prepared DIR ...`")
+            if args.init_from:
+                raise UserError("--init-from needs the tensorflow trainer (not the jax one: it "
+                                "reads TensorFlow checkpoints; docs/jax.md)")
+            if args.prepared and (args.preset or args.config):
+                raise UserError("--prepared: the prepared folder holds the config; --preset "
+                                "and --config apply to `prepare` (or leave --prepared out: "
+                                "`train` then prepares the data into RUN_DIR/prepared)")
+            if args.prepared:
+                records = runner.train_jax(args.prepared, args, resume=args.resume,
+                                           verbose=args.verbose,
+                                           model_parallel=args.model_parallel)
+            else:  # the command TensorFlow takes: the data prepared into the run directory
+                distribute, args.distribute = args.distribute, None  # JAX's names, not TF's
+                config = runner.make_config(args.preset, args.config, args, resume=args.resume)
+                records = runner.train_jax_from_data(
+                    config, distribute, resume=args.resume, verbose=args.verbose,
+                    model_parallel=args.model_parallel)
             summary = family.train_summary(records, args.out)
             if summary:
                 print(summary)

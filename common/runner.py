@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import dataclasses
 import os
+import shutil
 import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -156,7 +157,6 @@ class Runner:
         from common.config import load_json
         from common.errors import UserError
         from common.training.capabilities import refuse_unsupported
-        from common.training.jax_trainer import resumed_training, train_jax
 
         folder = Path(prepared)
         saved = load_json(folder / RunDir.config) if (folder / RunDir.config).is_file() else None
@@ -170,7 +170,19 @@ class Runner:
         if others:
             raise UserError(f"--prepared {prepared}: the model and data come from the prepared "
                             f"folder; options of {', '.join(others)} apply to `prepare`")
-        given = flags.get("training", {})
+        return self._train_prepared(folder, flags.get("training", {}), resume, verbose,
+                                    model_parallel)
+
+    def _train_prepared(self, folder: Path, given: dict[str, Any] | None, resume: bool,
+                        verbose: int, model_parallel: int) -> list[dict[str, Any]]:
+        """`train_jax` of the prepared `folder` with the training settings `given` over the
+        folder's (or, resumed, the run's)."""
+        from common.config import load_json
+        from common.errors import UserError
+        from common.training.jax_trainer import resumed_training, train_jax
+
+        given = given or {}
+        saved = load_json(folder / RunDir.config)
         training = deep_merge(resumed_training(self.run.path, saved.get("training", {}), resume),
                               given)
         distribute = given.get("distribute", "data-parallel")
@@ -183,6 +195,42 @@ class Runner:
             return train_jax(folder, self.run.path, training=training,
                              distribute="data-parallel" if distribute == "auto" else distribute,
                              model_parallel=model_parallel, resume=resume, verbose=verbose)
+
+    def train_jax_from_data(self, config: Any, distribute: str | None = None,
+                            resume: bool = False, verbose: int = 1,
+                            model_parallel: int = 1) -> list[dict[str, Any]]:
+        """`train` on Keras's JAX backend from the run's data, as the TensorFlow trainer takes
+        it: `config` (merged as for TensorFlow: the preset, the config file, the options) is
+        prepared into `RUN_DIR/prepared/` first (`Family.prepare`, which reads the data with
+        TensorFlow's tokenizer and image decoding), then trained by `train_jax`. A resumed run
+        trains on the folder it prepared. What the JAX trainer does not honour is refused in
+        one line before anything is written, whether a flag, the preset or the config file
+        set it (`common.training.capabilities`).
+
+        Raises:
+            UserError: such a setting; or no TensorFlow here to prepare the data with (the GPU
+                machine): `prepare` where it is, then `train --prepared`.
+        """
+        import importlib.util
+
+        from common.errors import UserError
+        from common.training.capabilities import explicit_settings, refuse_unsupported
+
+        refuse_unsupported(explicit_settings(config.training or {}), "jax",
+                           "on KERAS_BACKEND=jax", sections=dataclasses.asdict(config))
+        folder = self.run.prepared
+        if not (resume and (folder / RunDir.config).is_file()):
+            if importlib.util.find_spec("tensorflow") is None:
+                raise UserError(
+                    "no TensorFlow here to read the data with: run `"
+                    f"{self.family.name} prepare ... --out DIR` where it is installed, then "
+                    f"`KERAS_BACKEND=jax {self.family.name} train --prepared DIR ...`")
+            self.run.claim(resume, first=not resume, backend="jax")
+            if folder.exists():  # a start that stopped before training: prepared again
+                shutil.rmtree(folder)
+            self.family.prepare(config, folder)
+        training = {"distribute": distribute} if distribute else None
+        return self._train_prepared(folder, training, resume, verbose, model_parallel)
 
     def average(self, out_dir: str | os.PathLike, last: int) -> Path:
         """Average the weights of the run's last `last` checkpoints into a new run directory.

@@ -48,6 +48,16 @@ CAPABILITIES: dict[str, Capability] = {
 }
 
 
+def explicit_settings(training: dict[str, Any]) -> dict[str, Any]:
+    """The settings of a run's complete `training` dict that are not `TrainingConfig`'s
+    defaults: what a flag, a preset or a config file chose, for `refuse_unsupported`."""
+    from common.config import to_dict
+    from common.training.config import TrainingConfig
+
+    defaults = to_dict(TrainingConfig())
+    return {k: v for k, v in training.items() if k not in defaults or defaults[k] != v}
+
+
 def refuse_unsupported(given: dict[str, Any], backend: str, where: str,
                        sections: dict[str, Any] | None = None) -> None:
     """Refuse, in one line, the training settings of `given` (options given explicitly, by

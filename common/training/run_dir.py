@@ -210,6 +210,8 @@ class RunDir:
     features = _Entry("features")  # the captioner's cached encoder features
     jax_weights = _Entry("model.weights.h5")  # a run of the JAX trainer (`jax_trainer`)
     jax_checkpoints = _Entry("jax")  # and its checkpoints, `jax/ckpt-STEP/`
+    # The data a JAX run made itself (`train` on KERAS_BACKEND=jax without --prepared).
+    prepared = _Entry("prepared")
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)

@@ -105,6 +105,8 @@ def jax_commands(dates_folders, dates_run, tmp_path_factory) -> dict:
     import_jax_weights(imported)  # TensorFlow checkpoints beside the JAX ones
 
     train = ["train", "--prepared"]
+    deterministic = root / "deterministic.json"  # a setting only a config file sets here
+    deterministic.write_text('{"training": {"deterministic": true}}')
     commands = {
         # The two that train first: a command that stops a model build halfway (refusal-4)
         # leaves Keras's variables in a state that no later command could train with.
@@ -120,8 +122,16 @@ def jax_commands(dates_folders, dates_run, tmp_path_factory) -> dict:
         "prepared_as_out": {"argv": [*train, mine, "--out", mine, "--epochs", "1"],
                             "watch": [mine]},
         "translate": ["translate", root / "run", "Nov 3, 1999"],
-        "no_prepared": ["train", "--dataset", "dates", "--arch", "transformer", "--out",
-                        root / "r"],
+        # The command TensorFlow takes: the data prepared into the run directory first.
+        "from_data": ["train", "--dataset", "dates", "--arch", "transformer", "--preset", "tiny",
+                      "--out", root / "from-data", "--validation-examples", "5",
+                      "--validation-beam-size", "2", "--distribute", "none"],
+        "config_deterministic": {"argv": ["train", "--dataset", "dates", "--preset", "tiny",
+                                          "--config", deterministic, "--out", root / "det"],
+                                 "watch": [root]},
+        "init_from": {"argv": ["train", "--dataset", "dates", "--preset", "tiny",
+                               "--init-from", root / "run", "--out", root / "warm"],
+                      "watch": [root]},
         **{f"refusal-{i}": [*train, dates_folders[folder], "--out", root / f"refused-{i}",
                             *options] for i, (folder, options, _) in enumerate(REFUSALS)},
     }
@@ -157,13 +167,30 @@ def test_prepare_train_on_jax_then_translate_and_export_with_tensorflow(dates_ru
 
 @requires_jax
 @pytest.mark.slow
-def test_jax_training_without_a_prepared_folder_or_with_model_options_is_one_line(
-        jax_commands, tmp_path, capfd):
-    result = jax_commands["no_prepared"]
-    assert result.status == 2 and "training on JAX reads a prepared folder" in result.err
+def test_jax_training_from_the_data_prepares_it_into_the_run_directory(jax_commands, tmp_path,
+                                                                      capfd):
+    """`KERAS_BACKEND=jax seq2seq train --dataset dates ...`, the command TensorFlow takes,
+    prepares the data into RUN_DIR/prepared and trains from it, validating by beam search;
+    what the JAX trainer does not honour is one line whether a config file or a flag gave
+    it, with nothing written; `--prepared` on TensorFlow is one line."""
+    root = jax_commands["root"]
+    result = jax_commands["from_data"]
+    assert result.status == 0, result.err[-2000:]
+    run = root / "from-data"
+    assert (run / "prepared" / "config.json").is_file()
+    assert (run / "prepared" / "valid.examples.json").is_file()
+    training = json.loads((run / "config.json").read_text())["training"]
+    assert (training["validation_examples"], training["validation_beam_size"]) == (5, 2)
+    epochs = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    assert [r for r in epochs if r["kind"] == "epoch"][-1]["val_bleu"] >= 0
+    for name, message in (("config_deterministic", "--deterministic needs the tensorflow "
+                           "trainer"), ("init_from", "--init-from needs the tensorflow trainer")):
+        result = jax_commands[name]
+        _one_line(result, message)
+        assert result.unchanged(root), name
     status, _, err = _main(capfd, "train", "--prepared", str(tmp_path / "nothing"), "--out",
                            str(tmp_path / "r"))
-    assert status == 2 and "training on JAX reads a prepared folder" in err
+    assert status == 2 and "--prepared trains on Keras's JAX backend" in err
 
 
 @requires_jax
