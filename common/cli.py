@@ -793,16 +793,17 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
         add_config_options(p, family)
 
     def prepare(args: argparse.Namespace) -> int:
-        from common.config import config_overrides, to_dict
+        from common.config import to_dict
         from common.runner import Runner
-        from common.training.capabilities import refuse_unsupported
+        from common.training.capabilities import explicit_settings, refuse_unsupported
 
-        # The folder is for the JAX trainer: what it would not honour is refused here too.
-        given = config_overrides(args, None, to_dict(family.config_class()))
-        refuse_unsupported(given.get("training", {}), "jax", "of `prepare`",
-                           sections=given)
+        # The folder is for the JAX trainer: what it would not honour is refused here too,
+        # whether an option, the preset or the config file sets it.
         runner = Runner(family, args.out)
-        out = runner.prepare(runner.make_config(args.preset, args.config, args))
+        config = runner.make_config(args.preset, args.config, args)
+        refuse_unsupported(explicit_settings(config.training or {}), "jax", "of `prepare`",
+                           sections=to_dict(config))
+        out = runner.prepare(config)
         print(f"Prepared {out}: train on JAX with `KERAS_BACKEND=jax {prog} train --prepared "
               f"{out} --out RUN_DIR`")
         return EXIT_OK
