@@ -74,23 +74,26 @@ class BestCheckpoint:
         mode: `"max"` (higher is better) or `"min"`.
         patience: stop after this many validations without a new best (0: never stop).
         chief: whether this process writes (every worker tracks, only the chief saves).
-        write: `(model, path)` writes the weights to `path` (a file of `best/`, which the
-            record names) instead of the TensorFlow checkpoint `best/ckpt-STEP`: the JAX
-            trainer's `best/model.weights.h5` (the name is `file`).
-        file: the file `write` writes, in `best/`.
+        write: `(model, path)` writes the weights to `path` in `best/`, which the record
+            names: the backend's (`StepBackend.best_writer`): the TensorFlow trainer's
+            checkpoint `best/ckpt-STEP`, the JAX trainer's `best/model.weights.h5`.
+        file: the name `write` writes, in `best/` (None: `ckpt-STEP`).
+        errors: what a failed write raises (no space, a file in the way): a one-line
+            `RunDirError`.
     """
 
     def __init__(self, run_dir: str | os.PathLike, metric: str, mode: str = "max",
                  patience: int = 0, chief: bool = True,
                  write: Callable[[Any, Path], None] | None = None,
-                 file: str = "model.weights.h5"):
+                 file: str | None = None,
+                 errors: tuple[type[BaseException], ...] = (OSError,)):
         if mode not in MODES:
             raise UserError(f"unknown best-checkpoint mode {mode!r}; choose one of: "
                             f"{', '.join(MODES)}")
         self.run_dir = Path(run_dir)
         self.directory = self.run_dir / BEST_DIR
         self.metric, self.mode, self.patience, self.chief = metric, mode, patience, chief
-        self.write, self.file = write, file
+        self.write, self.file, self.errors = write, file, errors
         record = best_record(run_dir)
         if record is not None and (record.get("metric"), record.get("mode")) != (metric, mode):
             raise UserError(
@@ -125,26 +128,17 @@ class BestCheckpoint:
         value = float(metrics[self.metric])
         if not self.better(value):
             return False
-        name = self.file if self.write is not None else f"ckpt-{step}"
+        name = self.file or f"ckpt-{step}"
         record = {"metric": self.metric, "mode": self.mode, "value": value,
                   "epoch": epoch + 1, "step": step, "checkpoint": f"{BEST_DIR}/{name}",
                   "version": VERSION}
         if self.chief:
             old = self.record["checkpoint"] if self.record else None
-            if self.write is not None:  # no TensorFlow (the JAX trainer)
-                errors: tuple[type[BaseException], ...] = (OSError,)
-                write = self.write
-            else:
-                import tensorflow as tf
-
-                from common.training.checkpoints import write_model_checkpoint
-
-                errors, write = (OSError, tf.errors.OpError), write_model_checkpoint
             try:
                 self.directory.mkdir(parents=True, exist_ok=True)
-                write(model, self.run_dir / record["checkpoint"])
+                self.write(model, self.run_dir / record["checkpoint"])
                 save_json(self.directory / BEST_FILE, record)  # atomic: the new one is complete
-            except errors as exc:  # no space, a file in the way, ...
+            except self.errors as exc:  # no space, a file in the way, ...
                 raise write_failure(self.directory, exc) from None
             if old and Path(old).name != Path(record["checkpoint"]).name:
                 for file in self.directory.glob(Path(old).name + ".*"):
@@ -178,10 +172,9 @@ class BestPolicy:
     """
 
     def __init__(self, run_dir: str | os.PathLike, training: Any, validates: bool,
-                 chief: bool = True, write: Callable[[Any, Path], None] | None = None,
-                 file: str = "model.weights.h5"):
+                 chief: bool = True, **writer: Any):
         self.run_dir, self.training, self.chief = Path(run_dir), training, chief
-        self.write, self.file = write, file
+        self.writer = writer  # `BestCheckpoint`'s write, file and errors
         self.checkpoint: BestCheckpoint | None = None
         metric = training.best_metric
         if not validates and training.early_stopping:
@@ -201,7 +194,7 @@ class BestPolicy:
     def _track(self, metric: str) -> None:
         self.checkpoint = BestCheckpoint(self.run_dir, metric, self.training.best_mode,
                                          self.training.early_stopping, self.chief,
-                                         write=self.write, file=self.file)
+                                         **self.writer)
 
     def update(self, model: Any, metrics: dict[str, float], epoch: int,
                step: int) -> dict[str, Any]:

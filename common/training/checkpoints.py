@@ -502,13 +502,13 @@ def jax_run_weights(run) -> Path | None:
     `model.weights.h5` once the run has finished; while it trains again, or after it failed
     or was killed, its newest checkpoint's (`jax/ckpt-STEP/model.weights.h5`), which is newer.
     None: the run has neither (not a JAX run)."""
-    from common.training.jax_trainer import CHECKPOINTS, WEIGHTS_FILE, complete_jax_checkpoints
+    from common.training.run_dir import RunDir, complete_jax_checkpoints
 
-    newest = complete_jax_checkpoints(run.path / CHECKPOINTS)
+    newest = complete_jax_checkpoints(run.jax_checkpoints)
     finished = (run.read_status() or {}).get("state") == "finished"
     if run.jax_weights.is_file() and (finished or not newest):
         return run.jax_weights
-    return newest[0] / WEIGHTS_FILE if newest else None
+    return newest[0] / RunDir.jax_weights if newest else None
 
 
 def restore_run_checkpoint(model: keras.Model, run_dir: str | os.PathLike,

@@ -86,14 +86,18 @@ from common.training.config import TrainingConfig
 from common.training.loop import TrainingLoop
 from common.training.prepare import Prepared, load_prepared
 from common.training.progress import RunningMeans
-from common.training.run_dir import RunDir, write_failure
+from common.training.run_dir import (
+    POSITION_FILE,
+    STATE_FILE,
+    RunDir,
+    complete_jax_checkpoints,
+    write_failure,
+)
 from common.training.validation import Validator
 
 DISTRIBUTIONS = ("none", "data-parallel", "model-parallel")
 CHECKPOINTS = RunDir.jax_checkpoints
 WEIGHTS_FILE = RunDir.jax_weights
-STATE_FILE = "state.npz"
-POSITION_FILE = "position.json"
 #: What this trainer does where the TensorFlow trainer has a setting it does not honour
 #: (`common.training.capabilities.CAPABILITIES`), written so in the run's `config.json`: it
 #: always compiles with XLA.
@@ -795,21 +799,6 @@ def _all_finite(host: dict[str, np.ndarray]) -> bool:
     """Whether every floating-point array of `host` (`host_state`) holds only finite values."""
     return all(np.all(np.isfinite(v)) for v in host.values()
                if np.issubdtype(v.dtype, np.floating))
-
-
-def _ascii_number(text: str) -> bool:
-    """Digits 0-9 only (`str.isdigit` also accepts "²", which `int` refuses)."""
-    return text.isascii() and text.isdigit()
-
-
-def complete_jax_checkpoints(directory: str | os.PathLike) -> list[Path]:
-    """The complete `ckpt-STEP` folders of `directory` (all three files), newest first."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
-    found = [p for p in directory.glob("ckpt-*") if _ascii_number(p.name[5:])
-             and all((p / f).is_file() for f in (WEIGHTS_FILE, STATE_FILE, POSITION_FILE))]
-    return sorted(found, key=lambda p: int(p.name[5:]), reverse=True)
 
 
 def train_jax(prepared_dir: str | os.PathLike, run_dir: str | os.PathLike,

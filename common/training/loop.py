@@ -121,8 +121,7 @@ class StepBackend(Protocol):
         """The loss terms over a validation split, recorded as `val_*` (may be `{}`)."""
 
     def best_writer(self) -> dict[str, Any]:
-        """`BestPolicy`'s `write` and `file` for this backend's best weights (`{}`: the
-        TensorFlow checkpoint `best/ckpt-STEP`)."""
+        """`BestCheckpoint`'s `write`, `file` and `errors` for this backend's best weights."""
 
     def summaries(self) -> contextlib.AbstractContextManager:
         """Where `write_scalars` and `write_samples` go while the run trains."""

@@ -456,3 +456,21 @@ class RunDir:
             atomic_write_text(self.history, text)
         except OSError as exc:
             raise write_failure(self.history, exc) from None
+
+
+#: The files of a JAX checkpoint, `jax/ckpt-STEP/`: the weights (`RunDir.jax_weights`'s name),
+#: every variable's value with the optimizer's and the position (`state.npz`), and the position
+#: (`position.json`): `common.training.jax_trainer` writes them.
+STATE_FILE = "state.npz"
+POSITION_FILE = "position.json"
+
+
+def complete_jax_checkpoints(directory: str | os.PathLike) -> list[Path]:
+    """The complete `ckpt-STEP` folders of `directory` (all three files), newest first."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    found = [p for p in directory.glob("ckpt-*")
+             if p.name[5:].isascii() and p.name[5:].isdigit()  # ("²" is a digit to str)
+             and all((p / f).is_file() for f in (RunDir.jax_weights, STATE_FILE, POSITION_FILE))]
+    return sorted(found, key=lambda p: int(p.name[5:]), reverse=True)

@@ -79,6 +79,7 @@ from common.training.checkpoints import (
     latest_checkpoint,
     make_checkpoint,
     restore_model,
+    write_model_checkpoint,
 )
 from common.training.config import TrainingConfig, refuse_jax_dropout_rng, resolve_auto
 from common.training.distribute import is_chief, make_strategy
@@ -368,7 +369,8 @@ class Trainer:
         return {}
 
     def best_writer(self) -> dict[str, Any]:
-        return {}
+        """The best weights as a model-only checkpoint, `best/ckpt-STEP`."""
+        return {"write": write_model_checkpoint, "errors": (OSError, tf.errors.OpError)}
 
     @contextlib.contextmanager
     def summaries(self):
