@@ -36,6 +36,7 @@ from common.cli import (
 from common.config import add_config_option, from_dict
 from common.errors import UserError
 from common.family import Family
+from common.training.capabilities import Capability
 from common.training.run_dir import RunDir
 
 # The keys every `evaluate --json` result holds: an existing file without them is not replaced.
@@ -83,8 +84,12 @@ class CaptionerFamily(Family):
     name = "captioner"
     vocabularies = (RunDir.vocab,)
     resume_fields = ("encoder.fine_tune",)
-    # `train._make_validate`'s (the last three on shapes only: `train.SHAPES_VALIDATION`).
+    # `captioner.validation`'s (the last three on shapes only: `SHAPES_VALIDATION`).
     validation_metrics = ("cider", "bleu_4", "object_accuracy", "relation_accuracy", "facts")
+    # Self-critical training (`captioner.scst`), however it is turned on; `--no-scst` is none.
+    capabilities = {"scst": Capability(
+        ("tensorflow",), lambda section: section.get("enabled") is not False,
+        why="its CIDEr-D reward runs in NumPy inside the TensorFlow step", section="")}
     description = """\
 Show, Attend and Tell image captioning (Xu et al. 2015) with soft or hard attention.
 
@@ -181,12 +186,6 @@ Typical use:
 
     def prepare(self, config, out_dir: Path) -> Path:
         from captioner.prepared import prepare_captions
-
-        if config.scst.enabled:  # from a preset or a config file (options: `CAPABILITIES`)
-            raise UserError("scst (self-critical training) needs the tensorflow trainer: its "
-                            "CIDEr-D reward runs in NumPy inside the TensorFlow step (not the "
-                            "jax one; docs/scst.md); expected `captioner train` without "
-                            "--prepared, or scst off")
 
         return prepare_captions(config, out_dir)
 

@@ -802,7 +802,7 @@ def family_subcommands(family: Any) -> dict[str, Subcommand]:
         runner = Runner(family, args.out)
         config = runner.make_config(args.preset, args.config, args)
         refuse_unsupported(explicit_settings(config.training or {}), "jax", "of `prepare`",
-                           sections=to_dict(config))
+                           sections=to_dict(config), family=family.capabilities)
         out = runner.prepare(config)
         print(f"Prepared {out}: train on JAX with `KERAS_BACKEND=jax {prog} train --prepared "
               f"{out} --out RUN_DIR`")

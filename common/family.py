@@ -60,6 +60,9 @@ class Family(ABC):
     vocabularies: ClassVar[tuple[str, ...]] = ()
     resume_fields: ClassVar[tuple[str, ...]] = ()
     validation_metrics: ClassVar[tuple[str, ...]] = ()
+    #: Settings of the family that only some backends' trainers honour (name ->
+    #: `common.training.capabilities.Capability`), refused with the common ones.
+    capabilities: ClassVar[dict[str, Any]] = {}
     config_class: ClassVar[type]
     presets: ClassVar[Registry]
     datasets: ClassVar[Registry]

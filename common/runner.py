@@ -165,7 +165,7 @@ class Runner:
                             "prepare` (no config.json of this family)")
         flags = config_overrides(options, None, saved) if options is not None else {}
         refuse_unsupported(flags.get("training", {}), "jax", "with --prepared",
-                           sections=flags)
+                           sections=flags, family=self.family.capabilities)
         others = sorted(key for key in flags if key != "training")
         if others:
             raise UserError(f"--prepared {prepared}: the model and data come from the prepared "
@@ -217,7 +217,8 @@ class Runner:
         from common.training.capabilities import explicit_settings, refuse_unsupported
 
         refuse_unsupported(explicit_settings(config.training or {}), "jax",
-                           "on KERAS_BACKEND=jax", sections=dataclasses.asdict(config))
+                           "on KERAS_BACKEND=jax", sections=dataclasses.asdict(config),
+                           family=self.family.capabilities)
         folder = self.run.prepared
         if not (resume and (folder / RunDir.config).is_file()):
             if importlib.util.find_spec("tensorflow") is None:

@@ -4,8 +4,9 @@ Every `train` option works on both trainers (`common.training.Trainer` on Tensor
 `common.training.jax_trainer` on JAX) unless `CAPABILITIES` names it: option -> the backends
 that honour it, and for which values (`Capability.needs`: the values that need it; None: any
 value given). A setting given as an option to a backend not listed is refused in one line
-naming the backend that has it, rather than dropped. Most are `TrainingConfig` fields; an
-entry of `section=""` is a whole section of a family's config (the captioner's `scst`).
+naming the backend that has it, rather than dropped. These are `TrainingConfig` fields; a
+family adds its own (`Family.capabilities`, the captioner's `scst`: `section=""` names a whole
+section of its config).
 """
 
 from __future__ import annotations
@@ -41,10 +42,6 @@ CAPABILITIES: dict[str, Capability] = {
     "jit_compile": Capability(("tensorflow",), why="JAX always compiles the step with XLA"),
     "deterministic": Capability(("tensorflow",)),
     "logical_cpus": Capability(("tensorflow",)),
-    # The captioner's self-critical training (`captioner.scst`); `--no-scst` is no refusal.
-    "scst": Capability(
-        ("tensorflow",), lambda section: section.get("enabled") is not False,
-        why="its CIDEr-D reward runs in NumPy inside the TensorFlow step", section=""),
 }
 
 
@@ -59,16 +56,18 @@ def explicit_settings(training: dict[str, Any]) -> dict[str, Any]:
 
 
 def refuse_unsupported(given: dict[str, Any], backend: str, where: str,
-                       sections: dict[str, Any] | None = None) -> None:
+                       sections: dict[str, Any] | None = None,
+                       family: dict[str, Capability] | None = None) -> None:
     """Refuse, in one line, the training settings of `given` (options given explicitly, by
     `TrainingConfig` field), and the config sections of `sections` (the options' nested
-    overrides), that `backend`'s trainer does not honour (`CAPABILITIES`).
+    overrides), that `backend`'s trainer does not honour (`CAPABILITIES`, and the `family`'s
+    own: `Family.capabilities`).
 
     Raises:
         UserError: naming each such option and the backend that has it.
     """
     refused = []
-    for name, capability in CAPABILITIES.items():
+    for name, capability in {**CAPABILITIES, **(family or {})}.items():
         settings = given if capability.section == "training" else (sections or {})
         if name not in settings or backend in capability.backends:
             continue
