@@ -1,6 +1,6 @@
 """The experiment scripts refuse bad input in one line, before any work: copy_names.py,
 captioner_ablation.py, kernel_regression_example.py, translator_recipe.py,
-make_readme_figures.py and gpu_train_jax.py.
+make_readme_figures.py, gpu_train_jax.py and int8_by_isa.py.
 
 Each case runs the script as a user would (a subprocess, in a scratch folder) and checks the
 project's standard for bad input: exit status 2, one line on stderr that starts
@@ -444,3 +444,21 @@ def test_gpu_train_refuses_an_out_whose_run_holds_the_prepared_folder(
     _refuses_without_writing(tmp_path, "gpu_train_jax.py",
                              ["--prepared", "out/run/prepared", "--out", "out"], "--out out",
                              "--prepared", **without_tensorflow)
+
+
+# -- int8_by_isa.py -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args, named", [
+    (["missing-run", "--data", "pairs.tsv", "--out", "r.json"], "missing-run"),
+    (["run", "--data", "missing.tsv", "--out", "r.json"], "--data missing.tsv"),
+    (["run", "--data", "pairs.tsv", "--out", "no/such/folder/r.json"], "--out"),
+    (["run", "--data", "pairs.tsv", "--out", "r.json", "--other", "AVX2"], "--other"),
+    (["run", "--data", "pairs.tsv", "--out", "r.json", "--beam-size", "0"], "--beam-size"),
+])
+def test_int8_by_isa_refuses_bad_input_before_exporting(tmp_path, args, named):
+    """The four exports and ten evaluations take an hour on spa-eng: a typo is refused first."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "pairs.tsv").write_text(TEST, encoding="utf-8")
+    _refuses_without_writing(tmp_path, "int8_by_isa.py", args, named)
