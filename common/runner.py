@@ -509,9 +509,6 @@ def _declarations(family: Family, options: Any) -> tuple | None:
     """The option declarations: those of a parsed namespace, or the family's own."""
     if isinstance(options, argparse.Namespace):
         return None
-    from common.cli import SubcommandParser, add_config_options
-    from common.config import OPTIONS_DEST
+    from common.options import config_declarations
 
-    parser = SubcommandParser(add_help=False)
-    add_config_options(parser, family)
-    return parser.get_default(OPTIONS_DEST) or ()
+    return config_declarations(family)

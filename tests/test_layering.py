@@ -42,7 +42,8 @@ def modules(packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
     return found
 
 
-def imported_names(name: str, path: Path) -> Iterator[tuple[int, str]]:
+def imported_names(name: str, path: Path,
+                   calls: dict[str, int] = IMPORTING_CALLS) -> Iterator[tuple[int, str]]:
     """`(line, module name)` for every import in the module `name` (file `path`), at any depth:
     a `from m import x` gives `m.x` (which is `m` itself unless `x` is a module)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
@@ -62,7 +63,7 @@ def imported_names(name: str, path: Path) -> Iterator[tuple[int, str]]:
         elif isinstance(node, ast.Call):
             func = node.func
             called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-            position = IMPORTING_CALLS.get(called)
+            position = calls.get(called)
             if position is None:
                 continue
             args = list(node.args)
@@ -89,14 +90,14 @@ def test_common_imports_no_family():
     assert not found, "common/ imports a family:\n" + "\n".join(found)
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(calls: dict[str, int] = IMPORTING_CALLS) -> dict[str, set[str]]:
     """Module -> the modules of `PACKAGES` that importing it runs (the imported module, or
     the package `from package import name` reads, and the packages above it)."""
     known = modules()
     graph = {}
     for name, path in known.items():
         edges = set()
-        for _line, target in imported_names(name, path):
+        for _line, target in imported_names(name, path, calls):
             parts = target.split(".")
             while parts and ".".join(parts) not in known:  # `m.function` -> `m`
                 parts.pop()
@@ -208,3 +209,31 @@ def test_every_family_is_found_by_its_name_and_an_unknown_name_is_one_line():
     with pytest.raises(UserError, match=r"unknown family 'robot'; expected one of: "
                                         r"captioner, seq2seq$"):
         family_named("robot")
+
+
+def common_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected sets of more than one `common` module, counting only the imports
+    between them that a file writes (not a module's import of the packages above it, which
+    Python runs first and which may import the module back: a package's `__init__`)."""
+    inner = {name: {t for t in targets if top_package(t) == "common"
+                    and not name.startswith(t + ".")}
+             for name, targets in graph.items() if top_package(name) == "common"}
+    return [sorted(c) for c in strongly_connected(inner) if len(c) > 1]
+
+
+def test_the_common_cycle_finder_finds_a_cycle_but_not_a_package_init():
+    graph = {"common.a": {"common.b"}, "common.b": {"common.a"},
+             "common.p": {"common.p.x"}, "common.p.x": {"common.p"}}
+    assert common_cycles(graph) == [["common.a", "common.b"]]
+
+
+def test_no_import_cycle_between_files_of_common():
+    """No two files of `common/` import each other, at any depth, even inside functions
+    (issue 46 item 6: `cli` and `runner` did). A registry's declaration of the module that
+    fills it (`Registry.declare`) is not an import: that module is imported when a name is
+    looked up, and imports the registry back by design."""
+    lazy_declarations_aside = {k: v for k, v in IMPORTING_CALLS.items() if k != "declare"}
+    graph = import_graph(lazy_declarations_aside)
+    assert "common.options" in graph["common.runner"]
+    cycles = common_cycles(graph)
+    assert not cycles, "import cycles inside common/:\n" + "\n".join(map(" <-> ".join, cycles))

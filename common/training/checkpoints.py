@@ -77,16 +77,36 @@ class TrainingState:
 
 
 def seed_generator_states(model: keras.Model) -> list:
-    """The state variables of the `keras.random.SeedGenerator`s of the model and its layers, in
-    `model.variables` order (which lists every layer's generators' states, each named
-    `seed_generator_state`).
+    """The state variables (`SeedGenerator.state`) of the `keras.random.SeedGenerator`s held by
+    the model and its layers, at any depth, in `model.variables` order. Found by type, not by
+    a variable name: the layers' attributes (and lists, tuples and dicts of them) are walked.
 
     They are `model_variables` entries too, so a checkpoint stores each once, under its
     position there, and restores it from there: the order of the `rng` entry does not decide
     which generator gets which state (checkpoints written when it listed them in another
     order restore the same).
     """
-    return [v for v in model.variables if v.name == "seed_generator_state"]
+    found: set[int] = set()
+    seen: set[int] = set()
+
+    def walk(value) -> None:
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        if isinstance(value, keras.random.SeedGenerator):
+            found.add(id(value.state))
+        elif isinstance(value, keras.layers.Layer):
+            for item in vars(value).values():
+                walk(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+
+    walk(model)
+    return [v for v in model.variables if id(v) in found]
 
 
 def model_variables(model: keras.Model) -> dict[str, tf.Variable]:

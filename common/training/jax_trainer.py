@@ -261,6 +261,9 @@ class JaxTrainer:
                 self._rate = family_named(prepared.family).learning_rate(
                     prepared.config, config, steps)
                 self.optimizer.build(self.model.trainable_variables)
+                # Found now: once training steps run, reading `optimizer.learning_rate` would
+                # read arrays the compiled step has taken over (a schedule reads the count).
+                self._rate_position = _rate_index(self.optimizer)
             except ValueError as exc:  # jax's IndivisibleError: a split that does not divide
                 if model_parallel == 1 or "evenly divide" not in str(exc):
                     raise
@@ -458,9 +461,9 @@ class JaxTrainer:
 
     def learning_rate(self, step: int) -> float:
         """The state's constant rate, or the family's schedule at `step`."""
-        for variable, value in zip(self.optimizer.variables, self.state[2]):
-            if variable.name == "learning_rate":
-                return float(np.asarray(value))
+        index = self._rate_position
+        if index is not None:
+            return float(np.asarray(self.state[2][index]))
         if callable(self._rate):
             import keras
 
@@ -667,17 +670,18 @@ class JaxTrainer:
     def _apply_learning_rate(self) -> None:
         """Set the optimizer's rate in the state to the config's after a restore, which brings
         back the rate the checkpoint was saved with: `--resume --learning-rate X` then trains
-        at X, as on TensorFlow. Only a constant rate is a variable (`learning_rate`); a
+        at X, as on TensorFlow. Only a constant rate is a variable (`optimizer.learning_rate` itself); a
         schedule (the Transformer's, a cosine decay) is a function of the step and is built
         from the config already."""
         import jax
 
+        index = self._rate_position
+        if index is None:
+            return
         opt_state = list(self.state[2])
-        for i, variable in enumerate(self.optimizer.variables):
-            if variable.name == "learning_rate":
-                old = opt_state[i]
-                opt_state[i] = jax.device_put(
-                    np.asarray(self.config.learning_rate, dtype=old.dtype), old.sharding)
+        old = opt_state[index]
+        opt_state[index] = jax.device_put(
+            np.asarray(self.config.learning_rate, dtype=old.dtype), old.sharding)
         self.state = (self.state[0], self.state[1], opt_state)
 
     def _check_resumable(self) -> None:
@@ -826,3 +830,16 @@ def train_jax(prepared_dir: str | os.PathLike, run_dir: str | os.PathLike,
             training or {}))
     trainer = JaxTrainer(prepared, run_dir, training, distribute, model_parallel)
     return trainer.fit(resume=resume, verbose=verbose)
+
+
+def _rate_index(optimizer) -> int | None:
+    """The position in `optimizer.variables` (and in the optimizer's part of the state) of a
+    constant learning rate: Keras's public `optimizer.learning_rate` is then that variable
+    itself; None for a schedule (a function of the step, not a variable). Call it on a newly
+    built optimizer: for a schedule the property reads the step count."""
+    import keras
+
+    rate = optimizer.learning_rate
+    if not isinstance(rate, keras.Variable):
+        return None
+    return next((i for i, v in enumerate(optimizer.variables) if v is rate), None)
