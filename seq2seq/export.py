@@ -230,8 +230,10 @@ class TranslatorModule(DecodingModule):
         source, source_copy = search
         step = self.model.make_step(attention_layer=self.attention_layer,
                                     attention_head=self.attention_head)
+        # A growing self-attention cache: each step attends over, writes and reorders only
+        # the positions decoded so far (the module runs in TensorFlow graphs, never XLA).
         return step, initial_state(self.model, source, source_copy, max_length,
-                                   self.max_length_limit), tf.shape(source)[0]
+                                   self.max_length_limit, growing=True), tf.shape(source)[0]
 
     def words(self, decoded, within, rows):
         """Extended ids mapped to the source token they point to; `<unk>` replaced by the

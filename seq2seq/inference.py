@@ -193,17 +193,19 @@ def decode_batch(
     """
     source = tf.convert_to_tensor(source, tf.int32)
     step = model.make_step(attention_layer=attention_layer, attention_head=attention_head)
-    state = initial_state(model, source, source_copy, max_length)
+    state = initial_state(model, source, source_copy, max_length, growing=True)
     strategy = make_strategy(default_method(beam_size), beam_size=beam_size,
                              length_penalty=length_penalty, n_best=n_best)
     return strategy(step, state, tf.shape(source)[0], start_id, end_id, max_length)
 
 
 def initial_state(model: Any, source: Any, source_copy: Any, max_length: Any,
-                  max_length_limit: int | None = None) -> Any:
+                  max_length_limit: int | None = None, growing: bool = False) -> Any:
     """The translator's decoding state for `source (B, S)` and `max_length` steps
-    (`seq2seq.translator_base.Translator.decoding_state`)."""
-    return model.decoding_state(source, max_length, source_copy, max_length_limit)
+    (`seq2seq.translator_base.Translator.decoding_state`; `growing`: the Transformer's
+    self-attention cache grows step by step, in TensorFlow graphs, not under XLA)."""
+    return model.decoding_state(source, max_length, source_copy, max_length_limit,
+                                growing=growing)
 
 
 def translation_from_outputs(text: str, outputs: dict[str, np.ndarray], row: int,

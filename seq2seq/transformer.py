@@ -201,28 +201,36 @@ class TransformerTranslator(Translator):
 
     # -- incremental decoding ------------------------------------------------------------
 
-    def initial_state(self, source, max_length: int | None = None, source_copy=None):
+    def initial_state(self, source, max_length: int | None = None, source_copy=None,
+                      growing: bool = False):
         """Encodes `source (B, S)` once for decoding.
 
         Args:
             source: `(B, S)` int token ids.
             max_length: the most steps that will be decoded (the self-attention cache size);
-                at most the model's `max_length` with learned positions.
+                at most the model's `max_length` with learned positions. Unused with
+                `growing`.
             source_copy: `(B, S)` the copy ids of a `copy` model (`seq2seq.copying`).
+            growing: a self-attention cache that grows by a position at each step
+                (`TransformerDecoderLayer.call_step`): TensorFlow graphs only, not XLA or JAX.
 
         Returns:
-            A dict with leading dimension B: `self_cache`, one `(B, 2, T_max, H, K)` zero
-            tensor per decoder layer; `cross_cache`, one `(B, 2, S, H, K)` per layer;
-            `source_mask (B, S)` float; with `copy`, `copy_ids (B, S)` int32.
+            A dict with leading dimension B: `self_cache`, per decoder layer the `(keys,
+            values)` of the positions decoded, each `(B, T_max, H, K)` zeros (under the key
+            `grown_cache` and `(B, 0, H, K)` with `growing`); `cross_cache`, per layer the
+            `(keys, values)` of the source, each `(B, S, H, K)`; `source_mask (B, S)` float;
+            with `copy`, `copy_ids (B, S)` int32.
         """
         self.ensure_built()
-        max_length = max_length or self.max_length
+        max_length = 0 if growing else (max_length or self.max_length)
         memory, source_mask = self.encode(source, training=False)
         batch = ops.shape(source)[0]
         key_dim = self.head_dim or self.hidden_dim // self.num_heads
-        shape = (batch, 2, max_length, self.num_heads, key_dim)
+        shape = (batch, max_length, self.num_heads, key_dim)
         state = {
-            "self_cache": tuple(ops.zeros(shape, memory.dtype) for _ in self.decoder_layers),
+            "grown_cache" if growing else "self_cache": tuple(
+                (ops.zeros(shape, memory.dtype), ops.zeros(shape, memory.dtype))
+                for _ in self.decoder_layers),
             "cross_cache": tuple(layer.cross_attention_cache(memory)
                                  for layer in self.decoder_layers),
             "source_mask": ops.cast(source_mask, "float32"),
@@ -286,13 +294,18 @@ class TransformerTranslator(Translator):
         else:  # (1, D)
             positions = ops.slice(weights["positions"], [index, 0], [1, self.hidden_dim])
         embedded = x = x + ops.cast(positions, x.dtype)
-        max_length = ops.shape(state["self_cache"][0])[2]
-        visible = ops.less_equal(ops.arange(max_length), index)[None, :, None]
+        growing = "grown_cache" in state
+        cache_key = "grown_cache" if growing else "self_cache"
+        visible = None
+        if not growing:
+            max_length = ops.shape(state["self_cache"][0][0])[1]
+            visible = ops.less_equal(ops.arange(max_length), index)[None, :, None]
         source_visible = ops.cast(state["source_mask"], "bool")[:, :, None]
         caches, attention = [], []
         for i, layer in enumerate(self.decoder_layers):
-            x, cache, w = layer.call_step(x, state["self_cache"][i], state["cross_cache"][i],
-                                          index, visible, source_visible, weights["layers"][i])
+            x, cache, w = layer.call_step(x, state[cache_key][i], state["cross_cache"][i],
+                                          index, visible, source_visible, weights["layers"][i],
+                                          growing=growing)
             caches.append(cache)
             attention.append(w)
         if self.norm_first:
@@ -302,7 +315,7 @@ class TransformerTranslator(Translator):
         if self.copy:
             logits = self._pointer(logits[:, None], x[:, None], embedded[:, None],
                                    attention[-1][:, :, None], state["copy_ids"])[:, 0]
-        return ops.cast(logits, "float32"), dict(state, self_cache=tuple(caches)), attention
+        return ops.cast(logits, "float32"), {**state, cache_key: tuple(caches)}, attention
 
     def make_step(self, attention_layer: int = -1, attention_head: int | None = None):
         """The `step(tokens, state, index)` for `common.decoding`: `fast_step`, with the

@@ -225,8 +225,9 @@ class TransformerDecoderLayer(_Block):
         return self._feed_forward(x, training), weights
 
     def cross_attention_cache(self, memory):
-        """The cross-attention keys and values of `memory (B, S, D)`: `(B, 2, S, H, K)`."""
-        return self.cross_attention.compute_cache(memory)
+        """The cross-attention keys and values of `memory (B, S, D)`: two `(B, S, H, K)`."""
+        keys, values = ops.unstack(self.cross_attention.compute_cache(memory), 2, axis=1)
+        return keys, values
 
     def step_weights(self) -> dict:
         """This layer's weights as the tensors `call_step` reads, read and laid out once per
@@ -274,7 +275,8 @@ class TransformerDecoderLayer(_Block):
             weights[f"{name}_beta"] = ops.cast(norm.beta, norm.beta.dtype)
         return weights
 
-    def call_step(self, x, self_cache, cross_cache, index, visible, source_visible, weights):
+    def call_step(self, x, self_cache, cross_cache, index, visible, source_visible, weights,
+                  growing=False):
         """One decoding step (no dropout), for the decoding loop: the same computation as
         `call` at that position (tested against it), as few graph ops as it takes. One step
         as `(B, D)` rows, the new token's query, key and value as one product with
@@ -286,14 +288,24 @@ class TransformerDecoderLayer(_Block):
         softmax and the norms in float32 (for a half-precision policy: as Keras computes its
         layer norm, and the attention weights returned in float32).
 
+        The self-attention cache is a buffer of `T_max` positions written in place, or, with
+        `growing`, the keys and values of the positions so far, one longer after each step:
+        a step then attends over `index + 1` positions, not `T_max`, and neither writes nor
+        (in beam search) reorders the positions not yet decoded. A growing cache changes
+        shape from step to step: TensorFlow's graphs take it (`common.decoding.loop`), XLA and
+        JAX do not.
+
         Args:
             x: `(B, D)` the new target position.
-            self_cache: `(B, 2, T_max, H, K)` keys/values of the earlier positions.
-            cross_cache: `(B, 2, S, H, K)` from `cross_attention_cache`.
+            self_cache: `(keys, values)`, each `(B, T_max, H, K)` (`(B, index, H, K)` with
+                `growing`), of the earlier positions.
+            cross_cache: `(keys, values)`, each `(B, S, H, K)`, from `cross_attention_cache`.
             index: scalar int32, the position of `x`.
-            visible: `(1, T_max, 1)` bool, the cache positions `<= index`.
+            visible: `(1, T_max, 1)` bool, the cache positions `<= index` (None with
+                `growing`: every position is).
             source_visible: `(B, S, 1)` bool, the real source tokens.
             weights: this layer's `step_weights()`.
+            growing: whether `self_cache` grows (above).
 
         Returns:
             `(x (B, D), new self_cache, cross_weights (B, H, S) float32)`.
@@ -316,8 +328,9 @@ class TransformerDecoderLayer(_Block):
         def attend(query, keys, values, allowed, name):
             """`MultiHeadAttention._attend` for one query `(B, H, K)` over `(B, S, H, K)`
             keys and values: -> `(output (B, D), weights (B, S, H); (B, H, S) for cross)`."""
-            logits = ops.sum(keys * (query * scale)[:, None], axis=-1)  # (B, S, H)
-            logits = ops.where(allowed, ops.cast(logits, "float32"), -1e9)
+            logits = ops.cast(ops.sum(keys * (query * scale)[:, None], axis=-1), "float32")
+            if allowed is not None:  # (B, S, H)
+                logits = ops.where(allowed, logits, -1e9)
             exp = ops.exp(logits - ops.max(logits, axis=1, keepdims=True))
             probs = exp / ops.sum(exp, axis=1, keepdims=True)
             if name == "cross":  # a row of no real source token gets zero weights
@@ -331,16 +344,21 @@ class TransformerDecoderLayer(_Block):
 
         def self_attend(h):
             qkv = ops.reshape(dense(h, "qkv"), (-1, 3, heads, key_dim))
-            cache = ops.slice_update(self_cache, [0, 0, index, 0, 0], qkv[:, 1:, None])
-            new_cache.append(cache)
-            keys, values = ops.unstack(cache, 2, axis=1)
-            return attend(qkv[:, 0], keys, values, visible, "self")[0]
+            key, value = qkv[:, 1:2], qkv[:, 2:3]  # (B, 1, H, K)
+            if growing:
+                keys, values = (ops.concatenate([self_cache[0], key], axis=1),
+                                ops.concatenate([self_cache[1], value], axis=1))
+            else:
+                keys, values = (ops.slice_update(self_cache[0], [0, index, 0, 0], key),
+                                ops.slice_update(self_cache[1], [0, index, 0, 0], value))
+            new_cache.append((keys, values))
+            return attend(qkv[:, 0], keys, values, None if growing else visible, "self")[0]
 
         cross_weights = []
 
         def cross_attend(h):
             query = ops.reshape(dense(h, "cross_query"), (-1, heads, key_dim))
-            keys, values = ops.unstack(cross_cache, 2, axis=1)
+            keys, values = cross_cache
             out, probs = attend(query, keys, values, source_visible, "cross")
             cross_weights.append(probs)
             return out

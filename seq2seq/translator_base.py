@@ -114,23 +114,26 @@ class Translator(keras.Model):
         return token_loss_terms(logits, batch["target_out"], self.label_smoothing)
 
     def decoding_state(self, source: Any, max_length: Any, source_copy: Any = None,
-                       max_length_limit: int | None = None) -> Any:
+                       max_length_limit: int | None = None, growing: bool = False) -> Any:
         """The decoding state of `source (B, S)` for `max_length` steps (`initial_state` with
         what each translator takes: a copying model's `source_copy`, the Transformer's cache
         size).
 
         The Transformer's self-attention cache holds `max_length` steps and its size must be a
         Python int: for a `max_length` tensor (an export) it is built for `max_length_limit`
-        steps and cut to `max_length`, the same cache.
+        steps and cut to `max_length`, the same cache. With `growing` (TensorFlow graphs, not
+        XLA) it starts empty and grows by a step at each step, whatever `max_length`.
         """
         options = {"source_copy": source_copy} if getattr(self, "copy", False) else {}
         if not hasattr(self, "max_length"):  # no cache: the recurrent translators
             return self.initial_state(source, **options)
+        if growing:
+            return self.initial_state(source, growing=True, **options)
         if isinstance(max_length, int):
             return self.initial_state(source, max_length=max_length, **options)
         state = self.initial_state(source, max_length=max_length_limit, **options)
-        return dict(state, self_cache=tuple(cache[:, :, :max_length]
-                                            for cache in state["self_cache"]))
+        return dict(state, self_cache=tuple((keys[:, :max_length], values[:, :max_length])
+                                            for keys, values in state["self_cache"]))
 
     def get_config(self):
         config = super().get_config()

@@ -3,9 +3,11 @@ invariants where that backend needs them.
 
 A search's loop variables keep their shapes from one step to the next, but on TensorFlow a
 step may know less of a shape than the first step, run outside the loop, did (a leading
-dimension computed from a tensor, a reshape by `-1`): `tf.while_loop` then refuses the loop
-unless told that the leading dimension may vary. That is all this adds; on JAX (and every
-other backend) it is `keras.ops.while_loop`, under `jax.jit` too.
+dimension computed from a tensor, a reshape by `-1`), and a step's state may grow (the
+Transformer's growing self-attention cache, `seq2seq.transformer_layers`): `tf.while_loop`
+then refuses the loop unless told that the dimensions may vary. That is all this adds; on JAX
+(and every other backend) it is `keras.ops.while_loop`, under `jax.jit` too, where shapes
+are fixed.
 """
 
 from __future__ import annotations
@@ -19,13 +21,19 @@ from keras import ops
 
 def while_loop(cond: Callable[..., Any], body: Callable[..., tuple], loop_vars: tuple) -> tuple:
     """`keras.ops.while_loop(cond, body, loop_vars)` over a tuple of loop variables (tensor
-    nests); on TensorFlow the leading dimension of every variable of rank >= 1 may change."""
+    nests); on TensorFlow every dimension of a variable may change but the last of a matrix
+    or higher (which stays known: an attention's width, a head's size, read after the
+    loop)."""
     if keras.backend.backend() != "tensorflow":
         return tuple(ops.while_loop(cond, body, loop_vars))
     import tensorflow as tf
 
     def invariant(x):
-        return tf.TensorShape([None]).concatenate(x.shape[1:]) if x.shape.rank else x.shape
+        if not x.shape.rank:
+            return x.shape
+        if x.shape.rank == 1:
+            return tf.TensorShape([None])
+        return tf.TensorShape([None] * (x.shape.rank - 1)).concatenate(x.shape[-1:])
 
     loop_vars = tf.nest.map_structure(tf.convert_to_tensor, loop_vars)
     return tuple(tf.while_loop(cond, lambda *args: tuple(body(*args)), loop_vars,

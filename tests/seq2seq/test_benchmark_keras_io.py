@@ -126,7 +126,8 @@ def test_wide_heads_decode_with_the_cache_as_the_full_pass():
     target = ops.convert_to_tensor(rng.integers(3, 25, (2, 4)), "int32")
     full = ops.convert_to_numpy(model({"source": source, "target_in": target}))
     state = model.initial_state(source, max_length=4)
-    assert tuple(state["self_cache"][0].shape) == (2, 2, 4, 2, 6)
+    keys, values = state["self_cache"][0]
+    assert tuple(keys.shape) == tuple(values.shape) == (2, 4, 2, 6)
     step = model.make_step()
     for index in range(4):
         logits, state, _ = step(target[:, index], state, index)

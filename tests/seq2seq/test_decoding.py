@@ -59,7 +59,8 @@ def test_unknown_words_are_copied_from_the_attended_source_token():
 
         max_length = 8
 
-        def decoding_state(self, source, max_length, source_copy=None, max_length_limit=None):
+        def decoding_state(self, source, max_length, source_copy=None, max_length_limit=None,
+                           growing=False):
             return {"source": source}
 
         def make_step(self, **unused):

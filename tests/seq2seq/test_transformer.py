@@ -140,6 +140,41 @@ def test_cached_decoding_under_xla_matches_the_graph(built, method, positions):
             np.testing.assert_array_equal(tokens[row, :n], logits[row, :n].argmax(-1))
 
 
+
+@pytest.mark.parametrize("method,positions,norm_first", [
+    ("greedy", "sine", True), ("beam", "learned", False), ("beam", "sine", True)])
+def test_a_growing_cache_decodes_as_the_fixed_buffer_and_the_full_pass(method, positions,
+                                                                       norm_first):
+    """The self-attention cache that grows by a position at each step (what the in-process
+    translator and the export use on TensorFlow: a step attends over the positions decoded so
+    far, not `T_max`) gives, in a graph, the tokens, scores and attention of the fixed buffer
+    written in place; and its logits at every step are the full pass' (the independent
+    reference), here on random weights where no near tie hides a wrong position."""
+    from common.decoding import make_strategy
+
+    model = _randomized(tiny(positions=positions, norm_first=norm_first), seed=3)
+    strategy = make_strategy(method, beam_size=3, n_best=1, length_penalty=0.6)
+
+    def decode(source, growing):
+        state = model.initial_state(source, max_length=8, growing=growing)
+        return strategy(model.make_step(), state, tf.shape(source)[0], 1, 2, 8)
+
+    grown = tf.function(lambda s: decode(s, True), autograph=False)(SOURCE)
+    fixed = tf.function(lambda s: decode(s, False), autograph=False)(SOURCE)
+    np.testing.assert_array_equal(grown.tokens, fixed.tokens)
+    np.testing.assert_array_equal(grown.lengths, fixed.lengths)
+    np.testing.assert_allclose(grown.scores, fixed.scores, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grown.attention, fixed.attention, atol=1e-5)
+
+    full = model({"source": SOURCE, "target_in": TARGET_IN}).numpy()
+    state = model.initial_state(SOURCE, growing=True)
+    assert tuple(state["grown_cache"][0][0].shape) == (2, 0, 2, 4)
+    step = model.make_step()
+    for index in range(TARGET_IN.shape[1]):
+        logits, state, _ = step(TARGET_IN[:, index], state, index)
+        assert tuple(state["grown_cache"][-1][1].shape) == (2, index + 1, 2, 4)
+        np.testing.assert_allclose(logits.numpy(), full[:, index], rtol=1e-4, atol=1e-4)
+
 def _randomized(model, seed=0):
     """`model` built, every weight drawn at random (biases and norm offsets are zeros and
     scales ones at initialization, which would hide a dropped bias or norm)."""
