@@ -323,7 +323,9 @@ class DecodingModule(tf.Module):
         """The signatures' outputs for features (`read_inputs`'s output) with any method of
         `common.decoding.methods` (`method` None: greedy for one beam, else beam search) and
         its `options` (`temperature`, `seed`, ...); the `n_best_*` outputs when `n_best` is
-        given. One `tf.function` per choice of options, kept for the next call."""
+        given. One `tf.function` per choice of options, kept for the next call, traced once
+        for every batch size (and, for text, every sentence length: `_any_batch`), so that
+        a file's batches of other lengths and its last, shorter batch do not trace again."""
         method = method or default_method(beam_size)
         max_length = int(max_length or self.max_decode_length)
         key = (method, beam_size, max_length, n_best, tuple(sorted(options.items())))
@@ -337,7 +339,10 @@ class DecodingModule(tf.Module):
                 return self._outputs(self._decode(search, strategy, max_length), rows,
                                      n_best=n_best)
 
-            function = tf.function(run, autograph=False, reduce_retracing=True)
+            signature = _any_batch(features)
+            function = (tf.function(run, autograph=False, input_signature=[signature])
+                        if signature is not None
+                        else tf.function(run, autograph=False, reduce_retracing=True))
             self._in_process.by_key[key] = function
         return {name: value.numpy() for name, value in function(features).items()}
 
@@ -460,3 +465,18 @@ def _graph_optimization(enabled: bool) -> Iterator[None]:
         yield
     finally:
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
+
+
+def _any_batch(features: Any) -> tf.TypeSpec | None:
+    """The input signature of `features` for every batch: a tensor's (`(B, H, W, 3)` images)
+    with any number of rows, a ragged tensor's (`(B, None)` tokens) with any rows and lengths;
+    None for another structure (then `tf.function` relaxes shapes as it meets them)."""
+    if isinstance(features, np.ndarray):
+        features = tf.convert_to_tensor(features)
+    spec = tf.type_spec_from_value(features)
+    if isinstance(spec, tf.RaggedTensorSpec):
+        return tf.RaggedTensorSpec([None] * spec.shape.rank, spec.dtype, spec.ragged_rank,
+                                   spec.row_splits_dtype)
+    if isinstance(spec, tf.TensorSpec) and spec.shape.rank:
+        return tf.TensorSpec([None, *spec.shape[1:]], spec.dtype)
+    return None

@@ -86,3 +86,45 @@ def test_unknown_words_are_copied_from_the_attended_source_token():
 def test_pad_batch_rounds_width_up():
     batch = pad_batch([[1, 2, 3], [4]], multiple=4)
     assert batch.tolist() == [[1, 2, 3, 0], [4, 0, 0, 0]]
+
+
+class _EchoModel:
+    """Emits its source word by word, then <end> (logits 10 apart: no tie to break)."""
+
+    max_length = 32
+
+    def decoding_state(self, source, max_length, source_copy=None, max_length_limit=None,
+                       growing=False):
+        return {"source": source}
+
+    def make_step(self, **unused):
+        import tensorflow as tf
+
+        def step(tokens, state, index):
+            source = state["source"]
+            width = tf.shape(source)[1]
+            word = tf.where(index < width, source[:, tf.minimum(index, width - 1)], 0)
+            word = tf.where(word == 0, 2, word)  # the padding after the sentence: <end>
+            attention = tf.one_hot(tf.fill(tf.shape(word), tf.minimum(index, width - 1)), width)
+            return tf.one_hot(word, 12) * 10.0, state, attention
+
+        return step
+
+
+def test_batches_of_any_size_and_length_share_one_trace():
+    """A file's batches differ in sentence length and the last one in size: the in-process
+    translator traces its search once for all of them (a trace costs seconds on a real
+    model), and each sentence gets the translation it gets alone."""
+    vocab = Vocabulary(["<pad>", "<start>", "<end>", "<unk>", *(f"w{i}" for i in range(8))])
+    translator = Translator(_EchoModel(), vocab, vocab, RunConfig())
+    batches = [[["w1", "w2"], ["w3"], ["w4", "w5", "w6"]],
+               [[f"w{i % 8}" for i in range(11)], ["w2", "w7"]],
+               [["w5"]]]
+    results = [translator.translate_tokens(batch, beam_size=2) for batch in batches]
+    (search,) = translator.module()._in_process.by_key.values()
+    assert search.experimental_get_tracing_count() == 1
+    for batch, translated in zip(batches, results):
+        for tokens, result in zip(batch, translated):
+            assert result.tokens == tokens  # echoed
+            (alone,) = translator.translate_tokens([tokens], beam_size=2)
+            assert (alone.tokens, alone.score) == (result.tokens, result.score)
