@@ -103,9 +103,8 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     import tensorflow as tf
 
     from captioner.datasets import load_split
-    from captioner.datasets.pipeline import build_vocabulary, make_dataset
+    from captioner.datasets.pipeline import make_dataset
     from captioner.encoders import fetch_pretrained_weights
-    from common.text import Vocabulary
     from common.training import Trainer, TrainingConfig, make_strategy
     from common.training.distribute import is_chief
 
@@ -122,16 +121,7 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
         run.claim(resume, first=True)  # refuse a directory holding another run before writing anything
     data = config.data
     split = load_split(data.dataset, "train", data.data_dir, **data.options)
-    vocab_path = run.vocab
-    if resume and (vocab_path.exists() or run.vocab_digests.is_file()):
-        run.check_vocabularies()  # a vocabulary lost since training is not built anew
-        vocab = Vocabulary.load(vocab_path)
-    else:
-        vocab = build_vocabulary(split, min_count=data.min_count)
-        if chief:
-            with failed_writes_named(vocab_path):
-                vocab.save(vocab_path)
-            run.record_vocabularies([RunDir.vocab])
+    vocab = _vocabulary(run, split, data.min_count, resume, chief)
     if init_from is not None:
         init_from.check_vocabulary(RunDir.vocab, vocab.tokens)
     # `--resume --fine-tune N` unfreezes encoder layers from here on: the optimizer, whose
@@ -147,42 +137,10 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
         with failed_writes_named(run.config):
             save_json(run.config, config_dict)
 
-    build_optimizer = None
-    if config.cosine_decay:
-        import keras
-
-        # (SCST's batches are of images, cross-entropy's of captions.)
-        examples = len(split) if config.scst.enabled else split.num_captions
-        steps = training.steps_per_epoch or max(1, examples // training.batch_size)
-
-        def build_optimizer(training_config):
-            return keras.optimizers.Adam(learning_rate(config, training_config, steps))
-
+    build_optimizer = _optimizer_builder(config, training, split)
     reward = references = None
     if config.scst.enabled:
-        from captioner.scst import CaptionReward, reference_ids
-
-        if verbose:  # what the reward is, before the seconds of building it and the step
-            said = (f" + {config.scst.fact_weight:g} x what each caption states, checked "
-                    "against its scene" if config.scst.fact_weight else "")
-            greedy = " and decodes its greedy one" if config.scst.baseline == "greedy" else ""
-            print(f"Self-critical training: a reward of CIDEr-D against the references of "
-                  f"{len(split):,} images{said}; each step samples {config.scst.samples} "
-                  f"captions an image{greedy}", flush=True)
-        # CIDEr-D's document frequencies: the training references.
-        facts = None
-        if config.scst.fact_weight:  # the scene's facts (shapes; the config checked it)
-            from captioner.datasets.shapes_metrics import fact_score
-
-            scenes = [record.objects for record in split]
-
-            def facts(caption: str, image: int) -> int:
-                return fact_score(caption, scenes[image])
-
-        reward = CaptionReward([record.captions for record in split], vocab, facts,
-                               config.scst.fact_weight)
-        if config.scst.xe_weight:  # the references' cross-entropy, mixed in
-            references = reference_ids(split, vocab, data.max_length)
+        reward, references = _scst_reward(config, split, vocab, verbose)
 
     def make_model():
         if reward is None:
@@ -192,14 +150,9 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
         return build_self_critical(config, len(vocab), reward)
 
     trainer = Trainer(run_dir, training, make_model, build_optimizer, strategy=strategy)
-    features = missing = None
-    private = None  # a non-chief worker's own cache, when it cannot see the chief's
-    if data.cache_features:
-        from captioner.features import load_features
-
-        directory, private = _feature_cache(trainer, split, run.features,
-                                            training.batch_size, to_dict(config.encoder), chief)
-        features, missing = load_features(directory, "train")
+    # `private`: a non-chief worker's own cache, when it cannot see the chief's.
+    features, missing, private = _training_features(config, trainer, split, run, chief,
+                                                    training.batch_size)
 
     def make_epoch_dataset(epoch: int, context: tf.distribute.InputContext) -> tf.data.Dataset:
         if config.scst.enabled:
@@ -236,6 +189,86 @@ def train(config: CaptionerRunConfig, run_dir: str | os.PathLike, resume: bool =
     finally:
         if private is not None:
             shutil.rmtree(private, ignore_errors=True)
+
+
+def _vocabulary(run: RunDir, split: Any, min_count: int, resume: bool, chief: bool) -> Any:
+    """The run's vocabulary: a resumed run's own (checked against its digest: one lost since
+    training is not built anew), else built from the training split and saved by the
+    chief."""
+    from captioner.datasets.pipeline import build_vocabulary
+    from common.text import Vocabulary
+
+    if resume and (run.vocab.exists() or run.vocab_digests.is_file()):
+        run.check_vocabularies()
+        return Vocabulary.load(run.vocab)
+    vocab = build_vocabulary(split, min_count=min_count)
+    if chief:
+        with failed_writes_named(run.vocab):
+            vocab.save(run.vocab)
+        run.record_vocabularies([RunDir.vocab])
+    return vocab
+
+
+def _optimizer_builder(config: CaptionerRunConfig, training: Any, split: Any):
+    """With `cosine_decay`, the trainer's `build_optimizer` (Adam over the decay's steps);
+    None for the trainer's own Adam at a constant rate."""
+    if not config.cosine_decay:
+        return None
+    import keras
+
+    # (SCST's batches are of images, cross-entropy's of captions.)
+    examples = len(split) if config.scst.enabled else split.num_captions
+    steps = training.steps_per_epoch or max(1, examples // training.batch_size)
+
+    def build_optimizer(training_config):
+        return keras.optimizers.Adam(learning_rate(config, training_config, steps))
+
+    return build_optimizer
+
+
+def _scst_reward(config: CaptionerRunConfig, split: Any, vocab: Any, verbose: int):
+    """Self-critical training's `(reward, references)`: CIDEr-D against the training
+    references (its document frequencies), plus the scene's facts with `fact_weight` (shapes;
+    the config checked it); the references' ids when cross-entropy is mixed in, else None."""
+    from captioner.scst import CaptionReward, reference_ids
+
+    scst = config.scst
+    if verbose:  # what the reward is, before the seconds of building it and the step
+        said = (f" + {scst.fact_weight:g} x what each caption states, checked against its "
+                "scene" if scst.fact_weight else "")
+        greedy = " and decodes its greedy one" if scst.baseline == "greedy" else ""
+        print(f"Self-critical training: a reward of CIDEr-D against the references of "
+              f"{len(split):,} images{said}; each step samples {scst.samples} captions an "
+              f"image{greedy}", flush=True)
+    facts = None
+    if scst.fact_weight:
+        from captioner.datasets.shapes_metrics import fact_score
+
+        scenes = [record.objects for record in split]
+
+        def facts(caption: str, image: int) -> int:
+            return fact_score(caption, scenes[image])
+
+    reward = CaptionReward([record.captions for record in split], vocab, facts,
+                           scst.fact_weight)
+    references = (reference_ids(split, vocab, config.data.max_length) if scst.xe_weight
+                  else None)
+    return reward, references
+
+
+def _training_features(config: CaptionerRunConfig, trainer: Any, split: Any, run: RunDir,
+                       chief: bool, batch_size: int) -> tuple[Any, Any, Any]:
+    """With `cache_features`, the training split's cached encoder features, the images
+    missing from the cache and a worker's private cache folder (to remove after training);
+    three Nones without."""
+    if not config.data.cache_features:
+        return None, None, None
+    from captioner.features import load_features
+
+    directory, private = _feature_cache(trainer, split, run.features, batch_size,
+                                        to_dict(config.encoder), chief)
+    features, missing = load_features(directory, "train")
+    return features, missing, private
 
 
 def _make_validate(config: CaptionerRunConfig, training: Any, vocab: Any):

@@ -18,6 +18,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from common.decoding.defaults import EXPORT_BEAM_SIZES
@@ -524,166 +525,189 @@ def family_main(family: Any, subcommands: Callable[[], Sequence[Subcommand]]
     return main
 
 
-def family_subcommands(family: Any) -> dict[str, Subcommand]:
-    """`train`, `evaluate`, `export` and `serve` of a `common.family.Family`, by name."""
+# The sub-commands every family has: each one's arguments and its handler, given the family.
+
+
+def _train_arguments(family: Any, p: argparse.ArgumentParser) -> None:
     prog = family.name
+    p.add_argument("--preset", **choose(family.presets, "named settings, one of: {names}; "
+                                               "options override it"))
+    p.add_argument("--config", metavar="FILE",
+                   help="a JSON file nested like RUN_DIR/config.json (any part of it): "
+                        "over the preset, under the options; it also sets what no option "
+                        "does (docs/training.md)")
+    p.add_argument("--out", required=True, metavar="RUN_DIR", help="the run directory")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in RUN_DIR from its last checkpoint (its model "
+                        "and data are kept: an option that would change them is refused; "
+                        "training options may change)")
+    p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1,
+                   help="0 silent, 1 a progress bar, 2 one line per epoch")
+    p.add_argument("--prepared", metavar="DIR",
+                   help=f"train on Keras's JAX backend (KERAS_BACKEND=jax) from a folder of "
+                        f"`{prog} prepare`; --distribute then takes none, data-parallel "
+                        "(the default: every visible device) or model-parallel")
+    p.add_argument("--model-parallel", type=positive_int, default=1, metavar="M",
+                   help="with --prepared and --distribute model-parallel: devices on the "
+                        "model axis (the Transformer's large matrices split M ways; M "
+                        "must divide the device count)")
+    p.add_argument("--init-from", metavar="RUN_DIR[:CHECKPOINT]",
+                   help="start from another run's weights (its best checkpoint, else its "
+                        "last; CHECKPOINT: best, last or a number); the vocabularies must "
+                        "be the same")
+    add_config_options(p, family)
 
-    def train_arguments(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--preset", **choose(family.presets, "named settings, one of: {names}; "
-                                                   "options override it"))
-        p.add_argument("--config", metavar="FILE",
-                       help="a JSON file nested like RUN_DIR/config.json (any part of it): "
-                            "over the preset, under the options; it also sets what no option "
-                            "does (docs/training.md)")
-        p.add_argument("--out", required=True, metavar="RUN_DIR", help="the run directory")
-        p.add_argument("--resume", action="store_true",
-                       help="continue the run in RUN_DIR from its last checkpoint (its model "
-                            "and data are kept: an option that would change them is refused; "
-                            "training options may change)")
-        p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1,
-                       help="0 silent, 1 a progress bar, 2 one line per epoch")
-        p.add_argument("--prepared", metavar="DIR",
-                       help=f"train on Keras's JAX backend (KERAS_BACKEND=jax) from a folder of "
-                            f"`{prog} prepare`; --distribute then takes none, data-parallel "
-                            "(the default: every visible device) or model-parallel")
-        p.add_argument("--model-parallel", type=positive_int, default=1, metavar="M",
-                       help="with --prepared and --distribute model-parallel: devices on the "
-                            "model axis (the Transformer's large matrices split M ways; M "
-                            "must divide the device count)")
-        p.add_argument("--init-from", metavar="RUN_DIR[:CHECKPOINT]",
-                       help="start from another run's weights (its best checkpoint, else its "
-                            "last; CHECKPOINT: best, last or a number); the vocabularies must "
-                            "be the same")
-        add_config_options(p, family)
 
-    def train(args: argparse.Namespace) -> int:
-        from common.runner import Runner
+def _train(family: Any, args: argparse.Namespace) -> int:
+    from common.runner import Runner
 
-        runner = Runner(family, args.out)
-        on_jax = os.environ.get("KERAS_BACKEND") == "jax"
-        if args.prepared or on_jax:
-            if args.prepared and not on_jax:
-                raise UserError("--prepared trains on Keras's JAX backend: run `KERAS_BACKEND=jax "
-                                f"{prog} train --prepared DIR ...`")
-            if args.init_from:
-                raise UserError("--init-from needs the tensorflow trainer (not the jax one: it "
-                                "reads TensorFlow checkpoints; docs/jax.md)")
-            if args.prepared and (args.preset or args.config):
-                raise UserError("--prepared: the prepared folder holds the config; --preset "
-                                "and --config apply to `prepare` (or leave --prepared out: "
-                                "`train` then prepares the data into RUN_DIR/prepared)")
-            if args.prepared:
-                records = runner.train_jax(args.prepared, args, resume=args.resume,
-                                           verbose=args.verbose,
-                                           model_parallel=args.model_parallel)
-            else:  # the command TensorFlow takes: the data prepared into the run directory
-                distribute, args.distribute = args.distribute, None  # JAX's names, not TF's
-                config = runner.make_config(args.preset, args.config, args, resume=args.resume)
-                records = runner.train_jax_from_data(
-                    config, distribute, resume=args.resume, verbose=args.verbose,
-                    model_parallel=args.model_parallel)
-            summary = family.train_summary(records, args.out)
-            if summary:
-                print(summary)
-            return EXIT_OK
-        if args.model_parallel != 1:
-            raise UserError("--model-parallel splits a model over JAX devices; it applies to "
-                            "`train --prepared` on KERAS_BACKEND=jax")
-        config = runner.make_config(args.preset, args.config, args, resume=args.resume)
-        records = runner.train(config, resume=args.resume, verbose=args.verbose,
-                               init_from=args.init_from)
+    prog = family.name
+    runner = Runner(family, args.out)
+    on_jax = os.environ.get("KERAS_BACKEND") == "jax"
+    if args.prepared or on_jax:
+        if args.prepared and not on_jax:
+            raise UserError("--prepared trains on Keras's JAX backend: run `KERAS_BACKEND=jax "
+                            f"{prog} train --prepared DIR ...`")
+        if args.init_from:
+            raise UserError("--init-from needs the tensorflow trainer (not the jax one: it "
+                            "reads TensorFlow checkpoints; docs/jax.md)")
+        if args.prepared and (args.preset or args.config):
+            raise UserError("--prepared: the prepared folder holds the config; --preset "
+                            "and --config apply to `prepare` (or leave --prepared out: "
+                            "`train` then prepares the data into RUN_DIR/prepared)")
+        if args.prepared:
+            records = runner.train_jax(args.prepared, args, resume=args.resume,
+                                       verbose=args.verbose,
+                                       model_parallel=args.model_parallel)
+        else:  # the command TensorFlow takes: the data prepared into the run directory
+            distribute, args.distribute = args.distribute, None  # JAX's names, not TF's
+            config = runner.make_config(args.preset, args.config, args, resume=args.resume)
+            records = runner.train_jax_from_data(
+                config, distribute, resume=args.resume, verbose=args.verbose,
+                model_parallel=args.model_parallel)
         summary = family.train_summary(records, args.out)
         if summary:
             print(summary)
         return EXIT_OK
+    if args.model_parallel != 1:
+        raise UserError("--model-parallel splits a model over JAX devices; it applies to "
+                        "`train --prepared` on KERAS_BACKEND=jax")
+    config = runner.make_config(args.preset, args.config, args, resume=args.resume)
+    records = runner.train(config, resume=args.resume, verbose=args.verbose,
+                           init_from=args.init_from)
+    summary = family.train_summary(records, args.out)
+    if summary:
+        print(summary)
+    return EXIT_OK
 
-    def evaluate(args: argparse.Namespace) -> int:
-        from common.runner import Runner
 
-        Runner(family, args.run_dir).evaluate(args)
-        return EXIT_OK
+def _evaluate(family: Any, args: argparse.Namespace) -> int:
+    from common.runner import Runner
 
-    def export_arguments(p: argparse.ArgumentParser) -> None:
-        add_export_arguments(p, default_beam_size=family.export_beam_size,
-                             row_signature="serving_default", output=family.output)
-        family.add_export_arguments(p)
-        p.add_argument("--overwrite", action="store_true", help="replace an existing OUT_DIR")
+    Runner(family, args.run_dir).evaluate(args)
+    return EXIT_OK
 
-    def export(args: argparse.Namespace) -> int:
-        from common.runner import Runner
 
-        sizes = exported_beam_sizes(args)
-        out = Runner(family, args.run_dir).export(
-            args.out_dir, beam_sizes=sizes, default_beam_size=args.beam_size,
-            max_decode_length=args.max_decode_length, overwrite=args.overwrite,
-            checkpoint=args.checkpoint, **family.export_options(args))
-        weights = "int8 weights; " if getattr(args, "quantization", None) == "int8" else ""
-        print(f"Exported {out} ({weights}signatures: serving_default, "
-              f"{family.export_signature}; beam sizes: {', '.join(map(str, sizes))})")
-        return EXIT_OK
+def _export_arguments(family: Any, p: argparse.ArgumentParser) -> None:
+    add_export_arguments(p, default_beam_size=family.export_beam_size,
+                         row_signature="serving_default", output=family.output)
+    family.add_export_arguments(p)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT_DIR")
 
-    def serve_arguments(p: argparse.ArgumentParser) -> None:
-        add_serve_arguments(p, prog, model_name=family.serve_model_name,
-                            instances=family.serve_instances,
-                            max_batch_size=family.serve_max_batch_size)
-        family.add_serve_arguments(p)
 
-    def serve(args: argparse.Namespace) -> int:
-        import importlib
+def _export(family: Any, args: argparse.Namespace) -> int:
+    from common.runner import Runner
 
-        module = importlib.import_module(family.export_module)
-        return serve_savedmodel(args, module.KIND, module.WHAT, **family.serve_options(args))
+    sizes = exported_beam_sizes(args)
+    out = Runner(family, args.run_dir).export(
+        args.out_dir, beam_sizes=sizes, default_beam_size=args.beam_size,
+        max_decode_length=args.max_decode_length, overwrite=args.overwrite,
+        checkpoint=args.checkpoint, **family.export_options(args))
+    weights = "int8 weights; " if getattr(args, "quantization", None) == "int8" else ""
+    print(f"Exported {out} ({weights}signatures: serving_default, "
+          f"{family.export_signature}; beam sizes: {', '.join(map(str, sizes))})")
+    return EXIT_OK
 
-    def prepare_arguments(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--preset", **choose(family.presets, "named settings, one of: {names}; "
-                                                   "options override it"))
-        p.add_argument("--config", metavar="FILE",
-                       help="a JSON file nested like RUN_DIR/config.json (any part of it)")
-        p.add_argument("--out", required=True, metavar="DIR", help="the folder to write")
-        add_config_options(p, family)
 
-    def prepare(args: argparse.Namespace) -> int:
-        from common.config import to_dict
-        from common.runner import Runner
-        from common.training.capabilities import explicit_settings, refuse_unsupported
+def _serve_arguments(family: Any, p: argparse.ArgumentParser) -> None:
+    prog = family.name
+    add_serve_arguments(p, prog, model_name=family.serve_model_name,
+                        instances=family.serve_instances,
+                        max_batch_size=family.serve_max_batch_size)
+    family.add_serve_arguments(p)
 
-        # The folder is for the JAX trainer: what it would not honour is refused here too,
-        # whether an option, the preset or the config file sets it.
-        runner = Runner(family, args.out)
-        config = runner.make_config(args.preset, args.config, args)
-        refuse_unsupported(explicit_settings(config.training or {}), "jax", "of `prepare`",
-                           sections=to_dict(config), family=family.capabilities)
-        out = runner.prepare(config)
-        print(f"Prepared {out}: train on JAX with `KERAS_BACKEND=jax {prog} train --prepared "
-              f"{out} --out RUN_DIR`")
-        return EXIT_OK
 
-    def average_arguments(p: argparse.ArgumentParser) -> None:
-        p.add_argument("run_dir", metavar="RUN_DIR")
-        p.add_argument("--last", type=positive_int, required=True, metavar="N",
-                       help="average the last N checkpoints (the run keeps --keep-checkpoints "
-                            "of them)")
-        p.add_argument("--out", required=True, metavar="NEW_RUN_DIR",
-                       help="the run directory to write: the same config and vocabularies, one "
-                            "checkpoint of the averaged weights (every command reads it)")
+def _serve(family: Any, args: argparse.Namespace) -> int:
+    import importlib
 
-    def average(args: argparse.Namespace) -> int:
-        from common.runner import Runner
+    module = importlib.import_module(family.export_module)
+    return serve_savedmodel(args, module.KIND, module.WHAT, **family.serve_options(args))
 
-        out = Runner(family, args.run_dir).average(args.out, args.last)
-        print(f"Averaged the last {args.last} checkpoints of {args.run_dir} into {out}")
-        return EXIT_OK
+
+def _prepare_arguments(family: Any, p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", **choose(family.presets, "named settings, one of: {names}; "
+                                               "options override it"))
+    p.add_argument("--config", metavar="FILE",
+                   help="a JSON file nested like RUN_DIR/config.json (any part of it)")
+    p.add_argument("--out", required=True, metavar="DIR", help="the folder to write")
+    add_config_options(p, family)
+
+
+def _prepare(family: Any, args: argparse.Namespace) -> int:
+    from common.config import to_dict
+    from common.runner import Runner
+    from common.training.capabilities import explicit_settings, refuse_unsupported
+
+    prog = family.name
+    # The folder is for the JAX trainer: what it would not honour is refused here too,
+    # whether an option, the preset or the config file sets it.
+    runner = Runner(family, args.out)
+    config = runner.make_config(args.preset, args.config, args)
+    refuse_unsupported(explicit_settings(config.training or {}), "jax", "of `prepare`",
+                       sections=to_dict(config), family=family.capabilities)
+    out = runner.prepare(config)
+    print(f"Prepared {out}: train on JAX with `KERAS_BACKEND=jax {prog} train --prepared "
+          f"{out} --out RUN_DIR`")
+    return EXIT_OK
+
+
+def _average_arguments(family: Any, p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--last", type=positive_int, required=True, metavar="N",
+                   help="average the last N checkpoints (the run keeps --keep-checkpoints "
+                        "of them)")
+    p.add_argument("--out", required=True, metavar="NEW_RUN_DIR",
+                   help="the run directory to write: the same config and vocabularies, one "
+                        "checkpoint of the averaged weights (every command reads it)")
+
+
+def _average(family: Any, args: argparse.Namespace) -> int:
+    from common.runner import Runner
+
+    out = Runner(family, args.run_dir).average(args.out, args.last)
+    print(f"Averaged the last {args.last} checkpoints of {args.run_dir} into {out}")
+    return EXIT_OK
+
+
+def family_subcommands(family: Any) -> dict[str, Subcommand]:
+    """`train`, `evaluate`, `export` and `serve` of a `common.family.Family`, by name
+    (each one's arguments and handler below, given the family)."""
+    def command(name, help, arguments, handler, runs_on_jax=False):
+        return Subcommand(name, help, arguments, partial(handler, family),
+                          runs_on_jax=runs_on_jax)
 
     commands = [
-        Subcommand("train", family.train_help, train_arguments, train, runs_on_jax=True),
-        Subcommand("average", "average a run's last checkpoints into a new run directory",
-                   average_arguments, average),
-        Subcommand("prepare", "write the tokenized training data as NumPy arrays for the JAX "
-                   "trainer (train --prepared)", prepare_arguments, prepare, runs_on_jax=True),
-        Subcommand("evaluate", family.evaluate_help, family.add_evaluate_arguments, evaluate),
-        Subcommand("export", "export a run as a self-contained SavedModel", export_arguments,
-                   export),
-        Subcommand("serve", "serve a SavedModel over TensorFlow Serving's REST API",
-                   serve_arguments, serve),
+        command("train", family.train_help, partial(_train_arguments, family), _train,
+                runs_on_jax=True),
+        command("average", "average a run's last checkpoints into a new run directory",
+                partial(_average_arguments, family), _average),
+        command("prepare", "write the tokenized training data as NumPy arrays for the JAX "
+                "trainer (train --prepared)", partial(_prepare_arguments, family), _prepare,
+                runs_on_jax=True),
+        command("evaluate", family.evaluate_help, family.add_evaluate_arguments, _evaluate),
+        command("export", "export a run as a self-contained SavedModel",
+                partial(_export_arguments, family), _export),
+        command("serve", "serve a SavedModel over TensorFlow Serving's REST API",
+                partial(_serve_arguments, family), _serve),
     ]
     return {command.name: command for command in commands}

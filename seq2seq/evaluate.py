@@ -89,6 +89,31 @@ def scored_model(run_dir: str | Path, translator: Any) -> dict[str, Any]:
     return described
 
 
+def _open_translator(run_dir: str | Path, attention_layer: int, attention_head: int | None,
+                     checkpoint: str | None) -> Any:
+    """The translator of a run directory or an export, its attention choice checked before
+    any data loads (a model with one attention refuses a layer or head; a Transformer, one it
+    does not have; an export chose at export time)."""
+    from common.export.ctranslate2 import is_ctranslate2
+    from common.export.savedmodel import is_saved_model
+    from seq2seq.inference import Translator, open_model
+
+    if is_ctranslate2(run_dir) or is_saved_model(run_dir):
+        return open_model(run_dir, attention_layer, attention_head, checkpoint)
+    translator = Translator.from_run_dir(run_dir, checkpoint)
+    model = getattr(translator, "model", None)
+    if model is not None:
+        model.make_step(attention_layer=attention_layer, attention_head=attention_head)
+    return translator
+
+
+def _outcomes(results: list) -> dict[str, int]:
+    """How many lines failed, ended unfinished, and how many unknown words were copied."""
+    return {"failed": sum(r.error is not None for r in results),
+            "unfinished": sum(not r.finished for r in results if r.error is None),
+            "copied_unknown": sum(len(r.copied) for r in results)}
+
+
 def evaluate(
     run_dir: str | Path,
     data: str | None = None,
@@ -142,7 +167,6 @@ def evaluate(
         `decode_seconds`.
     """
     from common.metrics.translation import group_references, several_references
-    from seq2seq.inference import Translator
 
     if references not in REFERENCE_MODES:
         raise UserError(f"references {references!r}; expected one of: "
@@ -151,20 +175,7 @@ def evaluate(
         # Before the model loads: an existing file is replaced only when it is an earlier
         # result, and never the `data` being scored.
         check_output_file(json_path, "--json", inputs=[data], result_keys=RESULT_KEYS)
-    from common.export.ctranslate2 import is_ctranslate2
-    from common.export.savedmodel import is_saved_model
-
-    if is_ctranslate2(run_dir) or is_saved_model(run_dir):
-        from seq2seq.inference import open_model
-
-        translator = open_model(run_dir, attention_layer, attention_head, checkpoint)
-    else:
-        translator = Translator.from_run_dir(run_dir, checkpoint)
-    # The attention chosen is checked before the data loads (a model with one attention
-    # refuses a layer or head; a Transformer, one it does not have).
-    model = getattr(translator, "model", None)  # an exported translator chose at export time
-    if model is not None:
-        model.make_step(attention_layer=attention_layer, attention_head=attention_head)
+    translator = _open_translator(run_dir, attention_layer, attention_head, checkpoint)
     if length_penalty is None:
         length_penalty = translator.config.model.length_penalty
     pairs = load_references(translator, data, dataset, limit)
@@ -190,9 +201,7 @@ def evaluate(
         # Lines whose source other lines translate differently: line by line, no system
         # matches them all (docs/metrics.md).
         "lines_with_several_references": several,
-        "failed": sum(r.error is not None for r in results),
-        "unfinished": sum(not r.finished for r in results if r.error is None),
-        "copied_unknown": sum(len(r.copied) for r in results),
+        **_outcomes(results),
         **scored_model(run_dir, translator),
         "beam_size": beam_size,
         # Greedy decoding (beam 1) has no length penalty: None says none applied.

@@ -287,23 +287,8 @@ class BeamSearch(Strategy):
         logits, state, attention = step(ops.full((rows,), start_id, "int32"), tiled, index)
         attention = as_attention(attention)
         width = dims(attention)[1]
-        kept_rows = batch_size * keep
-        empty = _Search(
-            index=index,
-            tokens=ops.full((rows,), start_id, "int32"),
-            state=tiled,
-            # Only beam 0 is live at first: the others are copies that must not be chosen twice.
-            alive_scores=ops.tile(_first_beam_only(beams), [batch_size, 1]),
-            alive_tokens=ops.full((rows, max_length), pad_id, "int32"),
-            alive_attention=ops.zeros((rows, max_length, width), "float32"),
-            kept_tokens=ops.full((kept_rows, max_length), pad_id, "int32"),
-            kept_attention=ops.zeros((kept_rows, max_length, width), "float32"),
-            kept_scores=ops.zeros((batch_size, keep), "float32"),
-            kept_normalized=ops.full((batch_size, keep), _EMPTY, "float32"),
-            kept_lengths=ops.zeros((batch_size, keep), "int32"),
-            ended=ops.zeros((batch_size,), "int32"),
-            done=ops.zeros((batch_size,), "bool"),
-        )
+        empty = _empty(index, tiled, batch_size, beams, keep, start_id, pad_id, max_length,
+                       width)
         search = advance(empty, logits, attention, state)
 
         def cond(s: _Search) -> Any:
@@ -315,6 +300,29 @@ class BeamSearch(Strategy):
 
         (search,) = while_loop(cond, body, (search,))
         return _answer(search, alpha, keep, beams)
+
+
+def _empty(index: Any, tiled: Any, batch_size: int | Any, beams: int | Any, keep: int | Any,
+           start_id: int, pad_id: int, max_length: int | Any, width: int | Any) -> _Search:
+    """The search before its first step: `tiled` the step state of `B * K` rows, every
+    hypothesis `<start>`, nothing kept, `A = width` attention positions."""
+    rows, kept_rows = batch_size * beams, batch_size * keep
+    return _Search(
+        index=index,
+        tokens=ops.full((rows,), start_id, "int32"),
+        state=tiled,
+        # Only beam 0 is live at first: the others are copies that must not be chosen twice.
+        alive_scores=ops.tile(_first_beam_only(beams), [batch_size, 1]),
+        alive_tokens=ops.full((rows, max_length), pad_id, "int32"),
+        alive_attention=ops.zeros((rows, max_length, width), "float32"),
+        kept_tokens=ops.full((kept_rows, max_length), pad_id, "int32"),
+        kept_attention=ops.zeros((kept_rows, max_length, width), "float32"),
+        kept_scores=ops.zeros((batch_size, keep), "float32"),
+        kept_normalized=ops.full((batch_size, keep), _EMPTY, "float32"),
+        kept_lengths=ops.zeros((batch_size, keep), "int32"),
+        ended=ops.zeros((batch_size,), "int32"),
+        done=ops.zeros((batch_size,), "bool"),
+    )
 
 
 def beam_search(step: StepFn, initial_state: Any, batch_size: int | Any, start_id: int,
