@@ -60,6 +60,7 @@ from common.cli import HelpFormatter, Parser, apply_quick, beam_size_list, run_c
 from common.errors import UserError  # noqa: E402
 from common.outputs import check_output_file, reported_write  # noqa: E402
 
+from _lib.benchmark import load_average  # noqa: E402
 from _lib.decoding import make_decoder  # noqa: E402
 from _lib.translators import TRANSLATOR_SIZES  # noqa: E402
 
@@ -376,10 +377,6 @@ def check_args(args: argparse.Namespace) -> None:
             raise UserError(f"the CTranslate2 engines need the ctranslate2 package; install "
                             f"the benchmark's requirements (pip install -r {REQUIREMENTS}) or "
                             "leave them out of --engines") from None
-
-
-def load_average() -> list[float] | None:
-    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
 
 
 def run_main(args: argparse.Namespace) -> int:

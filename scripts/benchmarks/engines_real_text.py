@@ -47,6 +47,8 @@ from common.cli import HelpFormatter, Parser, beam_size_list, positive_int, run_
 from common.errors import UserError  # noqa: E402
 from common.outputs import check_output_file, reported_write  # noqa: E402
 
+from _lib.benchmark import load_average  # noqa: E402
+
 ENGINES = ("run_directory", "savedmodel_float32", "savedmodel_int8", "ctranslate2_float32",
            "ctranslate2_int8")
 REFERENCE = "ctranslate2_float32"
@@ -69,13 +71,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write the results to this JSON file")
     p.set_defaults(_run=run_main)
     return p
-
-
-def load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
 
 
 def read_pairs(path: str, limit: int | None) -> tuple[list[str], list[str]]:

@@ -176,6 +176,14 @@ def device_info() -> dict[str, Any]:
     return info
 
 
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (2 decimals), None where the OS has none."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
