@@ -88,6 +88,10 @@ class DecoderConfig:
             probability of the expected context falls linearly from 1 to
             `expected_context_prob`, so the attention first learns from the deterministic
             gradient (as soft attention does) before sampled locations take their share.
+        coverage: the additive score also sees how much attention each region has had so
+            far, `vᵀ tanh(W_q s + W_k aᵢ + w_c Σ_{t'<t} α_{t'i})` (Tu et al. 2016's coverage),
+            so that a second object of a colour already named is told from the first (soft
+            attention with the additive score).
     """
 
     embedding_dim: int = 256
@@ -105,9 +109,13 @@ class DecoderConfig:
     query: str = "hidden"
     reward: str = "caption"
     expected_context_warmup: int = 0
+    coverage: bool = False
 
     def __post_init__(self):
         _check_choice("attention query", self.query, ATTENTION_QUERIES)
+        if self.coverage and (self.attention != "soft" or self.score != "additive"):
+            raise UserError(f"coverage is a term of the additive score of soft attention; "
+                            f"got attention {self.attention!r} with score {self.score!r}")
         _check_choice("reward", self.reward, REWARDS)
         _check_choice("attention", self.attention, ATTENTION_KINDS)
         if self.expected_context_warmup < 0:
@@ -160,6 +168,9 @@ class SelfCriticalConfig:
         fact_weight: `W` in `reward = CIDEr-D + W · facts`, `facts` what the caption states
             checked against the image's annotated scene (`shapes` only:
             `captioner.datasets.shapes_metrics.fact_score`); 0, CIDEr-D alone; at least 0.
+        relation_bonus: what each stated relation that holds adds to `facts` (0: a true
+            relation earns only its n-grams, a false one costs 1, so the policy states few);
+            at least 0, used with `fact_weight`.
     """
 
     enabled: bool = False
@@ -167,6 +178,7 @@ class SelfCriticalConfig:
     baseline: str = "greedy"
     xe_weight: float = 0.0
     fact_weight: float = 0.0
+    relation_bonus: float = 0.0
 
     def __post_init__(self):
         _check_choice("scst baseline", self.baseline, SCST_BASELINES)
@@ -186,6 +198,13 @@ class SelfCriticalConfig:
                 0 <= weight and math.isfinite(weight)):
             raise UserError(f"scst fact_weight must be a number >= 0 (0: CIDEr-D alone), "
                             f"got {weight!r}")
+        bonus = self.relation_bonus
+        if isinstance(bonus, bool) or not isinstance(bonus, int | float) or not (
+                0 <= bonus and math.isfinite(bonus)):
+            raise UserError(f"scst relation_bonus must be a number >= 0, got {bonus!r}")
+        if bonus and not self.fact_weight:
+            raise UserError("scst relation_bonus adds to the facts of the reward, which "
+                            "fact_weight 0 leaves out: expected a fact_weight > 0 with it")
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,7 @@ class ShowAttendTellDecoder(keras.layers.Layer):
         num_regions: int | None = None,
         expected_context_prob: float = 0.5,
         query: str = "hidden",
+        coverage: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -147,6 +148,9 @@ class ShowAttendTellDecoder(keras.layers.Layer):
             raise ValueError(f"Unknown attention query {query!r}; expected one of "
                              f"{ATTENTION_QUERIES}")
         self.query = query
+        self.coverage = bool(coverage)
+        if self.coverage and (attention != "soft" or score != "additive"):
+            raise ValueError("coverage is a term of the additive score of soft attention")
 
         score_kwargs = {}
         if score == "additive":
@@ -170,6 +174,9 @@ class ShowAttendTellDecoder(keras.layers.Layer):
                                               **policy)
         self.logits_layer = layers.Dense(self.vocab_size, name="L_o", **policy)
         self._sampler = keras.random.SeedGenerator(None, name="expected_context_sampler")
+        # w_c: the coverage of each region into the additive score's hidden layer.
+        self.coverage_dense = layers.Dense(self.attention_units, use_bias=False,
+                                           name="coverage", **policy) if self.coverage else None
 
     def build(self, annotations_shape, caption_in_shape=None):
         feature_dim = annotations_shape[-1]
@@ -188,6 +195,8 @@ class ShowAttendTellDecoder(keras.layers.Layer):
         self.context_to_output.build((None, feature_dim))
         self.logits_layer.build((None, self.embedding_dim))
         self.attention.build((None, 1, query_dim), tuple(annotations_shape))
+        if self.coverage_dense is not None:
+            self.coverage_dense.build((None, 1))
         self.built = True
 
     # -- pieces shared by training and decoding ---------------------------------------------
@@ -200,6 +209,13 @@ class ShowAttendTellDecoder(keras.layers.Layer):
     def project_keys(self, annotations):
         """The attention keys, computed once per image."""
         return self.attention.project_keys(annotations)
+
+    def covered_keys(self, projected, coverage):
+        """The projected keys `(B, L, A)` plus `w_c` times each region's coverage `(B, L)`
+        (the keys as they are without coverage)."""
+        if coverage is None:
+            return projected
+        return projected + self.coverage_dense(ops.cast(coverage[..., None], projected.dtype))
 
     def _attend(self, h, embedded, annotations, projected, training=False, sample=None):
         query = h if self.query == "hidden" else ops.concatenate([h, embedded], axis=-1)
@@ -215,9 +231,11 @@ class ShowAttendTellDecoder(keras.layers.Layer):
         return context[:, 0], alpha[:, 0], None
 
     def recurrence(self, embedded, h, c, annotations, projected, training=False, sample=None,
-                   use_expected=None):
-        """One LSTM step: returns `h, c (B, U)`, gated context `(B, D)`, `alpha (B, L)`, log-p."""
-        context, alpha, log_prob = self._attend(h, embedded, annotations, projected, training,
+                   use_expected=None, coverage=None):
+        """One LSTM step: returns `h, c (B, U)`, gated context `(B, D)`, `alpha (B, L)`, log-p.
+        `coverage (B, L)`: the attention each region has had before this step (with coverage)."""
+        context, alpha, log_prob = self._attend(h, embedded, annotations,
+                                                self.covered_keys(projected, coverage), training,
                                                 sample)
         if use_expected is not None:
             expected = ops.einsum("bl,bld->bd", alpha, annotations)
@@ -233,12 +251,13 @@ class ShowAttendTellDecoder(keras.layers.Layer):
             embedded + self.hidden_to_output(h) + self.context_to_output(context)
         )
 
-    def step(self, tokens, h, c, annotations, projected, sample: bool = False):
-        """One decoding step from the previous tokens `(N,)`: `logits (N, V), h, c, alpha (N, L)`."""
+    def step(self, tokens, h, c, annotations, projected, sample: bool = False, coverage=None):
+        """One decoding step from the previous tokens `(N,)`: `logits (N, V), h, c, alpha (N, L)`
+        (`coverage (N, L)`: the attention so far, with coverage; the caller adds `alpha`)."""
         embedded = self.embedding(tokens)
         h, c, context, alpha, _ = self.recurrence(
-            embedded, h, c, annotations, projected, training=False, sample=sample
-        )
+            embedded, h, c, annotations, projected, training=False, sample=sample,
+            coverage=coverage)
         return self.output_logits(embedded, h, context), h, c, alpha
 
     # -- teacher forcing --------------------------------------------------------------------
@@ -328,6 +347,8 @@ class ShowAttendTellDecoder(keras.layers.Layer):
         hidden_product = _WeightGradientOnce(hidden_kernel, steps, batch, once)
         context_product = _WeightGradientOnce(context_kernel, steps, batch, once)
         hs, contexts, alphas, log_probs = [], [], [], []
+        coverage = ops.zeros_like(projected[:, :, 0]) if self.coverage else None
+        keys = projected
         for t in range(steps):
             fused = ops.split(hidden_product(h, t), _offsets(widths), axis=-1)
             recurrent, gate_logit = fused[0], fused[-1]
@@ -342,9 +363,13 @@ class ShowAttendTellDecoder(keras.layers.Layer):
                     query, projected, annotations, training=training, sample=bool(training),
                     query_projected=projected_query)
             else:
-                context, alpha = self.attention.attend(query, projected, annotations,
+                if coverage is not None and t:
+                    keys = self.covered_keys(projected, coverage)
+                context, alpha = self.attention.attend(query, keys, annotations,
                                                        query_projected=projected_query)
                 log_prob = None
+                if coverage is not None:
+                    coverage = coverage + alpha
             if use_expected is not None:
                 expected = ops.einsum("bl,bld->bd", alpha, annotations)
                 context = ops.where(use_expected[:, None], expected, context)
@@ -372,5 +397,6 @@ class ShowAttendTellDecoder(keras.layers.Layer):
             num_regions=self.num_regions,
             expected_context_prob=self.expected_context_prob,
             query=self.query,
+            coverage=self.coverage,
         )
         return config

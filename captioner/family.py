@@ -136,6 +136,9 @@ Typical use:
         add(g, "--attention-query", path="decoder.query", choices=ATTENTION_QUERIES,
             help="what the attention is asked with: the LSTM state h_{t-1} (the paper's) or "
                  "that and the word just read (after 'red', look for red)")
+        add(g, "--coverage", path="decoder.coverage", action=ON_OFF,
+            help="the attention also sees how much of it each region has had so far (soft, "
+                 "additive score): a second red object is told from the one named")
         add(g, "--embedding-dim", path="decoder.embedding_dim", type=positive_int,
             help="word embedding size")
         add(g, "--units", path="decoder.units", type=positive_int, help="LSTM units")
@@ -174,6 +177,9 @@ Typical use:
             help="reward = CIDEr-D + W facts: +1 for naming exactly the image's objects, -1 "
                  "for each false relation and for naming an object twice (shapes only; "
                  "default 0: CIDEr-D alone)")
+        add(g, "--scst-relation-bonus", path="scst.relation_bonus", type=float, metavar="B",
+            help="with --scst-fact-weight: each stated relation that holds adds B to the "
+                 "facts (default 0: only false ones count, and the policy states few)")
 
     def preset(self, name: str | None, explicit: dict[str, Any]) -> dict[str, Any]:
         dataset = explicit.get("data", {}).get("dataset")

@@ -22,7 +22,7 @@ from common.decoding.defaults import LENGTH_PENALTY
 DECODING_METHODS = ("greedy", "beam", "sample")
 # The `DecoderConfig` fields that are `ShowAttendTellDecoder` arguments of the same name.
 DECODER_LAYER_FIELDS = ("embedding_dim", "units", "attention_units", "attention", "score",
-                        "dropout", "expected_context_prob", "query")
+                        "dropout", "expected_context_prob", "query", "coverage")
 
 
 def doubly_stochastic_penalty(alpha, mask, tau=None):
@@ -254,23 +254,29 @@ class ShowAttendTell(keras.Model):
     # -- decoding ---------------------------------------------------------------------------
 
     def initial_decoding_state(self, images=None, features=None):
-        """The decoding state `(h, c, annotations, projected keys)`, each with leading `B`."""
+        """The decoding state `(h, c, annotations, projected keys)`, each with leading `B`,
+        and with coverage the attention each region has had so far `(B, L)`, zeros."""
         annotations = (
             ops.cast(features, "float32") if features is not None
             else self.encoder(images, training=False)
         )
         h, c = self.decoder.initial_state(annotations)
-        return (h, c, annotations, self.decoder.project_keys(annotations))
+        state = (h, c, annotations, self.decoder.project_keys(annotations))
+        if self.decoder.coverage:
+            state += (ops.zeros_like(annotations[:, :, 0]),)
+        return state
 
     def make_step(self, sample_locations: bool = False):
         """The `step(tokens, state, index) -> (logits, state, alpha)` of `common.decoding`."""
 
         def step(tokens, state, index):
-            h, c, annotations, projected = state
+            h, c, annotations, projected, *coverage = state
+            coverage = coverage[0] if coverage else None
             logits, h, c, alpha = self.decoder.step(
-                tokens, h, c, annotations, projected, sample=sample_locations
-            )
-            return logits, (h, c, annotations, projected), alpha
+                tokens, h, c, annotations, projected, sample=sample_locations,
+                coverage=coverage)
+            state = (h, c, annotations, projected)
+            return logits, state if coverage is None else (*state, coverage + alpha), alpha
 
         return step
 

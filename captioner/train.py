@@ -246,8 +246,8 @@ def _scst_reward(config: CaptionerRunConfig, split: Any, vocab: Any, verbose: in
 
         scenes = [record.objects for record in split]
 
-        def facts(caption: str, image: int) -> int:
-            return fact_score(caption, scenes[image])
+        def facts(caption: str, image: int) -> float:
+            return fact_score(caption, scenes[image], scst.relation_bonus)
 
     reward = CaptionReward([record.captions for record in split], vocab, facts,
                            scst.fact_weight)

@@ -48,14 +48,15 @@ def trained_captioner(tmp_path_factory) -> Path:
     """A `--preset tiny` run with enough steps (200, at a high learning rate, on 200 images)
     that its captions differ between images; its attention query is the demo's (`hidden+word`),
     so the export and serving tests cover it. No validation: the best checkpoint of its one
-    epoch would be its last."""
+    epoch would be its last. It has the demo's coverage too (its state carries the attention
+    so far through every decoder: beam search, the export, sampling)."""
     from captioner.cli import main
 
     run = tmp_path_factory.mktemp("captioner") / "run"
     assert main(["train", "--preset", "tiny", "--out", str(run), "--seed", "3",
                  "--steps-per-epoch", "200", "--learning-rate", "0.01",
                  "--data-option", "num_images=200", "--attention-query", "hidden+word",
-                 "--validation-examples", "0"]) == 0
+                 "--coverage", "--validation-examples", "0"]) == 0
     return run
 
 

@@ -34,7 +34,7 @@ from captioner.datasets.shapes import CLEAR_RATIO
 from captioner.datasets.shapes_parser import NamedObject, ParsedCaption, parse_caption
 from common.errors import UserError
 
-__all__ = ["NamedObject", "ParsedCaption", "fact_score", "names_an_object_twice",
+__all__ = ["NamedObject", "ParsedCaption", "caption_errors", "fact_score", "names_an_object_twice",
            "object_accuracy", "objects_correct", "parse_caption", "relation_accuracy",
            "relation_counts", "relation_holds", "shapes_scores"]
 
@@ -122,17 +122,23 @@ def _relation_counts(parsed: ParsedCaption,
     return true, len(parsed.relations) + parsed.unread
 
 
-def _fact_score(parsed: ParsedCaption, objects: Sequence[ObjectAnnotation]) -> int:
+def _fact_score(parsed: ParsedCaption, objects: Sequence[ObjectAnnotation],
+                relation_bonus: float = 0.0) -> float:
     true, stated = _relation_counts(parsed, objects)
-    return int(_objects_correct(parsed, objects)) - (stated - true) - int(parsed.named_twice)
+    score = int(_objects_correct(parsed, objects)) - (stated - true) - int(parsed.named_twice)
+    return score + relation_bonus * true if relation_bonus else score
 
 
-def fact_score(caption: str, objects: Sequence[ObjectAnnotation]) -> int:
+def fact_score(caption: str, objects: Sequence[ObjectAnnotation],
+               relation_bonus: float = 0.0) -> float:
     """What `caption` gets right of its image's scene, as a reward for self-critical training
     (`scst.fact_weight`): 1 when it is readable and names exactly the image's objects
     (`objects_correct`), minus 1 for each relation it states that does not hold, the unread
     ones of an unreadable caption included (`relation_counts`), and minus 1 when it names an
-    object twice (`names_an_object_twice`).
+    object twice (`names_an_object_twice`); plus `relation_bonus` for each stated relation
+    that holds (`scst.relation_bonus`: without it a relation earns nothing and costs 1 when
+    false, so a policy learns to state none it is unsure of; with it, one it is right about
+    more than `1 / (1 + relation_bonus)` of the time pays).
 
     Example:
     >>> def shape(colour, name, box):
@@ -147,8 +153,44 @@ def fact_score(caption: str, objects: Sequence[ObjectAnnotation]) -> int:
     0
     >>> fact_score("a red circle beside a blue square", scene)  # unreadable
     -1
+    >>> fact_score("a red circle to the left of a blue square", scene, relation_bonus=0.25)
+    1.25
     """
-    return _fact_score(parse_caption(caption), objects)
+    return _fact_score(parse_caption(caption), objects, relation_bonus)
+
+
+def caption_errors(caption: str, objects: Sequence[ObjectAnnotation]) -> list[str]:
+    """What is wrong with `caption` of a scene, in words; `[]` when it is right: readable,
+    naming exactly the scene's objects (every stated size right), each once, every stated
+    relation true.
+
+    Example:
+    >>> def shape(colour, name, box):
+    ...     return ObjectAnnotation(name, box, attributes={"colour": colour, "shape": name,
+    ...                                                    "size": "small"})
+    >>> scene = [shape("red", "circle", (0, 0, 10, 10)), shape("blue", "square", (30, 0, 40, 10))]
+    >>> caption_errors("a red circle to the left of a blue square", scene)
+    []
+    >>> caption_errors("a blue square to the left of a red circle", scene)
+    ['1 of 1 stated relations false']
+    >>> caption_errors("a blue square below a blue square", scene)[:2]
+    ['names blue square; the scene has blue square, red circle', 'names an object twice']
+    """
+    parsed = parse_caption(caption)
+    if not parsed.readable:
+        return ["unreadable"]
+    errors = []
+    if not _objects_correct(parsed, objects):
+        named = ", ".join(sorted(f"{o.colour} {o.shape}" for o in parsed.objects))
+        present = ", ".join(sorted(f"{o.attributes['colour']} {o.attributes['shape']}"
+                                   for o in objects))
+        errors.append(f"names {named or 'nothing'}; the scene has {present}")
+    if parsed.named_twice:
+        errors.append("names an object twice")
+    true, stated = _relation_counts(parsed, objects)
+    if true < stated:
+        errors.append(f"{stated - true} of {stated} stated relations false")
+    return errors
 
 
 def _pooled(captions: Sequence[str], objects: Sequence[Sequence[ObjectAnnotation]],

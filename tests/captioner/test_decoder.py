@@ -66,6 +66,52 @@ def test_teacher_forcing_equals_step_by_step(query, score):
 
 
 @pytest.mark.parametrize("query", ["hidden", "hidden+word"])
+def test_with_coverage_teacher_forcing_equals_step_by_step_with_the_attention_summed(query):
+    decoder = _decoder(query=query, coverage=True)
+    decoder.coverage_dense.kernel.assign(  # a strong coverage term, so that it shows
+        np.random.default_rng(1).normal(scale=3.0, size=(1, 7)).astype("float32"))
+    annotations, caption_in = _inputs()
+    out = decoder(annotations, caption_in, training=False)
+    plain = _decoder(query=query)
+    plain.set_weights([w for w in decoder.get_weights()
+                       if w.shape != decoder.coverage_dense.kernel.shape])
+    without = plain(annotations, caption_in, training=False)
+    h, c = decoder.initial_state(annotations)
+    projected = decoder.project_keys(annotations)
+    coverage = np.zeros((B, L), "float32")
+    for t in range(T):
+        logits, h, c, alpha = decoder.step(caption_in[:, t], h, c, annotations, projected,
+                                           coverage=coverage)
+        np.testing.assert_allclose(out["logits"][:, t], logits, atol=1e-5)
+        np.testing.assert_allclose(out["alpha"][:, t], alpha, atol=1e-6)
+        coverage = coverage + np.asarray(alpha)
+    # The first step has no coverage yet; later ones differ from the same decoder without it.
+    np.testing.assert_allclose(out["alpha"][:, 0], without["alpha"][:, 0], atol=1e-6)
+    assert np.abs(np.asarray(out["alpha"][:, 1:]) - np.asarray(without["alpha"][:, 1:])).max() > 1e-3
+
+
+def test_the_covered_keys_add_w_c_times_each_regions_coverage():
+    decoder = _decoder(coverage=True)
+    annotations, _ = _inputs()
+    projected = np.asarray(decoder.project_keys(annotations))
+    coverage = np.random.default_rng(2).uniform(size=(B, L)).astype("float32")
+    w_c = np.asarray(decoder.coverage_dense.kernel)  # (1, A)
+    np.testing.assert_allclose(decoder.covered_keys(projected, coverage),
+                               projected + coverage[..., None] * w_c[0], atol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs", [{"attention": "hard"}, {"score": "dot"}])
+def test_coverage_is_refused_outside_soft_additive_attention(kwargs):
+    from captioner.config import DecoderConfig
+    from common.errors import UserError
+
+    with pytest.raises(ValueError, match="coverage is a term of the additive score"):
+        _decoder(coverage=True, **kwargs)
+    with pytest.raises(UserError, match="coverage is a term of the additive score"):
+        DecoderConfig(coverage=True, **kwargs)
+
+
+@pytest.mark.parametrize("query", ["hidden", "hidden+word"])
 def test_only_the_word_query_lets_the_word_read_move_the_attention(query):
     decoder = _decoder(query=query)
     annotations, _ = _inputs()

@@ -375,7 +375,7 @@ def test_scst_from_a_trained_run_raises_its_validation_cider_and_keeps_the_best(
     assert list((scst / "best").glob("ckpt-*.index"))
     config = json.loads((scst / "config.json").read_text())
     assert config["scst"] == {"enabled": True, "samples": 4, "baseline": "greedy",
-                              "xe_weight": 0.0, "fact_weight": 0.0}
+                              "xe_weight": 0.0, "fact_weight": 0.0, "relation_bonus": 0.0}
     assert config["training"]["jit_compile"] is False
     # The checkpoints are the captioner's: caption reads the best one.
     sample = REPO / "assets" / "samples" / "shapes_2.png"
@@ -426,6 +426,10 @@ def _one_line_error(capsys, argv):
     (["--scst", "--scst-fact-weight", "nan"], "got nan"),
     (["--scst", "--scst-fact-weight", "1", "--dataset", "coco", "--data-dir", "nowhere"],
      "--scst-fact-weight checks captions against an annotated scene, which only shapes has"),
+    (["--scst", "--scst-fact-weight", "1", "--scst-relation-bonus", "-0.5"],
+     "scst relation_bonus must be a number >= 0, got -0.5"),
+    (["--scst", "--scst-relation-bonus", "0.5"],
+     "scst relation_bonus adds to the facts of the reward, which fact_weight 0 leaves out"),
     (["--best-metric", "facts", "--dataset", "coco", "--data-dir", "nowhere"],
      "--best-metric facts: only the validation on shapes reports it"),
 ])

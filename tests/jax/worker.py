@@ -67,8 +67,10 @@ def comparison_models():
     for name, attention in CAPTIONERS.items():
         config = CaptionerRunConfig(
             encoder=EncoderConfig(image_size=(32, 32), weights="none", filters=(4, 8)),
+            # Soft attention as the demo's: the word query and coverage (a state of its own).
             decoder=DecoderConfig(embedding_dim=8, units=8, attention_units=8,
-                                  attention=attention))
+                                  attention=attention, coverage=attention == "soft",
+                                  query="hidden+word" if attention == "soft" else "hidden"))
         yield name, build_captioner(config, 20), captions
 
 

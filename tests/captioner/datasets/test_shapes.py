@@ -205,6 +205,16 @@ def test_the_fact_score_is_right_objects_minus_false_relations_and_repeats(train
     assert {fact_score(text, r.objects) for r in train for text in r.captions} == {1}
     scores = shapes_scores({record.image_id: f"{false_ab} , and {false_cb}"}, train)
     assert scores["facts"] == -1.0
+    # With a relation bonus, each stated relation that holds adds it, counted apart here.
+    true_ba = f"the {b.category} is {RELATION_PHRASES[INVERSE[ab]]} the {a.category}"
+    for caption, expected, true in [*((c, e, c.startswith(true_ab)) for c, e in table.items()),
+                                    (f"{true_ab} , and a {c.category}", 1, 1),
+                                    (f"{true_ab} , and {true_ba}", 0, 1),  # one fact twice
+                                    (f"{true_ab} , and a {c.category} "
+                                     f"{RELATION_PHRASES[spatial_relation(c, b)]} "
+                                     f"the {b.category}", 1, 2)]:
+        assert fact_score(caption, record.objects) == expected, caption
+        assert fact_score(caption, record.objects, relation_bonus=0.25) == expected + 0.25 * true
 
 
 def test_bad_options_are_user_errors():
