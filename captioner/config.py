@@ -115,7 +115,8 @@ class DecoderConfig:
         _check_choice("attention query", self.query, ATTENTION_QUERIES)
         if self.coverage and (self.attention != "soft" or self.score != "additive"):
             raise UserError(f"coverage is a term of the additive score of soft attention; "
-                            f"got attention {self.attention!r} with score {self.score!r}")
+                            f"got attention {self.attention!r} with score {self.score!r} "
+                            "(the demo presets set it: add --no-coverage)")
         _check_choice("reward", self.reward, REWARDS)
         _check_choice("attention", self.attention, ATTENTION_KINDS)
         if self.expected_context_warmup < 0:

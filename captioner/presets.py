@@ -5,10 +5,12 @@ A preset is a nested dict of overrides for `captioner.config.CaptionerRunConfig`
 Its dataset options (`data.options`) apply to its own dataset only (see `get_preset`).
 
 - `demo`: the `shapes` dataset, `small-cnn` with one context conv, an LSTM of 128 whose
-  attention also sees the word it reads (`query="hidden+word"`), no doubly stochastic
-  penalty (λ = 0), soft attention (with `--attention hard`: REINFORCE with the reward-to-go,
-  the expected context on every caption at first, falling to the paper's 50% over 1000 steps),
-  3000 steps of 64 captions: about 6 minutes on 2 CPU cores.
+  attention also sees the word it reads (`query="hidden+word"`) and how much attention each
+  region has had (`coverage`), no doubly stochastic penalty (λ = 0), soft attention (with
+  `--attention hard --no-coverage`: REINFORCE with the reward-to-go, the expected context on
+  every caption at first, falling to the paper's 50% over 1000 steps), 3000 steps of 64
+  captions: about 6 minutes on 2 CPU cores. `scripts/demo.sh` follows it with
+  `demo-scst-facts`.
   The README gives the figures it reaches on the test split.
 - `demo-scst`: the demo's model and data, trained by self-critical sequence training
   (`captioner.scst`: CIDEr-D reward, greedy baseline, 5 samples per image, 16 images a step,
@@ -17,8 +19,9 @@ Its dataset options (`data.options`) apply to its own dataset only (see `get_pre
   run (docs/scst.md).
 - `demo-scst-facts`: `demo-scst` whose reward adds what each caption states checked against
   the image's scene (`scst.fact_weight` 10: +10 for naming exactly its objects, -10 for each
-  false relation and for naming an object twice), 8 epochs, the best checkpoint by the
-  validation's `facts` (chosen on the validation split, docs/scst.md).
+  false relation and for naming an object twice, +1.5 for each true relation:
+  `relation_bonus` 0.15), 8 epochs, the best checkpoint by the validation's `facts` (chosen
+  on the validation split, docs/scst.md); `scripts/demo.sh`'s second stage.
 - `tiny`: seconds; for tests and smoke runs only (learns nothing useful).
 - `coco`: the paper's VGG-19 set-up (pretrained encoder, frozen, features cached).
 """
@@ -37,7 +40,8 @@ PRESETS.add("demo", {
                 "filters": (16, 32, 64), "context_convs": 1, "coordinates": True},
     "decoder": {"embedding_dim": 64, "units": 128, "attention_units": 128, "dropout": 0.2,
                 "attention": "soft", "query": "hidden+word", "penalty_weight": 0.0,
-                "reward": "to-go", "expected_context_warmup": 1000, "max_length": 28},
+                "reward": "to-go", "expected_context_warmup": 1000, "max_length": 28,
+                "coverage": True},
     "data": {"dataset": "shapes", "max_length": 28},
     "training": {"epochs": 6, "steps_per_epoch": 500, "batch_size": 64, "learning_rate": 2e-3,
                  "log_every": 50},
@@ -55,7 +59,7 @@ PRESETS.add("demo-scst", {
 PRESETS.add("demo-scst-facts", {
     **copy.deepcopy(PRESETS.get("demo-scst")),
     "training": {**PRESETS.get("demo-scst")["training"], "epochs": 8, "best_metric": "facts"},
-    "scst": {**PRESETS.get("demo-scst")["scst"], "fact_weight": 10.0},
+    "scst": {**PRESETS.get("demo-scst")["scst"], "fact_weight": 10.0, "relation_bonus": 0.15},
 })
 
 PRESETS.add("tiny", {

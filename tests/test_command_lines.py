@@ -34,7 +34,7 @@ SAMPLES = ["assets/samples/shapes_1.png", "assets/samples/shapes_2.png"]
 # README's `assets/samples/*.png` is written as two of those files.
 README_LINES = [
     ("captioner train", ["--dataset shapes", "--preset demo", "--out runs/demo"]),
-    ("captioner train", ["--dataset shapes", "--preset demo", "--attention hard",
+    ("captioner train", ["--dataset shapes", "--preset demo", "--attention hard", "--no-coverage",
                          "--out runs/demo-hard"]),
     ("captioner train", ["--dataset shapes", "--preset demo-scst", "--init-from runs/demo",
                          "--out runs/demo-scst"]),

@@ -3,7 +3,7 @@
     python scripts/experiments/captioner_ablation.py word-query \\
         --override '{"decoder": {"query": "hidden+word"}}' --out-dir runs/ablation
     python scripts/experiments/captioner_ablation.py hard-to-go --threads 1 \\
-        --override '{"decoder": {"attention": "hard", "reward": "to-go"}}'
+        --override '{"decoder": {"attention": "hard", "reward": "to-go", "coverage": false}}'
     python scripts/experiments/captioner_ablation.py word-query --split test \\
         --override '{"decoder": {"query": "hidden+word"}}' --out-dir runs/ablation
 

@@ -35,8 +35,9 @@ scored (`test_scored`): a test record already at `--json` is not replaced withou
 The JSON (`--json`) holds every figure of every variant per seed, the SCST stage's wall time
 and history, the checkpoints scored (path and SHA-256), a summary of each figure over the seeds
 (mean, sample standard deviation, minimum, maximum: `common.metrics.seeds.summarize`), the
-targets of issue 38 and whether each seed met them, the commit (and whether the working tree
-differed from it) and the tokenizer the caption metrics used. `--num-images N` scores the first
+targets of issue 38 and whether each seed met them (`targets_met`), issue 47's targets for
+the demo's captions and whether each variant met them (`demo_targets_met`), the commit (and
+whether the working tree differed from it) and the tokenizer the caption metrics used. `--num-images N` scores the first
 N images of the split (shapes makes them in a fixed order), for a quick check.
 """
 
@@ -68,6 +69,10 @@ VARIANTS = ("start", "start+no-repeat", "scst", "scst+no-repeat")
 SET_HERE = ("--out", "--seed", "--init-from", "--preset", "--dataset", "--resume")
 # Issue 38 item 3: what the SCST stage (and the no-repeat decoding alone) should reach.
 TARGETS = {"object_accuracy": 97.0, "relation_accuracy": 98.0, "cider_ratio": 1.10}
+# Issue 47's targets for the demo's captions, each variant on its own: (figure, bound, at least?).
+DEMO_TARGETS = {"object_accuracy": (98.0, True), "relation_accuracy": (99.0, True),
+                "relations_stated": (0.38, True), "objects_named_twice_rate": (1.0, False),
+                "attention_correctness": (75.0, True)}
 # Not figures of a variant: the same in every evaluation, or not numbers.
 NOT_FIGURES = ("images", "skipped_images", "beam_size", "no_repeat_ngram", "run_state",
                "checkpoint", "split", "tokenizer")
@@ -227,6 +232,19 @@ def targets_met(variants: dict[str, dict[str, Any]]) -> dict[str, dict[str, bool
             "objects_named_twice": at_least(-(v.get("objects_named_twice") or 0),
                                             -(start.get("objects_named_twice") or 0)),
         }
+    return met
+
+
+def demo_targets_met(variants: dict[str, dict[str, Any]]) -> dict[str, dict[str, bool | None]]:
+    """Per variant, whether it meets each of `DEMO_TARGETS` (None where the figure is
+    missing)."""
+    met = {}
+    for name, v in variants.items():
+        met[name] = {}
+        for key, (bound, at_least) in DEMO_TARGETS.items():
+            value = v.get(key)
+            met[name][key] = None if value is None else bool(
+                value >= bound if at_least else value <= bound)
     return met
 
 
@@ -391,7 +409,8 @@ def run(args: argparse.Namespace) -> int:
     tokenizers = {v.get("tokenizer") for s in runs for v in s["variants"].values()}
     record = {"kind": "scst_seeds", "name": args.name, "split": args.split, **head,
               "num_images": args.num_images, "seeds": [s["seed"] for s in runs], **_commit(),
-              "tokenizer": sorted(map(str, tokenizers)), "targets": TARGETS, "runs": runs,
+              "tokenizer": sorted(map(str, tokenizers)), "targets": TARGETS,
+              "demo_targets": DEMO_TARGETS, "runs": runs,
               "summary": summarize(runs),
               "command": " ".join(["python", f"scripts/experiments/{PROG}", *args.argv])}
     with reported_write(record_file, "--json"):
@@ -476,7 +495,8 @@ def _score_seed(args: argparse.Namespace, chosen: dict[str, Any] | None,
     took = f"SCST {seed['scst_train_s']:.0f} s; " if seed.get("scst_train_s") else ""
     print(f"{PROG}: seed {seed['seed']} on {args.split}: {took}{json.dumps(figures)}",
           flush=True)
-    return {**seed, "variants": variants, "targets_met": targets_met(variants)}
+    return {**seed, "variants": variants, "targets_met": targets_met(variants),
+            "demo_targets_met": demo_targets_met(variants)}
 
 
 def _rounded(value: Any) -> Any:

@@ -447,6 +447,7 @@ def test_the_facts_preset_is_demo_scst_with_the_fact_reward_and_its_best_checkpo
 
     plain, facts = get_preset("demo-scst"), get_preset("demo-scst-facts")
     assert facts["scst"].pop("fact_weight") == 10.0
+    assert facts["scst"].pop("relation_bonus") == 0.15
     assert facts["training"].pop("best_metric") == "facts"
     assert (facts["training"].pop("epochs"), plain["training"].pop("epochs")) == (8, 4)
     assert facts == plain

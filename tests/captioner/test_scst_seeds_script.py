@@ -67,6 +67,17 @@ def test_the_summary_is_the_mean_sd_and_range_over_seeds_and_targets_are_judged_
                                      "attention_correctness_references": True,
                                      "objects_named_twice": False}
     assert met["start+no-repeat"]["relation_accuracy"] is None
+    demo = script.demo_targets_met(
+        {"a": {"object_accuracy": 98.0, "relation_accuracy": 98.9, "relations_stated": 0.38,
+               "objects_named_twice_rate": 1.0, "attention_correctness": 80.0},
+         "b": {"object_accuracy": 97.9, "relation_accuracy": None, "relations_stated": 0.1,
+               "objects_named_twice_rate": 1.2, "attention_correctness": 74.9}})
+    assert demo == {"a": {"object_accuracy": True, "relation_accuracy": False,
+                          "relations_stated": True, "objects_named_twice_rate": True,
+                          "attention_correctness": True},
+                    "b": {"object_accuracy": False, "relation_accuracy": None,
+                          "relations_stated": False, "objects_named_twice_rate": False,
+                          "attention_correctness": False}}
 
 
 def test_a_finished_start_run_is_reused_a_killed_one_resumed_and_none_trained(script,
@@ -102,7 +113,7 @@ def test_a_seed_is_chosen_on_valid_then_its_checkpoints_scored_on_test_once(scri
     assert valid["scst_args"] == ["--scst-samples", "2", "--scst-xe-weight", "0.5"]
     for run in valid["runs"]:
         assert run["scst"] == {"enabled": True, "samples": 2, "baseline": "greedy",
-                               "xe_weight": 0.5, "fact_weight": 0.0}
+                               "xe_weight": 0.5, "fact_weight": 0.0, "relation_bonus": 0.0}
         assert run["scst_train_s"] > 0 and len(run["scst_history"]["reward"]) == 1
         assert (Path(run["scst_run"]) / "best").is_dir()
         variants = run["variants"]
