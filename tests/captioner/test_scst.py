@@ -453,6 +453,10 @@ def test_the_facts_preset_is_demo_scst_with_the_fact_reward_and_its_best_checkpo
     assert facts == plain
     config = from_dict(CaptionerRunConfig, get_preset("demo-scst-facts"))
     assert config.scst.fact_weight == 10.0 and config.data.dataset == "shapes"
+    # scripts/demo.sh starts it from a `demo` run: the same model, coverage included.
+    demo = from_dict(CaptionerRunConfig, get_preset("demo"))
+    assert (config.encoder, config.decoder) == (demo.encoder, demo.decoder)
+    assert config.decoder.coverage
 
 
 def test_a_config_written_before_the_cross_entropy_mix_loads_without_it():
