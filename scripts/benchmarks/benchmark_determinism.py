@@ -43,7 +43,9 @@ def child(setting: str, attention: str, steps: int, warmup: int, batch_size: int
 
     make_deterministic(0, strict=setting == "deterministic")
     config = apply_overrides(apply_overrides(CaptionerRunConfig(), get_preset("demo")),
-                             {"decoder": {"attention": attention}})
+                             # coverage is soft attention's (the preset's own)
+                             {"decoder": {"attention": attention,
+                                          "coverage": attention == "soft"}})
     vocab, length = 40, config.data.max_length
     rng = np.random.default_rng(0)
     caption = rng.integers(4, vocab, size=(batch_size, length + 1)).astype("int32")

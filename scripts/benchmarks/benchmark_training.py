@@ -540,11 +540,14 @@ def _per_step_teacher_forcing(decoder, embedded, annotations, projected, h, c, t
     same."""
     hard = decoder.attention_kind == "hard"
     hs, contexts, alphas, log_probs = [], [], [], []
+    coverage = 0.0 * projected[:, :, 0] if decoder.coverage else None
     for t in range(embedded.shape[1]):
         h, c, context, alpha, log_prob = decoder.recurrence(
             embedded[:, t], h, c, annotations, projected, training=training,
             sample=bool(training) if hard else None, use_expected=use_expected,
+            coverage=coverage,
         )
+        coverage = None if coverage is None else coverage + alpha
         hs.append(h)
         contexts.append(context)
         alphas.append(alpha)

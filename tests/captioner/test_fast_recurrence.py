@@ -49,16 +49,20 @@ def _reference(decoder, annotations, caption_in):
         keys = tf.einsum("bld,da->bla", annotations, w["attention/score/key_dense/kernel"])
         keys += w["attention/score/key_dense/bias"]
     logits, alphas = [], []
+    coverage = tf.zeros(annotations.shape[:2])  # Σ of the earlier steps' α (B, L)
     for t in range(T):
         query = h if decoder.query == "hidden" else tf.concat([h, embedded[:, t]], axis=-1)
         if decoder.score == "additive":
             q = query @ w["attention/score/query_dense/kernel"]  # (B, A)
-            hidden = tf.tanh(q[:, None, :] + keys)
+            covered = keys + coverage[..., None] * w["coverage/kernel"][0] if decoder.coverage \
+                else keys
+            hidden = tf.tanh(q[:, None, :] + covered)
             scores = tf.einsum("bla,a->bl", hidden, w["attention/score/energy_dense/kernel"][:, 0])
         else:  # dot: the query projected into the annotations' space
             q = query @ w["query_proj/kernel"]  # (B, D)
             scores = tf.einsum("bd,bld->bl", q, annotations)
         alpha = tf.nn.softmax(scores, axis=-1)
+        coverage += alpha
         z = tf.einsum("bl,bld->bd", alpha, annotations)
         beta = tf.sigmoid(h @ w["gate/kernel"] + w["gate/bias"])
         z = beta * z
@@ -101,10 +105,12 @@ def _check(decoder, training, **call_kwargs):
         np.testing.assert_allclose(x, y, rtol=RTOL, atol=ATOL, err_msg=variable.path)
 
 
-@pytest.mark.parametrize("query,score", [("hidden", "additive"), ("hidden+word", "additive"),
-                                         ("hidden", "dot"), ("hidden+word", "dot")])
-def test_soft_attention_loss_and_gradients_equal_the_per_step_reference(query, score):
-    _check(_decoder(query=query, score=score), training=True)
+@pytest.mark.parametrize("query,score,coverage", [
+    ("hidden", "additive", False), ("hidden+word", "additive", False),
+    ("hidden", "dot", False), ("hidden+word", "dot", False),
+    ("hidden", "additive", True), ("hidden+word", "additive", True)])
+def test_soft_attention_loss_and_gradients_equal_the_per_step_reference(query, score, coverage):
+    _check(_decoder(query=query, score=score, coverage=coverage), training=True)
 
 
 @pytest.mark.parametrize("query,score", [("hidden+word", "additive"), ("hidden", "dot")])

@@ -12,11 +12,12 @@ from common.export import savedmodel
 from common.export.quantization import quantize_model
 from tests.helpers.isolated import inspect_isolated
 
-# The decoder's layers Keras quantizes: its projections, attention score and embedding.
+# The decoder's layers Keras quantizes: its projections, attention score (with the fixture's
+# coverage term) and embedding.
 DECODER_LAYERS = ["decoder/L_h", "decoder/L_o", "decoder/L_z",
                   "decoder/attention/score/energy_dense", "decoder/attention/score/key_dense",
-                  "decoder/attention/score/query_dense", "decoder/embedding", "decoder/gate",
-                  "decoder/init_c", "decoder/init_h"]
+                  "decoder/attention/score/query_dense", "decoder/coverage", "decoder/embedding",
+                  "decoder/gate", "decoder/init_c", "decoder/init_h"]
 
 
 @pytest.fixture(scope="module")
